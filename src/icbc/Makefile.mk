@@ -1,0 +1,11 @@
+# libicbc: MPI-independent core (topology, router file, peer table, wire formats).
+lib_LTLIBRARIES += libicbc.la
+libicbc_la_CPPFLAGS = -I$(top_srcdir)/src/icbc
+libicbc_la_SOURCES = \
+    src/icbc/status.c \
+    src/icbc/log.c
+libicbc_la_LIBADD = $(CRYPTO_LIBS)
+include_icbcdir = $(includedir)/icbc
+include_icbc_HEADERS = \
+    src/icbc/icbc_status.h \
+    src/icbc/icbc_log.h

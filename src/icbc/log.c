@@ -1,0 +1,51 @@
+/* Line-oriented logging to stderr; see icbc_log.h. */
+#include "icbc_log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static char log_ident[64] = "icbc";
+static int log_level = -1; /* -1: not read from the environment yet */
+
+static int log_level_from_env(void)
+{
+    const char *s = getenv("ICBC_LOG_LEVEL");
+    if (s == NULL) return ICBC_LOG_WARN;
+    if (!strcasecmp(s, "error")) return ICBC_LOG_ERROR;
+    if (!strcasecmp(s, "warn")) return ICBC_LOG_WARN;
+    if (!strcasecmp(s, "info")) return ICBC_LOG_INFO;
+    if (!strcasecmp(s, "debug")) return ICBC_LOG_DEBUG;
+    return ICBC_LOG_WARN;
+}
+
+void icbc_log_set_ident(const char *ident)
+{
+    snprintf(log_ident, sizeof(log_ident), "%s", ident);
+}
+
+void icbc_log_set_level(icbc_log_level_t level)
+{
+    log_level = level;
+}
+
+int icbc_log_enabled(icbc_log_level_t level)
+{
+    if (log_level < 0) log_level = log_level_from_env();
+    return (int) level <= log_level;
+}
+
+void icbc_log(icbc_log_level_t level, const char *fmt, ...)
+{
+    static const char *names[] = { "error", "warn", "info", "debug" };
+    char line[1024];
+    va_list ap;
+
+    if (!icbc_log_enabled(level)) return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[%s] %s: %s\n", log_ident, names[level], line);
+}

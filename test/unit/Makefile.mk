@@ -1,0 +1,9 @@
+# GoogleTest unit tests of libicbc and the tools' pure parts (make check).
+if HAVE_GTEST
+check_PROGRAMS += test/unit/icbc_unit_tests
+TESTS += test/unit/icbc_unit_tests
+test_unit_icbc_unit_tests_CPPFLAGS = -I$(top_srcdir)/src/icbc -DICBC_TEST_DATA_DIR='"$(abs_top_srcdir)/test/unit/data"'
+test_unit_icbc_unit_tests_SOURCES = \
+    test/unit/status_test.cc
+test_unit_icbc_unit_tests_LDADD = libicbc.la -lgtest -lgtest_main -lpthread
+endif
