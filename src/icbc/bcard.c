@@ -1,0 +1,95 @@
+/* Business card encoding and parsing; see icbc_bcard.h for the layout. */
+#include "icbc_bcard.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    v = htons(v);
+    memcpy(p, &v, 2);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return ntohl(v);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return ntohs(v);
+}
+
+size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
+{
+    return ICBC_BCARD_HEADER_SIZE + strlen(node) + fabric_addr_len;
+}
+
+icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
+                                void *buf, size_t cap, size_t *len_p)
+{
+    size_t n = strlen(node);
+    uint8_t *p = buf;
+
+    if (n == 0 || n > ICBC_BCARD_MAX_NAME || fabric_addr_len > UINT32_MAX)
+        return ICBC_ERR_INVALID;
+    if (icbc_bcard_size(node, fabric_addr_len) > cap)
+        return ICBC_ERR_INVALID;
+    put32(p, ICBC_BCARD_MAGIC);
+    put16(p + 4, ICBC_BCARD_VERSION);
+    put16(p + 6, (uint16_t) n);
+    put32(p + 8, (uint32_t) fabric_addr_len);
+    memcpy(p + ICBC_BCARD_HEADER_SIZE, node, n);
+    if (fabric_addr_len > 0)
+        memcpy(p + ICBC_BCARD_HEADER_SIZE + n, fabric_addr, fabric_addr_len);
+    *len_p = ICBC_BCARD_HEADER_SIZE + n + fabric_addr_len;
+    return ICBC_OK;
+}
+
+static icbc_status_t bad(char *err, size_t errlen, const char *what)
+{
+    if (err != NULL && errlen > 0)
+        snprintf(err, errlen, "%s", what);
+    return ICBC_ERR_INVALID;
+}
+
+icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
+                               char *err, size_t errlen)
+{
+    const uint8_t *p = buf;
+    size_t n, m;
+
+    if (buf == NULL || len < ICBC_BCARD_HEADER_SIZE)
+        return bad(err, errlen, "card shorter than its header");
+    if (get32(p) != ICBC_BCARD_MAGIC)
+        return bad(err, errlen, "bad magic (not an ICBC business card)");
+    if (get16(p + 4) != ICBC_BCARD_VERSION)
+        return bad(err, errlen, "unsupported card version");
+    n = get16(p + 6);
+    m = get32(p + 8);
+    if (n == 0 || n > ICBC_BCARD_MAX_NAME)
+        return bad(err, errlen, "node name length out of range");
+    if (m > len - ICBC_BCARD_HEADER_SIZE || n > len - ICBC_BCARD_HEADER_SIZE - m)
+        return bad(err, errlen, "lengths exceed the card");
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[ICBC_BCARD_HEADER_SIZE + i];
+        if (c < 0x21 || c > 0x7e)
+            return bad(err, errlen, "node name has a non-printable byte");
+    }
+    memcpy(card->node, p + ICBC_BCARD_HEADER_SIZE, n);
+    card->node[n] = '\0';
+    card->fabric_addr = m ? p + ICBC_BCARD_HEADER_SIZE + n : NULL;
+    card->fabric_addr_len = m;
+    return ICBC_OK;
+}

@@ -1,0 +1,62 @@
+/* ICBC active-message wire header; see icbc_wire.h for the layout. */
+#include "icbc_wire.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+static uint64_t hton64(uint64_t v)
+{
+    return ((uint64_t) htonl((uint32_t) v) << 32) | htonl((uint32_t) (v >> 32));
+}
+
+void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf)
+{
+    uint8_t *p = buf;
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+
+    p[0] = ICBC_WIRE_VERSION;
+    p[1] = hdr->kind;
+    v16 = htons(hdr->handler_id);
+    memcpy(p + 2, &v16, 2);
+    p[4] = hdr->src_vci;
+    p[5] = hdr->dst_vci;
+    v16 = htons(hdr->am_hdr_sz);
+    memcpy(p + 6, &v16, 2);
+    v32 = htonl(hdr->src_rank);
+    memcpy(p + 8, &v32, 4);
+    memset(p + 12, 0, 4);
+    v64 = hton64(hdr->data_sz);
+    memcpy(p + 16, &v64, 8);
+}
+
+icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handler,
+                                uint32_t world_size, icbc_am_hdr_t *hdr)
+{
+    const uint8_t *p = buf;
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+
+    if (buf == NULL || len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
+        return ICBC_ERR_INVALID;
+    hdr->kind = p[1];
+    if (hdr->kind != ICBC_MSG_AM)
+        return ICBC_ERR_INVALID;
+    memcpy(&v16, p + 2, 2);
+    hdr->handler_id = ntohs(v16);
+    hdr->src_vci = p[4];
+    hdr->dst_vci = p[5];
+    memcpy(&v16, p + 6, 2);
+    hdr->am_hdr_sz = ntohs(v16);
+    memcpy(&v32, p + 8, 4);
+    hdr->src_rank = ntohl(v32);
+    memcpy(&v64, p + 16, 8);
+    hdr->data_sz = hton64(v64);
+    if (hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
+        return ICBC_ERR_INVALID;
+    if (len != ICBC_WIRE_AM_HDR_SIZE + (size_t) hdr->am_hdr_sz)
+        return ICBC_ERR_INVALID;
+    return ICBC_OK;
+}

@@ -1,0 +1,255 @@
+/*
+ * Send side of the active-message contract on the direct path.
+ *
+ * Every message is one UCX active message whose UCX header is the icbc wire
+ * header followed by the MPIDIG header, and whose data is the payload.
+ * Header + payload up to the eager limit travel eagerly; larger payloads use
+ * UCX's rendezvous, and the receiver pulls them straight into the matched
+ * receive buffer (a transport rendezvous: see icbc_am_recv.c).
+ */
+#ifndef ICBC_AM_H_INCLUDED
+#define ICBC_AM_H_INCLUDED
+
+#include "icbc_impl.h"
+
+/* Completion of an am_isend: release what the request owned, then tell MPIDIG. */
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request * sreq, ucs_status_t status)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+
+    if (status != UCS_OK && status != UCS_ERR_CANCELED) {
+        sreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+                                                      __LINE__, MPI_ERR_OTHER, "**icbc_send",
+                                                      "**icbc_send %s",
+                                                      ucs_status_string(status));
+    }
+    MPL_free(amreq->hdr_buf);
+    amreq->hdr_buf = NULL;
+    MPL_free(amreq->pack_buf);
+    amreq->pack_buf = NULL;
+    MPIDIG_global.origin_cbs[amreq->handler_id] (sreq);
+}
+
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_cb(void *request, ucs_status_t status,
+                                                     void *user_data)
+{
+    MPIDI_ICBC_am_isend_done((MPIR_Request *) user_data, status);
+    ucp_request_free(request);
+}
+
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_send_hdr_cb(void *request, ucs_status_t status,
+                                                        void *user_data)
+{
+    MPL_free(user_data);
+    ucp_request_free(request);
+}
+
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_pack_wire(void *buf, int rank_self, int handler_id,
+                                                   const void *am_hdr, MPI_Aint am_hdr_sz,
+                                                   MPI_Aint data_sz, int src_vci, int dst_vci)
+{
+    icbc_am_hdr_t wh = {
+        .kind = ICBC_MSG_AM,
+        .handler_id = (uint16_t) handler_id,
+        .src_vci = (uint8_t) src_vci,
+        .dst_vci = (uint8_t) dst_vci,
+        .am_hdr_sz = (uint16_t) am_hdr_sz,
+        .src_rank = (uint32_t) rank_self,
+        .data_sz = (uint64_t) data_sz,
+    };
+    icbc_am_hdr_pack(&wh, buf);
+    if (am_hdr_sz)
+        memcpy((char *) buf + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int handler_id,
+                                               const void *am_hdr, MPI_Aint am_hdr_sz,
+                                               const void *data, MPI_Aint count,
+                                               MPI_Datatype datatype, int src_vci, int dst_vci,
+                                               MPIR_Request * sreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+    icbc_peer_t *peer;
+    ucp_ep_h ep;
+    int dt_contig;
+    size_t data_sz;
+    MPI_Aint dt_true_lb;
+    MPIR_Datatype *dt_ptr;
+    const void *payload;
+    void *hdr;
+    size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
+    ucs_status_ptr_t ucp_req;
+
+    MPIR_FUNC_ENTER;
+
+    mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
+    MPIR_ERR_CHECK(mpi_errno);
+
+    MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
+
+    /* The header must stay valid until UCX completes the send (UCX copies
+     * neither header nor payload of a pending operation). */
+    amreq->handler_id = handler_id;
+    if (hdr_len <= sizeof(amreq->inline_hdr)) {
+        hdr = amreq->inline_hdr;
+    } else {
+        amreq->hdr_buf = MPL_malloc(hdr_len, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(amreq->hdr_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        hdr = amreq->hdr_buf;
+    }
+    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, data_sz,
+                         src_vci, dst_vci);
+
+    MPL_pointer_attr_t attr;
+    MPIR_GPU_query_pointer_attr(data, &attr);
+    if (dt_contig && attr.type != MPL_GPU_POINTER_DEV) {
+        payload = MPIR_get_contig_ptr(data, dt_true_lb);
+    } else {
+        MPI_Aint packed;
+        amreq->pack_buf = MPL_malloc(data_sz ? data_sz : 1, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(amreq->pack_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, amreq->pack_buf, data_sz, &packed);
+        MPIR_ERR_CHECK(mpi_errno);
+        MPIR_Assert(packed == (MPI_Aint) data_sz);
+        payload = amreq->pack_buf;
+    }
+
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+            UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = MPIDI_ICBC_am_isend_cb,
+        .user_data = sreq,
+        .flags = (data_sz == 0 ||
+                  (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit) ?
+            UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV,
+    };
+    ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, payload, data_sz, &param);
+    if (ucp_req == NULL) {
+        MPIDI_ICBC_am_isend_done(sreq, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(ucp_req)) {
+        MPIDI_ICBC_am_isend_done(sreq, UCS_PTR_STATUS(ucp_req));
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank,
+                             ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+    }
+
+  fn_exit:
+    MPIR_FUNC_EXIT;
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend_reply(MPIR_Comm * comm, int src_rank,
+                                                     int handler_id, const void *am_hdr,
+                                                     MPI_Aint am_hdr_sz, const void *data,
+                                                     MPI_Aint count, MPI_Datatype datatype,
+                                                     int src_vci, int dst_vci,
+                                                     MPIR_Request * sreq)
+{
+    return MPIDI_NM_am_isend(src_rank, comm, handler_id, am_hdr, am_hdr_sz, data, count,
+                             datatype, src_vci, dst_vci, sreq);
+}
+
+/* Header-only message. First try to complete it immediately from the stack;
+ * only when UCX must queue it is the header copied to the heap. */
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, int handler_id,
+                                                  const void *am_hdr, MPI_Aint am_hdr_sz,
+                                                  int src_vci, int dst_vci)
+{
+    int mpi_errno = MPI_SUCCESS;
+    icbc_peer_t *peer;
+    ucp_ep_h ep;
+    size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
+    uint64_t stack_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
+    void *hdr = stack_hdr;
+    ucs_status_ptr_t ucp_req;
+
+    MPIR_FUNC_ENTER;
+
+    mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
+    MPIR_ERR_CHECK(mpi_errno);
+
+    if (hdr_len <= sizeof(stack_hdr)) {
+        MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0,
+                             src_vci, dst_vci);
+        ucp_request_param_t imm = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+            .flags = UCP_AM_SEND_FLAG_EAGER,
+        };
+        ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0, &imm);
+        if (ucp_req == NULL)
+            goto fn_exit;
+        if (UCS_PTR_STATUS(ucp_req) != UCS_ERR_NO_RESOURCE)
+            goto send_failed;
+    }
+
+    /* Queued send: the header must outlive this call. */
+    hdr = MPL_malloc(hdr_len, MPL_MEM_BUFFER);
+    MPIR_ERR_CHKANDJUMP(hdr == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0,
+                         src_vci, dst_vci);
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+            UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = MPIDI_ICBC_am_send_hdr_cb,
+        .user_data = hdr,
+        .flags = UCP_AM_SEND_FLAG_EAGER,
+    };
+    ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0, &param);
+    if (ucp_req == NULL) {
+        MPL_free(hdr);
+    } else if (UCS_PTR_IS_ERR(ucp_req)) {
+        MPL_free(hdr);
+        goto send_failed;
+    }
+
+  fn_exit:
+    MPIR_FUNC_EXIT;
+    return mpi_errno;
+  send_failed:
+    MPIR_ERR_SET2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank,
+                  ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+  fn_fail:
+    goto fn_exit;
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr_reply(MPIR_Comm * comm, int src_rank,
+                                                        int handler_id, const void *am_hdr,
+                                                        MPI_Aint am_hdr_sz, int src_vci,
+                                                        int dst_vci)
+{
+    return MPIDI_NM_am_send_hdr(src_rank, comm, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
+}
+
+MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_hdr_max_sz(void)
+{
+    return (MPI_Aint) MPIDI_ICBC_global.max_am_header - ICBC_WIRE_AM_HDR_SIZE;
+}
+
+MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_eager_limit(void)
+{
+    return MPIDI_ICBC_global.eager_limit;
+}
+
+MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_eager_buf_limit(void)
+{
+    return MPIDI_ICBC_global.eager_limit;
+}
+
+/* Every send is "eager" for MPIDIG: payloads above the eager limit take the
+ * transport rendezvous, which needs no MPIDIG RTS/CTS round trip. */
+MPL_STATIC_INLINE_PREFIX bool MPIDI_NM_am_check_eager(MPI_Aint am_hdr_sz, MPI_Aint data_sz,
+                                                      const void *data, MPI_Aint count,
+                                                      MPI_Datatype datatype, MPIR_Request * sreq)
+{
+    return am_hdr_sz <= MPIDI_NM_am_hdr_max_sz();
+}
+
+/* Unexpected rendezvous messages are pulled once MPIDIG matches them. */
+MPL_STATIC_INLINE_PREFIX MPIDIG_recv_data_copy_cb MPIDI_NM_am_get_data_copy_cb(uint32_t attr)
+{
+    return MPIDI_ICBC_rndv_pull;
+}
+
+#endif /* ICBC_AM_H_INCLUDED */

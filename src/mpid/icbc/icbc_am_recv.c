@@ -1,0 +1,153 @@
+/*
+ * Receive side of the direct path: the UCX active-message callback and the
+ * transport rendezvous that pulls large payloads into the matched buffer.
+ *
+ *   eager message      -> MPIDIG handler with the payload, synchronous copy
+ *   rendezvous message -> MPIDIG handler with IS_ASYNC|IS_RNDV; once MPIDIG
+ *                         has matched it (now, or later through
+ *                         am_get_data_copy_cb) MPIDI_ICBC_rndv_pull() asks
+ *                         UCX to deliver the payload in place; completion
+ *                         calls the request's target completion callback.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+
+/* Largest header the callback copies to an aligned stack buffer; larger ones
+ * (RMA with flattened datatypes) go through the heap. */
+#define ICBC_RECV_STACK_HDR 256
+
+static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    void *bounce = amreq->bounce_buf;
+    size_t size = amreq->rndv_size;
+
+    amreq->bounce_buf = NULL;
+    amreq->rndv_desc = NULL;
+    MPIDIG_recv_setup(rreq);
+    if (status != UCS_OK) {
+        rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,
+                                                      __func__, __LINE__, MPI_ERR_OTHER,
+                                                      "**icbc_recv", "**icbc_recv %s",
+                                                      ucs_status_string(status));
+    } else if (bounce) {
+        MPIDIG_recv_copy_seg(bounce, size, rreq);
+    }
+    MPL_free(bounce);
+    MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+}
+
+static void rndv_pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    rndv_complete((MPIR_Request *) user_data, status);
+    ucp_request_free(request);
+}
+
+int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    int is_contig, is_gpu;
+    void *p_data;
+    MPI_Aint p_data_sz;
+    void *dest;
+    ucs_status_ptr_t ucp_req;
+
+    MPIR_FUNC_ENTER;
+
+    MPIDIG_get_recv_data(&is_contig, &is_gpu, &p_data, &p_data_sz, rreq);
+    if (is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size) {
+        dest = p_data;
+    } else {
+        /* non-contiguous, device or too small (truncation): stage, then copy */
+        amreq->bounce_buf = MPL_malloc(amreq->rndv_size, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(amreq->bounce_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        dest = amreq->bounce_buf;
+    }
+
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = rndv_pull_cb,
+        .user_data = rreq,
+    };
+    ucp_req = ucp_am_recv_data_nbx(MPIDI_ICBC_global.worker, amreq->rndv_desc, dest,
+                                   amreq->rndv_size, &param);
+    if (ucp_req == NULL) {
+        rndv_complete(rreq, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(ucp_req)) {
+        rndv_complete(rreq, UCS_PTR_STATUS(ucp_req));
+    }
+
+  fn_exit:
+    MPIR_FUNC_EXIT;
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
+                                   void *data, size_t length, const ucp_am_recv_param_t * param)
+{
+    icbc_am_hdr_t wh;
+    uint64_t stack_hdr[ICBC_RECV_STACK_HDR / sizeof(uint64_t)];
+    void *am_hdr = stack_hdr;
+    void *heap_hdr = NULL;
+    void *heap_data = NULL;
+    uint32_t attr = 0;
+    ucs_status_t ret = UCS_OK;
+    int is_rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+
+    if (icbc_am_hdr_parse(header, header_length, MPIDI_AM_HANDLERS_MAX,
+                          (uint32_t) MPIDI_ICBC_global.peers.size, &wh) != ICBC_OK ||
+        wh.data_sz != length || MPIDIG_global.target_msg_cbs[wh.handler_id] == NULL) {
+        /* Not ours, damaged or from a newer peer: drop it, never trust it. */
+        fprintf(stderr, "icbc: rank %d dropped a malformed active message (%zu header bytes, "
+                "%zu data bytes)\n", MPIR_Process.rank, header_length, length);
+        if (is_rndv)
+            ucp_am_data_release(MPIDI_ICBC_global.worker, data);
+        return UCS_OK;
+    }
+
+    /* MPIDIG headers are structs: hand them over aligned. */
+    if (wh.am_hdr_sz > sizeof(stack_hdr)) {
+        heap_hdr = MPL_malloc(wh.am_hdr_sz, MPL_MEM_BUFFER);
+        if (heap_hdr == NULL)
+            return UCS_ERR_NO_MEMORY;
+        am_hdr = heap_hdr;
+    }
+    memcpy(am_hdr, (const char *) header + ICBC_WIRE_AM_HDR_SIZE, wh.am_hdr_sz);
+    MPIDIG_AM_ATTR_SET_VCIS(attr, wh.src_vci, wh.dst_vci);
+
+    if (!is_rndv) {
+        if (length > 0 && ((uintptr_t) data & (sizeof(uint64_t) - 1))) {
+            heap_data = MPL_malloc(length, MPL_MEM_BUFFER);
+            if (heap_data == NULL) {
+                ret = UCS_ERR_NO_MEMORY;
+                goto done;
+            }
+            memcpy(heap_data, data, length);
+            data = heap_data;
+        }
+        MPIDIG_global.target_msg_cbs[wh.handler_id] (am_hdr, data, length, attr, NULL);
+    } else {
+        MPIR_Request *rreq = NULL;
+
+        attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
+        MPIDIG_global.target_msg_cbs[wh.handler_id] (am_hdr, NULL, length, attr, &rreq);
+        if (rreq == NULL) {
+            ucp_am_data_release(MPIDI_ICBC_global.worker, data);
+            goto done;
+        }
+        MPIDI_ICBC_AMREQ(rreq).rndv_desc = data;
+        MPIDI_ICBC_AMREQ(rreq).rndv_size = length;
+        ret = UCS_INPROGRESS;   /* UCX keeps the descriptor for the pull */
+        if (MPIDIG_recv_initialized(rreq))
+            MPIDI_ICBC_rndv_pull(rreq);
+        /* else: MPIDIG calls MPIDI_ICBC_rndv_pull when a receive matches */
+    }
+
+  done:
+    MPL_free(heap_data);
+    MPL_free(heap_hdr);
+    return ret;
+}

@@ -1,0 +1,58 @@
+/*
+ * Internal declarations of the icbc netmod: global state, helpers shared by
+ * the inline hot path (icbc_am.h, icbc_progress.h) and the .c files.
+ */
+#ifndef ICBC_IMPL_H_INCLUDED
+#define ICBC_IMPL_H_INCLUDED
+
+#include <mpidimpl.h>
+#include "mpidch4r.h"
+#include "ch4_impl.h"
+
+#include <ucp/api/ucp.h>
+
+#include "core/icbc_peer.h"
+#include "core/icbc_wire.h"
+
+/* UCX active-message id used for all icbc traffic on the direct path. */
+#define MPIDI_ICBC_UCX_AM_ID 0
+
+typedef struct {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    icbc_peer_table_t peers;
+    size_t max_am_header;     /* largest UCX AM header (wire + MPIDIG header) */
+    MPI_Aint eager_limit;     /* header + payload at or below: eager; above: rendezvous */
+    int yield_when_idle;
+    int idle_polls;
+    int finalizing;
+} MPIDI_ICBC_global_t;
+
+extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
+
+#define MPIDI_ICBC_AMREQ(req) ((req)->dev.ch4.am.netmod_am.icbc)
+#define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
+
+/* Connect to a peer on first use; defined in icbc_init.c. */
+int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p);
+
+/* Receive side of the UCX active message (icbc_am_recv.c). */
+ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
+                                   void *data, size_t length, const ucp_am_recv_param_t * param);
+int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq);
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm * comm, int rank,
+                                                        icbc_peer_t ** peer_p, ucp_ep_h * ep_p)
+{
+    MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
+
+    *peer_p = peer;
+    if (MPL_likely(peer && peer->ep && peer->state == ICBC_PEER_OK)) {
+        *ep_p = (ucp_ep_h) peer->ep;
+        return MPI_SUCCESS;
+    }
+    return MPIDI_ICBC_peer_connect(peer, ep_p);
+}
+
+#endif /* ICBC_IMPL_H_INCLUDED */

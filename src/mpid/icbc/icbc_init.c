@@ -1,0 +1,375 @@
+/*
+ * icbc netmod start-up and shutdown: UCX context and worker, the business
+ * card exchange that fills the peer table, connection on first use, and the
+ * run-time knobs (MPIR_CVAR_CH4_ICBC_*).
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "mpidu_bc.h"
+#include "core/icbc_bcard.h"
+
+#include <unistd.h>
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+categories :
+    - name : CH4_ICBC
+      description : Variables of the icbc netmod (ICBC, MPICH for clusters of clusters)
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_EAGER_LIMIT
+      category    : CH4_ICBC
+      type        : int
+      default     : 16384
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Messages whose MPI header plus payload are at most this many bytes are
+        sent eagerly; larger payloads use the transport rendezvous and land
+        directly in the receive buffer. Capped at MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE.
+
+    - name        : MPIR_CVAR_CH4_ICBC_UCX_TLS
+      category    : CH4_ICBC
+      type        : string
+      default     : "auto"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        UCX transports used between nodes (UCX_TLS syntax, e.g. "tcp" or "rc,ud").
+        "auto" keeps UCX_TLS when it is set and otherwise uses "^sm": every
+        network transport but no shared memory, because same-node peers use
+        MPICH's shared-memory module and UCX's shared-memory transports would
+        silently bypass the network between containers or namespaces.
+
+    - name        : MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        UCX network devices used between nodes (UCX_NET_DEVICES syntax, e.g.
+        "fab0" or "mlx5_0:1"). Empty keeps UCX_NET_DEVICES or UCX's default.
+
+    - name        : MPIR_CVAR_CH4_ICBC_YIELD
+      category    : CH4_ICBC
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Yield the processor when progress finds nothing to do: 1 always, 0
+        never, -1 (default) when this node runs more MPI processes than it
+        has online cores.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+MPIDI_ICBC_global_t MPIDI_ICBC_global;
+
+static const char *self_node_name(char *buf, size_t len)
+{
+    const char *env = getenv("ICBC_NODE");
+
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+    } else if (gethostname(buf, len) != 0) {
+        snprintf(buf, len, "rank%d", MPIR_Process.rank);
+    }
+    buf[len - 1] = '\0';
+    return buf;
+}
+
+static int configure_ucx(ucp_config_t * config)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const char *tls = MPIR_CVAR_CH4_ICBC_UCX_TLS;
+    ucs_status_t status;
+
+    if (tls == NULL || !strcmp(tls, "auto"))
+        tls = getenv("UCX_TLS") ? NULL : "^sm";
+    if (tls) {
+        status = ucp_config_modify(config, "TLS", tls);
+        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                             "**icbc_ucx %s %s", "setting UCX_TLS", ucs_status_string(status));
+    }
+    if (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) {
+        status = ucp_config_modify(config, "NET_DEVICES", MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES);
+        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                             "**icbc_ucx %s %s", "setting UCX_NET_DEVICES",
+                             ucs_status_string(status));
+    }
+  fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_ICBC_init_local(int *tag_bits)
+{
+    int mpi_errno = MPI_SUCCESS;
+    ucp_config_t *config = NULL;
+    ucs_status_t status;
+
+    MPIR_ERR_CHKANDJUMP1(MPIR_CVAR_CH4_ROOTS_ONLY_PMI, mpi_errno, MPI_ERR_OTHER,
+                         "**icbc_cfg", "**icbc_cfg %s",
+                         "MPIR_CVAR_CH4_ROOTS_ONLY_PMI is not supported by the icbc netmod");
+
+    memset(&MPIDI_ICBC_global, 0, sizeof(MPIDI_ICBC_global));
+    MPIDI_ICBC_global.eager_limit = MPL_MIN(MPIR_CVAR_CH4_ICBC_EAGER_LIMIT,
+                                            MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
+    if (MPIDI_ICBC_global.eager_limit < 0)
+        MPIDI_ICBC_global.eager_limit = 0;
+    if (MPIR_CVAR_CH4_ICBC_YIELD >= 0) {
+        MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD;
+    } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        MPIDI_ICBC_global.yield_when_idle = (cores > 0 && MPIR_Process.local_size > cores);
+    }
+
+    status = ucp_config_read(NULL, NULL, &config);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_config_read", ucs_status_string(status));
+    mpi_errno = configure_ucx(config);
+    MPIR_ERR_CHECK(mpi_errno);
+
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
+        .features = UCP_FEATURE_AM,
+        .estimated_num_eps = MPIR_Process.size,
+    };
+    status = ucp_init(&params, config, &MPIDI_ICBC_global.context);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_init", ucs_status_string(status));
+
+    /* All matching happens in MPIDIG, which supports the full MPI tag range. */
+    *tag_bits = MPIR_TAG_BITS_DEFAULT;
+
+  fn_exit:
+    if (config)
+        ucp_config_release(config);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int create_worker(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    ucs_status_t status;
+
+    ucp_worker_params_t wparams = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
+    };
+    status = ucp_worker_create(MPIDI_ICBC_global.context, &wparams, &MPIDI_ICBC_global.worker);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_worker_create", ucs_status_string(status));
+
+    ucp_worker_attr_t wattr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
+    status = ucp_worker_query(MPIDI_ICBC_global.worker, &wattr);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_worker_query", ucs_status_string(status));
+    /* Bound the MPI header so that a wire header plus the MPI header always fits. */
+    MPIDI_ICBC_global.max_am_header = MPL_MIN(wattr.max_am_header, 4096 + ICBC_WIRE_AM_HDR_SIZE);
+    MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256,
+                         mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                         "UCX active-message header limit is too small");
+
+    ucp_am_handler_param_t hparams = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+            UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = MPIDI_ICBC_UCX_AM_ID,
+        .cb = MPIDI_ICBC_am_recv_cb,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+    };
+    status = ucp_worker_set_am_recv_handler(MPIDI_ICBC_global.worker, &hparams);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_worker_set_am_recv_handler",
+                         ucs_status_string(status));
+  fn_fail:
+    return mpi_errno;
+}
+
+/* Exchange business cards and fill the peer table. */
+static int exchange_cards(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int size = MPIR_Process.size, rank = MPIR_Process.rank;
+    ucp_address_t *addr = NULL;
+    size_t addr_len = 0;
+    char node[ICBC_BCARD_MAX_NAME + 1];
+    char *card = NULL;
+    size_t card_len;
+    void *table = NULL;
+    int recv_len = 0;
+    int table_created = 0;
+    ucs_status_t status;
+
+    status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
+                         "**icbc_ucx %s %s", "ucp_worker_get_address", ucs_status_string(status));
+    self_node_name(node, sizeof(node));
+    card_len = icbc_bcard_size(node, addr_len);
+    MPIR_ERR_CHKANDJUMP1(card_len > MPID_MAX_BC_SIZE, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
+                         "**icbc_cfg %s", "UCX worker address does not fit a business card "
+                         "(restrict MPIR_CVAR_CH4_ICBC_UCX_TLS)");
+    card = MPL_malloc(card_len, MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(card == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode(node, addr, addr_len, card, card_len, &card_len)
+                         != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                         "cannot encode business card (node name too long?)");
+
+    mpi_errno = MPIDU_bc_table_create(rank, size, MPIR_Process.node_map, card, (int) card_len,
+                                      FALSE, FALSE, &table, &recv_len);
+    MPIR_ERR_CHECK(mpi_errno);
+    table_created = 1;
+
+    MPIR_ERR_CHKANDJUMP(icbc_peer_table_init(&MPIDI_ICBC_global.peers, size) != ICBC_OK,
+                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+    for (int r = 0; r < size; r++) {
+        icbc_bcard_t bc;
+        char why[128];
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+
+        MPIDI_ICBC_AV(&MPIDIU_get_av(0, r)).peer = r;
+        if (icbc_bcard_parse((char *) table + (size_t) r * recv_len, recv_len, &bc, why,
+                             sizeof(why)) != ICBC_OK) {
+            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_bcard", "**icbc_bcard %d %s",
+                                 r, why);
+        }
+        MPIR_ERR_CHKANDJUMP(icbc_peer_set_address(peer, bc.node, bc.fabric_addr,
+                                                  bc.fabric_addr_len) != ICBC_OK,
+                            mpi_errno, MPI_ERR_OTHER, "**nomem");
+        peer->path = MPIDI_av_is_local(&MPIDIU_get_av(0, r)) ? ICBC_PATH_SHM : ICBC_PATH_DIRECT;
+    }
+
+  fn_exit:
+    if (table_created)
+        MPIDU_bc_table_destroy();
+    MPL_free(card);
+    if (addr)
+        ucp_worker_release_address(MPIDI_ICBC_global.worker, addr);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_ICBC_init_world(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    mpi_errno = create_worker();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = exchange_cards();
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_fail:
+    return mpi_errno;
+}
+
+int MPIDI_ICBC_post_init(void)
+{
+    return MPI_SUCCESS;
+}
+
+/* A connection failed: later sends to this peer return an MPI error instead of
+ * waiting for a process that is gone. */
+static void peer_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, (int) (intptr_t) arg);
+
+    if (peer == NULL || MPIDI_ICBC_global.finalizing)
+        return;
+    peer->state = ICBC_PEER_FAILED;
+    fprintf(stderr, "icbc: rank %d lost its connection to rank %d (node %s): %s\n",
+            MPIR_Process.rank, peer->rank, peer->node, ucs_status_string(status));
+}
+
+int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p)
+{
+    int mpi_errno = MPI_SUCCESS;
+    ucs_status_t status;
+    ucp_ep_h ep;
+
+    MPIR_ERR_CHKANDJUMP1(peer == NULL, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                         "destination is not in the icbc peer table");
+    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER,
+                         "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                         "connection failed earlier");
+    if (peer->ep) {
+        *ep_p = peer->ep;
+        goto fn_exit;
+    }
+
+    ucp_ep_params_t params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+            UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = peer->fabric_addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = peer_error_cb, .arg = (void *) (intptr_t) peer->rank },
+    };
+    status = ucp_ep_create(MPIDI_ICBC_global.worker, &params, &ep);
+    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank, ucs_status_string(status));
+    peer->ep = ep;
+    *ep_p = ep;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_ICBC_mpi_finalize_hook(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    icbc_peer_table_t *peers = &MPIDI_ICBC_global.peers;
+    ucs_status_ptr_t *pending = NULL;
+    int npending = 0;
+
+    MPIDI_ICBC_global.finalizing = 1;
+
+    /* Every process must be past its last message before endpoints close:
+     * a peer still sending to a closed endpoint would see an error. */
+    mpi_errno = MPIR_pmi_barrier();
+    MPIR_ERR_CHECK(mpi_errno);
+
+    if (peers->size > 0) {
+        pending = MPL_malloc(sizeof(*pending) * peers->size, MPL_MEM_OTHER);
+        MPIR_ERR_CHKANDJUMP(pending == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+    for (int r = 0; r < peers->size; r++) {
+        icbc_peer_t *peer = &peers->peers[r];
+        if (!peer->ep)
+            continue;
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        };
+        ucs_status_ptr_t req = ucp_ep_close_nbx(peer->ep, &param);
+        if (req != NULL && !UCS_PTR_IS_ERR(req))
+            pending[npending++] = req;
+        peer->ep = NULL;
+    }
+    for (int i = 0; i < npending; i++) {
+        while (ucp_request_check_status(pending[i]) == UCS_INPROGRESS)
+            ucp_worker_progress(MPIDI_ICBC_global.worker);
+        ucp_request_free(pending[i]);
+    }
+
+    if (MPIDI_ICBC_global.worker)
+        ucp_worker_destroy(MPIDI_ICBC_global.worker);
+    if (MPIDI_ICBC_global.context)
+        ucp_cleanup(MPIDI_ICBC_global.context);
+    icbc_peer_table_destroy(peers);
+    MPIDI_ICBC_global.worker = NULL;
+    MPIDI_ICBC_global.context = NULL;
+
+  fn_exit:
+    MPL_free(pending);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}

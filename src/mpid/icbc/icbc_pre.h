@@ -1,0 +1,63 @@
+/*
+ * icbc netmod types that MPICH embeds in its own objects (requests, address
+ * vector entries, ...). Included very early from mpidpre.h: basic types only.
+ */
+#ifndef ICBC_PRE_H_INCLUDED
+#define ICBC_PRE_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Wire header plus an MPIDIG header of up to this size is kept inside the
+ * request, so common sends allocate nothing. */
+#define MPIDI_ICBC_INLINE_HDR_BYTES 128
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_Global_t;
+
+/* Per-request state of the active-message transport.
+ * Sender side owns hdr_buf (when the header does not fit inline_hdr) and
+ * pack_buf (packed non-contiguous payload) until the send completes.
+ * Receiver side owns rndv_desc (UCX descriptor of a rendezvous payload not yet
+ * pulled) and bounce_buf (staging for payloads that cannot land in place). */
+typedef struct {
+    void *hdr_buf;
+    void *pack_buf;
+    void *rndv_desc;
+    void *bounce_buf;
+    size_t rndv_size;
+    int handler_id;
+    uint64_t inline_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
+} MPIDI_ICBC_am_request_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_request_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_comm_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_dt_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_op_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_win_t;
+
+typedef struct {
+    int dummy;
+} MPIDI_ICBC_part_t;
+
+/* Address-vector entry: index of the process in the icbc peer table. */
+typedef struct {
+    int peer;
+} MPIDI_ICBC_addr_t;
+
+#endif /* ICBC_PRE_H_INCLUDED */

@@ -1,0 +1,18 @@
+/*
+ * The icbc netmod's inline API. All MPI matching, RMA, partitioned and
+ * collective operations go through MPIDIG's active-message layer (the
+ * am_fallback headers); icbc supplies the active-message transport below it.
+ */
+#ifndef NETMOD_INLINE_H_INCLUDED
+#define NETMOD_INLINE_H_INCLUDED
+
+#include "netmod_am_fallback.h"
+
+#include "icbc_progress.h"
+#include "icbc_request.h"
+#include "icbc_am.h"
+#include "icbc_proc.h"
+
+#include "icbc_noinline.h"
+
+#endif /* NETMOD_INLINE_H_INCLUDED */
