@@ -1,0 +1,138 @@
+/*
+ * icbc_bw: uni-directional bandwidth from rank 0 to rank 1 (OSU osu_bw style).
+ *
+ * One iteration: rank 0 posts `window` MPI_Isend, rank 1 posts `window` MPI_Irecv, both
+ * MPI_Waitall, then rank 1 returns a 4-byte ack. Bandwidth = size * window * iters / time,
+ * timed on rank 0, in MB/s (10^6 bytes per second, as OSU reports).
+ *
+ * Unlike osu_bw, every message of a window has its own buffer and its own pattern, on both
+ * sides, and the receive buffers are cleared after warm-up: the untimed check after the
+ * timed loop then proves that each of the `window` messages of the timed loop arrived
+ * whole, in its own slot, in order. The cost is window * max_size bytes per side.
+ */
+#include "bench_common.h"
+
+#define TAG_DATA 21
+#define TAG_ACK 22
+
+static const struct bench_desc desc = {
+    .name = "icbc_bw",
+    .summary = "Uni-directional bandwidth rank 0 -> rank 1: a window of MPI_Isend (receiver\n"
+               "posts as many MPI_Irecv), MPI_Waitall, a 4-byte ack; reports MB/s (10^6 B/s).",
+    .csv_header = "size,bandwidth_mbps",
+    .accepted = BENCH_OPT_WINDOW,
+    .min_ranks = 2,
+    .even_ranks = 0,
+};
+
+/* n window iterations. Returns the number of receives with a wrong byte count. */
+static int run_windows(int rank, unsigned char *buf, size_t size, int window, int n,
+                       MPI_Request *req, MPI_Status *sts)
+{
+    int bad = 0;
+    char ack[4] = {0};
+    for (int it = 0; it < n; it++) {
+        if (rank == 0) {
+            for (int w = 0; w < window; w++)
+                MPI_Isend(buf + (size_t)w * size, (int)size, MPI_BYTE, 1, TAG_DATA,
+                          MPI_COMM_WORLD, &req[w]);
+            MPI_Waitall(window, req, sts);
+            MPI_Recv(ack, 4, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            for (int w = 0; w < window; w++)
+                MPI_Irecv(buf + (size_t)w * size, (int)size, MPI_BYTE, 0, TAG_DATA,
+                          MPI_COMM_WORLD, &req[w]);
+            MPI_Waitall(window, req, sts);
+            MPI_Send(ack, 4, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD);
+        }
+    }
+    if (rank == 1 && n > 0)
+        for (int w = 0; w < window; w++)
+            bad += bench_check_count(&sts[w], size, desc.name, rank);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    int rank, nranks;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    struct bench_opts o = {
+        .min_size = 1, .max_size = (size_t)8 << 20, .iters = 100, .warmup = 10,
+        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0,
+    };
+    int rc = bench_parse(argc, argv, &desc, &o, rank);
+    if (rc)
+        return bench_finish(desc.name, rank, rc < 0 ? 1 : 0, rc < 0 ? "bad options" : NULL);
+    if (bench_check_ranks(&desc, nranks, rank))
+        return bench_finish(desc.name, rank, 1, "wrong number of ranks");
+    bench_banner(&desc, rank, nranks);
+    if ((double)o.window * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
+        if (rank == 0)
+            fprintf(stderr, "%s: --window x --max exceeds %zu bytes per rank\n", desc.name,
+                    BENCH_MAX_SIZE_LIMIT);
+        return bench_finish(desc.name, rank, 1, "bad options");
+    }
+
+    int active = rank < 2;
+    size_t span = active ? (size_t)o.window * o.max_size : 0;
+    unsigned char *buf = bench_alloc(span, rank == 0 ? "send buffers" : "receive buffers", rank);
+    MPI_Request *req = calloc((size_t)o.window, sizeof(*req));
+    MPI_Status *sts = calloc((size_t)o.window, sizeof(*sts));
+    if (!req || !sts) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int failed = 0;
+
+    if (rank == 0) {
+        printf("%s\n", desc.csv_header);
+        fflush(stdout);
+    }
+
+    for (size_t size = bench_first_size(&o); size <= o.max_size; size = bench_next_size(&o, size)) {
+        int iters = bench_iters_for(&o, o.iters, size);
+        int warmup = bench_warmup_for(&o, size);
+        size_t bad = 0;
+        double elapsed = 0.0;
+
+        if (active) {
+            if (rank == 0)
+                for (int w = 0; w < o.window; w++)
+                    bench_fill(buf + (size_t)w * size, size, 0, 1, w);
+            run_windows(rank, buf, size, o.window, warmup, req, sts);
+            if (rank == 1)
+                memset(buf, 0, (size_t)o.window * size);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+
+        if (active) {
+            double t0 = MPI_Wtime();
+            bad += run_windows(rank, buf, size, o.window, iters, req, sts);
+            elapsed = MPI_Wtime() - t0;
+
+            if (rank == 1) {
+                if (o.corrupt && size > 0)
+                    buf[(size_t)(o.window - 1) * size + size / 2] ^= 0x5a;
+                for (int w = 0; w < o.window; w++)
+                    bad += bench_verify(buf + (size_t)w * size, size, 0, 1, w, desc.name);
+            }
+        }
+        if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
+            failed = 1;
+            break;
+        }
+        if (rank == 0) {
+            double bytes = (double)size * (double)o.window * (double)iters;
+            printf("%zu,%.3f\n", size, bytes / elapsed / 1e6);
+            fflush(stdout);
+        }
+    }
+
+    free(buf);
+    free(req);
+    free(sts);
+    return bench_finish(desc.name, rank, failed, failed ? "FAILED" : "all sizes done");
+}
