@@ -96,22 +96,18 @@ for l in "$nm"/*; do   # drop links to files that no longer exist
 done
 
 # ---- autogen --------------------------------------------------------------
-# Inputs of autogen: the netmod's build fragments, error names and CVAR blocks.
+# Inputs of autogen: the patches, the netmod's build fragments, error names
+# and CVAR blocks. Their checksum is kept in the stamp.
 autogen_stamp="$src/.icbc-autogen"
-need_autogen=0
-[ -f "$autogen_stamp" ] || need_autogen=1
-if [ $need_autogen = 0 ]; then
-    for f in "$top"/src/mpid/icbc/{subconfigure.m4,Makefile.mk,errnames.txt} "$top"/src/mpid/icbc/*.c "$top"/contrib/mpich/patches/*.patch; do
-        if [ "$f" -nt "$autogen_stamp" ] && { [[ "$f" != *.c ]] || grep -q BEGIN_MPI_T_CVAR_INFO_BLOCK "$f"; }; then
-            need_autogen=1; break
-        fi
-    done
-fi
-if [ $need_autogen = 1 ]; then
+autogen_sig=$(cd "$top" && { cat contrib/mpich/patches/*.patch src/mpid/icbc/subconfigure.m4 \
+        src/mpid/icbc/Makefile.mk src/mpid/icbc/errnames.txt;
+    for f in src/mpid/icbc/*.c; do sed -n '/BEGIN_MPI_T_CVAR_INFO_BLOCK/,/END_MPI_T_CVAR_INFO_BLOCK/p' "$f"; done;
+    } | sha256sum | cut -c1-64)
+if [ ! -f "$autogen_stamp" ] || [ "$(cat "$autogen_stamp")" != "$autogen_sig" ]; then
     run_logged autogen bash -c "cd '$src' && ./autogen.sh -quick -without-ucx -without-ofi -without-hwloc -without-izem"
     [ -f "$nm/func_table.c" ] && [ -f "$nm/icbc_noinline.h" ] \
         || { echo "build-mpich: autogen did not generate the icbc function table" >&2; exit 1; }
-    touch "$autogen_stamp"
+    echo "$autogen_sig" > "$autogen_stamp"
     rm -f "$obj/.icbc-configured"
 fi
 [ "$stage" = prepare ] && exit 0

@@ -67,6 +67,18 @@ cvars:
         never, -1 (default) when this node runs more MPI processes than it
         has online cores.
 
+    - name        : MPIR_CVAR_CH4_ICBC_FAULT_INJECT
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_MPIDEV_DETAIL
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        For testing the error paths only. "bcard" makes this process publish a
+        corrupt business card, so that its peers must fail MPI_Init with an
+        error that names it. Empty (default): no fault.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -222,6 +234,9 @@ static int exchange_cards(void)
     MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode(node, addr, addr_len, card, card_len, &card_len)
                          != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "cannot encode business card (node name too long?)");
+
+    if (MPIR_CVAR_CH4_ICBC_FAULT_INJECT && !strcmp(MPIR_CVAR_CH4_ICBC_FAULT_INJECT, "bcard"))
+        card[0] ^= 0xff;        /* break the magic */
 
     mpi_errno = MPIDU_bc_table_create(rank, size, MPIR_Process.node_map, card, (int) card_len,
                                       FALSE, FALSE, &table, &recv_len);

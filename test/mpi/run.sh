@@ -1,0 +1,92 @@
+#!/bin/bash
+# MPI-level tests of an ICBC install, with ranks spread over two emulated
+# nodes (network namespaces from icbc-testbed) so the netmod carries the
+# inter-node traffic.
+#
+#   test/mpi/run.sh --prefix DIR [--name T] [--timeout S] [--keep]
+#
+# Prints PASS/FAIL per test and ends with "N passed, N failed".
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+prefix="$top/_install"
+name=mt
+limit=180
+keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix=$2; shift 2 ;;
+        --name) name=$2; shift 2 ;;
+        --timeout) limit=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+prefix=$(cd "$prefix" && pwd)
+testbed=$(command -v icbc-testbed || echo "$prefix/bin/icbc-testbed")
+[ -x "$testbed" ] || testbed="$top/contrib/testbed/icbc-testbed"
+work="$top/_build/test-mpi"
+mkdir -p "$work"
+
+pass=0; fail=0
+report() { # name status detail
+    if [ "$2" = 0 ]; then pass=$((pass + 1)); echo "PASS $1 $3"; else fail=$((fail + 1)); echo "FAIL $1 $3"; fi
+}
+
+cleanup() { [ $keep = 1 ] || "$testbed" down --name "$name" >/dev/null 2>&1; }
+trap cleanup EXIT
+"$testbed" up --name "$name" --clusters 1 --nodes 2 > "$work/testbed.log" 2>&1 \
+    || { echo "FAIL testbed-up (see $work/testbed.log)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck disable=SC1090
+. "/run/icbc-testbed/$name/env"
+export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
+export HYDRA_LAUNCHER_AUTOFORK=0
+
+for src in "$top"/test/mpi/*.c "$top"/examples/icbc_demo.c; do
+    exe="$work/$(basename "$src" .c)"
+    if ! "$prefix/bin/mpicc" -O2 -I"$top/test/mpi" -o "$exe" "$src" > "$work/$(basename "$src" .c).build.log" 2>&1; then
+        report "build-$(basename "$src" .c)" 1 "(see $work/$(basename "$src" .c).build.log)"
+    fi
+done
+
+# run NAME NP EXPECT [ENV...]: EXPECT is "ok" (exit 0 and "No Errors"/"succeeded")
+# or "error:<regex>" (non-zero exit within the limit and output matching regex).
+run() {
+    local tname=$1 np=$2 expect=$3; shift 3
+    local exe="$work/${tname%%:*}" log="$work/$tname.log" start rc
+    start=$(date +%s)
+    env "$@" timeout -k 5 "$limit" "$prefix/bin/mpiexec" -n "$np" "$exe" > "$log" 2>&1
+    rc=$?
+    local secs=$(( $(date +%s) - start ))
+    if [ "$expect" = ok ]; then
+        if [ $rc = 0 ] && grep -qE '^(No Errors|demo succeeded)$' "$log"; then
+            report "$tname" 0 "(${secs}s)"
+        else
+            report "$tname" 1 "(rc $rc, ${secs}s; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
+        fi
+    else
+        local re=${expect#error:}
+        if [ $rc = 124 ] || [ $rc = 137 ]; then
+            report "$tname" 1 "(hung: killed after ${limit}s; see $log)"
+        elif [ $rc != 0 ] && grep -qE "$re" "$log"; then
+            report "$tname" 0 "(failed as expected with rc $rc in ${secs}s)"
+        else
+            report "$tname" 1 "(rc $rc, expected an error matching '$re'; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
+        fi
+    fi
+}
+
+run icbc_demo 4 ok
+run p2p_sizes 4 ok
+run p2p_sizes:eager64k 4 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=65536
+run p2p_sizes:all-rendezvous 2 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=0
+run p2p_sizes:yield 6 ok MPIR_CVAR_CH4_ICBC_YIELD=1
+run rma_coll 4 ok
+run rma_coll:3ranks 3 ok
+run spawn_error 2 ok
+run p2p_sizes:bad-device 2 'error:icbc.*(nosuchdev0|[Dd]evice|unreachable|No such)' MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
+run p2p_sizes:corrupt-card 2 'error:business card of rank [0-9]+ is corrupt' MPIR_CVAR_CH4_ICBC_FAULT_INJECT=bcard
+run peer_death 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)'
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

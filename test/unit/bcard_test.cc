@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "icbc_bcard.h"
+
+namespace {
+
+std::vector<uint8_t> encode(const char *node, const std::string &addr)
+{
+    std::vector<uint8_t> buf(icbc_bcard_size(node, addr.size()));
+    size_t len = 0;
+    EXPECT_EQ(ICBC_OK, icbc_bcard_encode(node, addr.data(), addr.size(), buf.data(), buf.size(), &len));
+    EXPECT_EQ(buf.size(), len);
+    return buf;
+}
+
+TEST(BusinessCard, RoundTrip)
+{
+    std::string addr("\x01\x02\x00\x7f ucx address", 17);
+    auto buf = encode("a1", addr);
+    icbc_bcard_t card;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
+    EXPECT_STREQ("a1", card.node);
+    ASSERT_EQ(addr.size(), card.fabric_addr_len);
+    EXPECT_EQ(0, memcmp(addr.data(), card.fabric_addr, addr.size()));
+}
+
+TEST(BusinessCard, TrailingPaddingIsAccepted)
+{
+    auto buf = encode("node-7", "xyz");
+    buf.resize(4096, 0);
+    icbc_bcard_t card;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
+    EXPECT_STREQ("node-7", card.node);
+    EXPECT_EQ(3u, card.fabric_addr_len);
+}
+
+TEST(BusinessCard, EncodeRejectsBadInput)
+{
+    uint8_t buf[64];
+    size_t len;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode("", "a", 1, buf, sizeof(buf), &len));
+    std::string longname(ICBC_BCARD_MAX_NAME + 1, 'n');
+    std::vector<uint8_t> big(1024);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode(longname.c_str(), "a", 1, big.data(), big.size(), &len));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode("a0", "0123456789", 10, buf, 15, &len));
+}
+
+struct BadCase {
+    const char *what;
+    size_t offset;
+    uint8_t value;
+    const char *message;
+};
+
+TEST(BusinessCard, CorruptCardsAreRejectedWithAReason)
+{
+    const BadCase cases[] = {
+        {"magic", 0, 'X', "bad magic"},
+        {"version", 5, 9, "unsupported card version"},
+        {"name length zero", 7, 0, "node name length"},
+        {"name length huge", 6, 0xff, "node name length"},
+        {"address length", 8, 0x7f, "lengths exceed"},
+        {"name byte", 12, 0x01, "non-printable"},
+    };
+    for (const auto &c : cases) {
+        auto buf = encode("a0", "addr");
+        buf[c.offset] = c.value;
+        icbc_bcard_t card;
+        char why[128] = "";
+        EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(buf.data(), buf.size(), &card, why, sizeof(why)))
+            << c.what;
+        EXPECT_NE(nullptr, strstr(why, c.message)) << c.what << ": " << why;
+    }
+    icbc_bcard_t card;
+    uint8_t tiny[4] = {0};
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(tiny, sizeof(tiny), &card, nullptr, 0));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(nullptr, 100, &card, nullptr, 0));
+}
+
+TEST(BusinessCard, TruncatedCardsAreRejected)
+{
+    auto buf = encode("a0", "0123456789");
+    icbc_bcard_t card;
+    for (size_t len = 0; len < buf.size(); len++)
+        EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(buf.data(), len, &card, nullptr, 0)) << len;
+}
+
+TEST(BusinessCard, RandomMutationsNeverCrash)
+{
+    std::mt19937 rng(12345);
+    auto good = encode("b3", std::string(200, 'u'));
+    for (int i = 0; i < 20000; i++) {
+        auto buf = good;
+        int flips = 1 + rng() % 4;
+        for (int f = 0; f < flips; f++)
+            buf[rng() % buf.size()] = static_cast<uint8_t>(rng());
+        buf.resize(rng() % (buf.size() + 8));
+        icbc_bcard_t card;
+        icbc_status_t s = icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0);
+        ASSERT_TRUE(s == ICBC_OK || s == ICBC_ERR_INVALID);
+        if (s == ICBC_OK) {
+            ASSERT_LE(card.fabric_addr_len, buf.size());
+            ASSERT_LT(strlen(card.node), sizeof(card.node));
+        }
+    }
+}
+
+} // namespace
