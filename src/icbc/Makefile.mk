@@ -9,3 +9,10 @@ include_icbcdir = $(includedir)/icbc
 include_icbc_HEADERS = \
     src/icbc/icbc_status.h \
     src/icbc/icbc_log.h
+# Router file parser and its checker tool (docs/routerfile.md).
+libicbc_la_SOURCES += src/icbc/routerfile.c
+include_icbc_HEADERS += src/icbc/icbc_routerfile.h
+bin_PROGRAMS += icbc-routerfile
+icbc_routerfile_SOURCES = src/icbc/routerfile_tool.c
+icbc_routerfile_CPPFLAGS = -I$(top_srcdir)/src/icbc
+icbc_routerfile_LDADD = libicbc.la

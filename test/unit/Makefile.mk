@@ -6,4 +6,6 @@ test_unit_icbc_unit_tests_CPPFLAGS = -I$(top_srcdir)/src/icbc -DICBC_TEST_DATA_D
 test_unit_icbc_unit_tests_SOURCES = \
     test/unit/status_test.cc
 test_unit_icbc_unit_tests_LDADD = libicbc.la -lgtest -lgtest_main -lpthread
+test_unit_icbc_unit_tests_SOURCES += test/unit/routerfile_test.cc
+test_unit_icbc_unit_tests_CPPFLAGS += -DICBC_ROUTERFILE_TOOL='"$(abs_top_builddir)/icbc-routerfile"'
 endif
