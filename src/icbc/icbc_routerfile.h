@@ -8,7 +8,8 @@
  * icbc_routerfile_t (free it with icbc_routerfile_free); on failure nothing is
  * allocated and the error buffer holds one line naming file and line, e.g.
  *     routers.conf:12: router 'a5': host is not in cluster 'a'
- * The parser does not log; the caller reports the message once.
+ * The parser does not log; the caller reports the message once. A loaded
+ * file is never modified, so several threads may read it at once.
  *
  * Status codes: ICBC_ERR_INVALID for any mistake in the file's content
  * (including a missing, empty or too open key file), ICBC_ERR_IO when the

@@ -459,8 +459,8 @@ static icbc_status_t rf_key_read(const char *path, unsigned char *buf, size_t *k
 static icbc_status_t rf_outside(struct rf_parser *p, const char *kw)
 {
     if (p->ended_line == 0)
-        return rf_fail_at(p, p->line, "'%s' outside a cluster section (no 'cluster' line before it)",
-                          kw);
+        return rf_fail_at(p, p->line,
+                          "'%s' outside a cluster section (no 'cluster' line before it)", kw);
     return rf_fail_at(p, p->line,
                       "'%s' outside a cluster section (cluster '%s' ended at the '%s' entry "
                       "on line %d)",
@@ -524,7 +524,9 @@ static icbc_status_t rf_add_addr(struct rf_parser *p, const char *what, const ch
     for (e = (int32_t) first; e >= 0; e = rf->addrs[e].next_same) {
         const struct rf_addr_use *o = &rf->addrs[e];
         if (role != RF_FABRIC || o->role != RF_FABRIC || o->cluster == cluster)
-            return rf_fail_at(p, p->line, "%s: %s address '%s' is already the %s address of %s '%.*s%s' (line %d)",
+            return rf_fail_at(p, p->line,
+                              "%s: %s address '%s' is already the %s address of %s '%.*s%s' "
+                              "(line %d)",
                               what, rf_role_name(role), a->text, rf_role_name(o->role),
                               o->role == RF_SERVER ? "impi" : "router", RF_Q(o->owner), o->line);
     }
@@ -597,7 +599,8 @@ static icbc_status_t kw_policy(struct rf_parser *p, char **tok, int ntok)
 {
     icbc_routerfile_t *rf = p->rf;
     if (ntok != 2)
-        return rf_fail_at(p, p->line, "'policy' takes one value (aggregate, static, alltoall or tcp)");
+        return rf_fail_at(p, p->line,
+                          "'policy' takes one value (aggregate, static, alltoall or tcp)");
     if (rf->policy_line)
         return rf_fail_at(p, p->line, "duplicate 'policy' (first on line %d)", rf->policy_line);
     if (icbc_rf_policy_from_string(tok[1], &rf->policy) != ICBC_OK)
@@ -615,7 +618,8 @@ static icbc_status_t kw_key(struct rf_parser *p, char **tok, int ntok)
     int n;
 
     if (ntok != 2) return rf_fail_at(p, p->line, "'key' takes one path");
-    if (rf->key_line) return rf_fail_at(p, p->line, "duplicate 'key' (first on line %d)", rf->key_line);
+    if (rf->key_line)
+        return rf_fail_at(p, p->line, "duplicate 'key' (first on line %d)", rf->key_line);
     if (tok[1][0] == '/') n = snprintf(path, sizeof(path), "%s", tok[1]);
     else n = snprintf(path, sizeof(path), "%s/%s", p->basedir, tok[1]);
     if (n < 0 || (size_t) n >= sizeof(path))
@@ -675,7 +679,8 @@ static icbc_status_t kw_hosts(struct rf_parser *p, char **tok, int ntok)
             const struct rf_cluster *o = &rf->clusters[e >> 16];
             unsigned line = o->host_lines[e & 0xffff];
             if (o == c)
-                return rf_fail_at(p, p->line, "host '%s' is listed twice in cluster '%s' (first on line %u)",
+                return rf_fail_at(p, p->line,
+                                  "host '%s' is listed twice in cluster '%s' (first on line %u)",
                                   tok[i], c->pub.name, line);
             return rf_fail_at(p, p->line, "host '%s' already belongs to cluster '%s' (line %u)",
                               tok[i], o->pub.name, line);
@@ -719,7 +724,8 @@ static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
     size_t i;
 
     if (p->cur < 0) return rf_outside(p, "router");
-    if (ntok < 2) return rf_fail_at(p, p->line, "'router' needs a host name, fabric=ADDR and wan=ADDR");
+    if (ntok < 2)
+        return rf_fail_at(p, p->line, "'router' needs a host name, fabric=ADDR and wan=ADDR");
     c = &rf->clusters[p->cur];
     if (!rf_valid_host(tok[1]))
         return rf_fail_at(p, p->line, "router: bad host name '%.*s%s'", RF_Q(tok[1]));
@@ -735,8 +741,9 @@ static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
      * still come on a later 'hosts' line of this section (rf_close_section). */
     e = rf_index_find(rf, &rf->host_ix, rf_host_key, tok[1]);
     if (e >= 0 && (e >> 16) != p->cur)
-        return rf_fail_at(p, p->line, "%s: host is not in cluster '%s' (it belongs to cluster '%s')",
-                          what, c->pub.name, rf->clusters[e >> 16].pub.name);
+        return rf_fail_at(p, p->line,
+                          "%s: host is not in cluster '%s' (it belongs to cluster '%s')", what,
+                          c->pub.name, rf->clusters[e >> 16].pub.name);
     for (i = 0; i < c->pub.nrouters; i++)
         if (strcmp(c->routers[i].host, tok[1]) == 0)
             return rf_fail_at(p, p->line, "%s: host already has a router (line %d)", what,
@@ -1093,14 +1100,16 @@ const icbc_rf_impi_t *icbc_routerfile_impi(const icbc_routerfile_t *rf, size_t i
 
 int icbc_routerfile_find_host(const icbc_routerfile_t *rf, const char *host)
 {
-    long e = rf_index_find(rf, &rf->host_ix, rf_host_key, host);
+    long e;
+    if (host == NULL) return -1;
+    e = rf_index_find(rf, &rf->host_ix, rf_host_key, host);
     return e < 0 ? -1 : (int) (e >> 16);
 }
 
 int icbc_routerfile_find_cluster(const icbc_routerfile_t *rf, const char *name)
 {
     size_t i;
-    for (i = 0; i < rf->nclusters; i++)
+    for (i = 0; name != NULL && i < rf->nclusters; i++)
         if (strcmp(rf->clusters[i].pub.name, name) == 0) return (int) i;
     return -1;
 }
@@ -1108,7 +1117,7 @@ int icbc_routerfile_find_cluster(const icbc_routerfile_t *rf, const char *name)
 int icbc_routerfile_find_impi(const icbc_routerfile_t *rf, const char *name)
 {
     size_t i;
-    for (i = 0; i < rf->nimpi; i++)
+    for (i = 0; name != NULL && i < rf->nimpi; i++)
         if (strcmp(rf->impi[i].name, name) == 0) return (int) i;
     return -1;
 }

@@ -44,8 +44,8 @@ static void print_summary(const icbc_routerfile_t *rf, int hosts)
         const icbc_rf_cluster_t *c = icbc_routerfile_cluster(rf, i);
         printf("  cluster %s: %zu hosts, %zu routers\n", c->name, c->nhosts, c->nrouters);
         for (j = 0; j < c->nrouters; j++)
-            printf("    router %s fabric=%s wan=%s\n", c->routers[j].host, c->routers[j].fabric.text,
-                   c->routers[j].wan.text);
+            printf("    router %s fabric=%s wan=%s\n", c->routers[j].host,
+                   c->routers[j].fabric.text, c->routers[j].wan.text);
         if (hosts) {
             printf("    hosts");
             for (j = 0; j < c->nhosts; j++) printf(" %s", c->hosts[j]);
@@ -71,7 +71,8 @@ static int print_self(const icbc_routerfile_t *rf)
     }
     r = icbc_routerfile_find_router(rf, host, NULL);
     printf("self      %s in cluster %s", host, icbc_routerfile_cluster(rf, (size_t) ci)->name);
-    if (r != NULL) printf(", router fabric=%s wan=%s (line %d)\n", r->fabric.text, r->wan.text, r->line);
+    if (r != NULL)
+        printf(", router fabric=%s wan=%s (line %d)\n", r->fabric.text, r->wan.text, r->line);
     else printf(", no router\n");
     return 0;
 }

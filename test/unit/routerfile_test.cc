@@ -168,7 +168,7 @@ std::string AddrText(const icbc_rf_addr_t &a)
     return "[" + std::string(buf) + "]:" + std::to_string(ntohs(sin6->sin6_port));
 }
 
-// ---- good files ---------------------------------------------------------------
+// ---- good files ---------------------------------------------------------------------------------
 
 TEST_F(RouterFile, FixtureTwoClustersEveryAccessor)
 {
@@ -234,6 +234,10 @@ TEST_F(RouterFile, FixtureTwoClustersEveryAccessor)
     EXPECT_EQ(1, ci);
     EXPECT_EQ(nullptr, icbc_routerfile_find_router(rf_, "a2", &ci));
     EXPECT_EQ(nullptr, icbc_routerfile_find_router(rf_, "zz", nullptr));
+    EXPECT_EQ(-1, icbc_routerfile_find_host(rf_, nullptr));
+    EXPECT_EQ(-1, icbc_routerfile_find_cluster(rf_, nullptr));
+    EXPECT_EQ(-1, icbc_routerfile_find_impi(rf_, nullptr));
+    EXPECT_EQ(nullptr, icbc_routerfile_find_router(rf_, nullptr, nullptr));
 }
 
 TEST_F(RouterFile, FixtureIpv6TabsUtf8CommentsReusedFabric)
@@ -412,7 +416,7 @@ TEST_F(RouterFile, PortBoundsAccepted)
     EXPECT_EQ("[::1]:65535", AddrText(icbc_routerfile_cluster(rf_, 0)->routers[0].wan));
 }
 
-// ---- caps ---------------------------------------------------------------------------
+// ---- caps ---------------------------------------------------------------------------------------
 
 std::string ManyClusters(int n)
 {
@@ -504,7 +508,7 @@ TEST_F(RouterFile, FileTooLarge)
     EXPECT_EQ("t.conf: larger than 67108864 bytes", Err(big));
 }
 
-// ---- bytes ---------------------------------------------------------------------------
+// ---- bytes --------------------------------------------------------------------------------------
 
 TEST_F(RouterFile, NulByte)
 {
@@ -543,7 +547,7 @@ TEST_F(RouterFile, NonAsciiOutsideComment)
               Err("cluster a\n hosts n\xc3\xa9ud\n"));
 }
 
-// ---- keywords and sections ----------------------------------------------------------------
+// ---- keywords and sections ----------------------------------------------------------------------
 
 TEST_F(RouterFile, UnknownKeyword)
 {
@@ -711,7 +715,7 @@ TEST_F(RouterFile, HostInTwoClusters)
               Err(OneCluster("cluster b\n hosts b0 a1")));
 }
 
-// ---- policy and key lines --------------------------------------------------------------------
+// ---- policy and key lines -----------------------------------------------------------------------
 
 TEST_F(RouterFile, PolicyWithoutValue)
 {
@@ -843,7 +847,7 @@ TEST_F(RouterFile, KeyFileUnreadable)
               Err(KeyFile("noread.key")));
 }
 
-// ---- router and impi entries ------------------------------------------------------------------
+// ---- router and impi entries --------------------------------------------------------------------
 
 TEST_F(RouterFile, RouterWithoutArguments)
 {
@@ -1090,7 +1094,7 @@ TEST_F(RouterFile, ImpiBadServerAddress)
               Err(OneCluster("impi c server=impi.example.org:9000")));
 }
 
-// ---- policy against clusters -------------------------------------------------------------------
+// ---- policy against clusters --------------------------------------------------------------------
 
 TEST_F(RouterFile, AggregateNeedsRouterInEveryCluster)
 {
@@ -1118,7 +1122,7 @@ TEST_F(RouterFile, CheckPolicyOverride)
                  err_);
 }
 
-// ---- loading --------------------------------------------------------------------------------------
+// ---- loading ------------------------------------------------------------------------------------
 
 TEST_F(RouterFile, LoadMissingFile)
 {
@@ -1158,7 +1162,7 @@ TEST_F(RouterFile, SmallErrorBufferIsTerminated)
                                                       dir_.c_str(), &rf_, nullptr, 0));
 }
 
-// ---- this host -------------------------------------------------------------------------------------
+// ---- this host ----------------------------------------------------------------------------------
 
 TEST_F(RouterFile, SelfHostFromEnvironment)
 {
@@ -1220,7 +1224,7 @@ TEST_F(RouterFile, SelfClusterShortHostName)
     EXPECT_EQ(first, host);
 }
 
-// ---- the checker tool -------------------------------------------------------------------------------
+// ---- the checker tool ---------------------------------------------------------------------------
 
 #ifdef ICBC_ROUTERFILE_TOOL
 // Runs the tool with ARGS (a shell fragment); returns its exit status and output.
@@ -1282,8 +1286,9 @@ TEST_F(RouterFile, ToolSelf)
     EXPECT_EQ(path + ": OK\nself      a1 in cluster a, router fabric=10.11.0.2:7100 "
                      "wan=10.100.0.2:7200 (line 8)\n",
               out);
-    f = popen(("env ICBC_NODE=q7 " + std::string(ICBC_ROUTERFILE_TOOL) + " " + cmd + " 2>&1").c_str(),
-              "r");
+    std::string cmd2 =
+        "env ICBC_NODE=q7 " + std::string(ICBC_ROUTERFILE_TOOL) + " " + cmd + " 2>&1";
+    f = popen(cmd2.c_str(), "r");
     ASSERT_NE(nullptr, f);
     n = fread(buf, 1, sizeof(buf), f);
     st = pclose(f);
@@ -1293,7 +1298,7 @@ TEST_F(RouterFile, ToolSelf)
 }
 #endif
 
-// ---- mutations -------------------------------------------------------------------------------------
+// ---- mutations ----------------------------------------------------------------------------------
 
 // Checks what a successful parse promises: caps held, lookups agree with the tables.
 void CheckInvariants(const icbc_routerfile_t *rf)
@@ -1321,7 +1326,8 @@ void CheckInvariants(const icbc_routerfile_t *rf)
     }
     EXPECT_EQ(total, icbc_routerfile_num_hosts(rf));
     for (size_t i = 0; i < icbc_routerfile_num_impi(rf); i++)
-        EXPECT_EQ(static_cast<int>(i), icbc_routerfile_find_impi(rf, icbc_routerfile_impi(rf, i)->name));
+        EXPECT_EQ(static_cast<int>(i),
+                  icbc_routerfile_find_impi(rf, icbc_routerfile_impi(rf, i)->name));
 }
 
 std::vector<std::string> SplitLines(const std::string &s)
