@@ -56,6 +56,7 @@ struct emu {
     struct wanemu_trace trace;
     const char *stats_path;
     int64_t start_ns, next_stats_ns, armed_ns;
+    int64_t last_at[WANEMU_MAX_PORTS]; /* arrival time of each port's last frame */
     int epfd, tfd, sfd;
     uint8_t (*rxbuf)[WANEMU_MAX_FRAME + 1];
 };
@@ -275,30 +276,48 @@ static int64_t sync_now(struct emu *e)
     return now;
 }
 
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, to map kernel receive stamps. */
+static int64_t real_minus_mono(void)
+{
+    struct timespec r, m;
+
+    clock_gettime(CLOCK_REALTIME, &r);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    return ((int64_t) r.tv_sec - m.tv_sec) * 1000000000LL + (r.tv_nsec - m.tv_nsec);
+}
+
 static void port_input(struct emu *e, int src)
 {
     static uint32_t lens[RX_BATCH];
+    static int64_t stamps[RX_BATCH];
     int b, n, i, j, dst;
 
     for (b = 0; b < RX_BATCHES_PER_WAKE; b++) {
-        n = wanemu_port_recv(&e->ports[src], e->rxbuf, lens, RX_BATCH);
+        n = wanemu_port_recv(&e->ports[src], e->rxbuf, lens, stamps, RX_BATCH);
         if (n == 0) return;
-        int64_t now = sync_now(e);
+        int64_t now = sync_now(e), offset = real_minus_mono();
         for (i = 0; i < n; i++) {
             const uint8_t *fr = e->rxbuf[i];
             uint32_t payload;
+            /* Arrival: the kernel's stamp when it is plausible (not in the
+             * future, not older than 100 ms), else the read time; never
+             * before the previous frame of this port. */
+            int64_t at = stamps[i] ? stamps[i] - offset : now;
 
+            if (at > now || at < now - 100000000LL) at = now;
+            if (at < e->last_at[src]) at = e->last_at[src];
+            e->last_at[src] = at;
             if (lens[i] < 14) continue;
             mac_learn(e, fr + 6, src);
             payload = wanemu_frame_payload(fr, lens[i]);
             dst = mac_lookup(e, fr);
             if (dst == src) continue; /* the local switch should have kept it */
             if (dst >= 0) {
-                offer(e, src, dst, now, fr, lens[i], payload);
+                offer(e, src, dst, at, fr, lens[i], payload);
                 continue;
             }
             for (j = 0; j < e->nports; j++)
-                if (j != src) offer(e, src, j, now, fr, lens[i], payload);
+                if (j != src) offer(e, src, j, at, fr, lens[i], payload);
         }
         if (n < RX_BATCH) return;
     }
@@ -391,6 +410,7 @@ static icbc_status_t setup(struct emu *e, const struct wanemu_link_conf *base,
         return ICBC_ERR_NO_MEMORY;
     }
     for (i = 0; i < MAC_TABLE_SIZE; i++) e->macs[i].port = -1;
+    for (i = 0; i < e->nports; i++) e->last_at[i] = e->start_ns;
     for (i = 0; i < nopts; i++) {
         if (opts[i].src[0] == '\0') continue;
         if (port_index(e, opts[i].src) < 0 || port_index(e, opts[i].dst) < 0 ||

@@ -55,6 +55,10 @@ icbc_status_t wanemu_port_open(struct wanemu_port *p)
         icbc_warn("port %s: PACKET_IGNORE_OUTGOING: %s; filtering in user space", p->name,
                   strerror(errno));
     setsockopt(p->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
+    /* Arrival times from the kernel: a frame's delay starts when it reached
+     * the port, not when the emulator got round to reading it. */
+    if (setsockopt(p->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
+        icbc_warn("port %s: SO_TIMESTAMPNS: %s; using read times", p->name, strerror(errno));
 
     memset(&sll, 0, sizeof(sll));
     sll.sll_family = AF_PACKET;
@@ -85,12 +89,31 @@ void wanemu_port_close(struct wanemu_port *p)
     p->fd = -1;
 }
 
+/* Kernel receive time of a message (SCM_TIMESTAMPNS, CLOCK_REALTIME), or 0. */
+static int64_t msg_stamp(struct msghdr *mh)
+{
+    struct cmsghdr *c;
+
+    for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+            return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        }
+    }
+    return 0;
+}
+
 int wanemu_port_recv(struct wanemu_port *p, uint8_t (*bufs)[WANEMU_MAX_FRAME + 1], uint32_t *lens,
-                     int max)
+                     int64_t *stamps, int max)
 {
     struct mmsghdr msgs[64];
     struct iovec iov[64];
     struct sockaddr_ll from[64];
+    union {
+        char buf[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl[64];
     int n, i, k = 0;
 
     if (max > 64) max = 64;
@@ -102,6 +125,8 @@ int wanemu_port_recv(struct wanemu_port *p, uint8_t (*bufs)[WANEMU_MAX_FRAME + 1
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_name = &from[i];
         msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+        msgs[i].msg_hdr.msg_control = ctl[i].buf;
+        msgs[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
     }
     n = recvmmsg(p->fd, msgs, (unsigned) max, MSG_DONTWAIT, NULL);
     if (n < 0) {
@@ -118,6 +143,7 @@ int wanemu_port_recv(struct wanemu_port *p, uint8_t (*bufs)[WANEMU_MAX_FRAME + 1
         p->st.rx++;
         p->st.rx_bytes += msgs[i].msg_len;
         if (k != i) memcpy(bufs[k], bufs[i], msgs[i].msg_len);
+        stamps[k] = msg_stamp(&msgs[i].msg_hdr);
         lens[k++] = msgs[i].msg_len;
     }
     return k;

@@ -114,9 +114,10 @@ struct wanemu_port {
 icbc_status_t wanemu_port_open(struct wanemu_port *p);
 void wanemu_port_close(struct wanemu_port *p);
 /* Receive up to max frames into bufs (each WANEMU_MAX_FRAME+1 bytes); lens
- * gets their lengths. Returns the number received, 0 when none is pending. */
+ * gets their lengths, stamps their kernel receive times (CLOCK_REALTIME ns,
+ * 0 when unknown). Returns the number received, 0 when none is pending. */
 int wanemu_port_recv(struct wanemu_port *p, uint8_t (*bufs)[WANEMU_MAX_FRAME + 1], uint32_t *lens,
-                     int max);
+                     int64_t *stamps, int max);
 icbc_status_t wanemu_port_send(struct wanemu_port *p, const uint8_t *frame, uint32_t len);
 /* Refresh st.kernel_drops from the kernel's counters. */
 void wanemu_port_poll_stats(struct wanemu_port *p);
