@@ -6,9 +6,11 @@
  * destination is unknown, broadcast (ARP requests) or multicast. Each copy
  * enters the link of its direction (source port -> destination port).
  *
- * The loop waits in epoll on the ports, a timerfd armed for the next due
- * frame (absolute CLOCK_MONOTONIC time, so wake-ups are precise to the
- * timer's resolution rather than a polling period) and a signalfd.
+ * The loop waits in epoll_pwait2 on the ports and a signalfd, with a
+ * nanosecond timeout that ends when the next frame is due (an hrtimer, so
+ * wake-ups are precise to the timer's resolution rather than a polling
+ * period). Frames due within --batch of a wake-up leave together: one
+ * wake-up per frame would cost more CPU than the forwarding itself.
  */
 #define _GNU_SOURCE
 #include "wanemu.h"
@@ -23,7 +25,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@
 #define RX_BATCH 64
 #define RX_BATCHES_PER_WAKE 8
 #define STATS_PERIOD_NS 100000000LL
+#define WAKE_ADV_MAX_NS 200000LL
 
 struct mac_entry {
     uint8_t mac[6];
@@ -55,9 +57,11 @@ struct emu {
     struct mac_entry macs[MAC_TABLE_SIZE];
     struct wanemu_trace trace;
     const char *stats_path;
-    int64_t start_ns, next_stats_ns, armed_ns;
+    int64_t start_ns, next_stats_ns;
+    int64_t batch_ns;  /* frames due within this of now are sent now */
+    int64_t wake_adv_ns; /* learned wake-up latency: sleep this much less */
     int64_t last_at[WANEMU_MAX_PORTS]; /* arrival time of each port's last frame */
-    int epfd, tfd, sfd;
+    int epfd, sfd;
     uint8_t (*rxbuf)[WANEMU_MAX_FRAME + 1];
 };
 
@@ -87,6 +91,8 @@ static void usage(FILE *f)
           "  -t, --trace PATH        CSV with one row per interval and direction columns\n"
           "                          bytes_S_D, drops_S_D, pkts_S_D, qmax_S_D, payload_S_D\n"
           "  -i, --interval TIME     trace interval (default 1ms)\n"
+          "  -B, --batch TIME        send frames due within TIME of a wake-up together, up to\n"
+          "                          TIME early (default 20us; 0: one wake-up per due time)\n"
           "  -s, --stats PATH        cumulative counters, rewritten every 100 ms and at exit\n"
           "  -m, --max-mem SIZE      per-direction ring limit (default 64MiB)\n"
           "  -P, --pidfile PATH      written once the ports are open (readiness signal)\n"
@@ -232,10 +238,13 @@ static void offer(struct emu *e, int src, int dst, int64_t now, const uint8_t *f
     if (d->now.qmax > d->total.qmax) d->total.qmax = d->now.qmax;
 }
 
-/* Deliver every frame due at or before now, in due order across directions,
- * closing trace intervals on the way so each frame lands in its own. */
+/* Deliver every frame due at or before now + batch, in due order across
+ * directions, closing trace intervals on the way so each frame lands in its
+ * own. */
 static void deliver(struct emu *e, int64_t now)
 {
+    int64_t until = now + e->batch_ns;
+
     for (;;) {
         int64_t best = INT64_MAX;
         int i, bi = -1;
@@ -249,10 +258,10 @@ static void deliver(struct emu *e, int64_t now)
                 bi = i;
             }
         }
-        if (bi < 0 || best > now) break;
+        if (bi < 0 || best > until) break;
         d = &e->dirs[bi];
         wanemu_trace_advance(&e->trace, best, e->dirs, e->ndirs);
-        if (!wanemu_link_pop(&d->link, now, &f)) break;
+        if (!wanemu_link_pop(&d->link, until, &f)) break;
         if (wanemu_port_send(&e->ports[d->dst], f.data, f.len) != ICBC_OK) continue;
         d->now.bytes += f.len;
         d->now.pkts++;
@@ -261,7 +270,7 @@ static void deliver(struct emu *e, int64_t now)
         d->total.pkts++;
         d->total.payload += f.payload;
         if (now - f.due_ns > d->late_max_ns) d->late_max_ns = now - f.due_ns;
-        d->late_sum_ns += (uint64_t) (now - f.due_ns);
+        d->late_sum_ns += now - f.due_ns; /* negative when sent early */
         d->late_n++;
     }
 }
@@ -334,26 +343,14 @@ static void write_stats(struct emu *e, int64_t now)
                            e->ndirs);
 }
 
-static void arm_timer(struct emu *e, int64_t at)
-{
-    struct itimerspec its;
-
-    if (at == e->armed_ns) return;
-    memset(&its, 0, sizeof(its));
-    its.it_value.tv_sec = at / 1000000000LL;
-    its.it_value.tv_nsec = at % 1000000000LL;
-    if (timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-        icbc_error("timerfd_settime: %s", strerror(errno));
-    e->armed_ns = at;
-}
-
 static int run(struct emu *e)
 {
-    struct epoll_event ev[WANEMU_MAX_PORTS + 2];
+    struct epoll_event ev[WANEMU_MAX_PORTS + 1];
+    struct timespec timeout;
     int stop = 0, i, n;
 
     while (!stop) {
-        int64_t now = sync_now(e), next;
+        int64_t now = sync_now(e), next, wait;
 
         if (now >= e->next_stats_ns) {
             write_stats(e, now);
@@ -365,21 +362,28 @@ static int run(struct emu *e)
             int64_t due = wanemu_link_next_due(&e->dirs[i].link);
             if (due < next) next = due;
         }
-        arm_timer(e, next);
-        n = epoll_wait(e->epfd, ev, WANEMU_MAX_PORTS + 2, -1);
+        /* Wake up early by the latency the last wake-ups had, so that
+         * frames leave on time rather than one scheduler latency late. */
+        next -= e->wake_adv_ns;
+        now = mono_ns();
+        wait = next > now ? next - now : 0;
+        timeout.tv_sec = wait / 1000000000LL;
+        timeout.tv_nsec = wait % 1000000000LL;
+        n = epoll_pwait2(e->epfd, ev, WANEMU_MAX_PORTS + 1, &timeout, NULL);
         if (n < 0 && errno != EINTR) {
-            icbc_error("epoll_wait: %s", strerror(errno));
+            icbc_error("epoll_pwait2: %s (Linux 5.11 or later is needed)", strerror(errno));
             return 1;
+        }
+        if (n == 0 && wait > 0) {
+            int64_t lat = mono_ns() - next;
+            if (lat < 0) lat = 0;
+            if (lat > WAKE_ADV_MAX_NS) lat = WAKE_ADV_MAX_NS;
+            e->wake_adv_ns += (lat - e->wake_adv_ns) / 8;
         }
         for (i = 0; i < n; i++) {
             int id = (int) ev[i].data.u32;
             if (id < e->nports) {
                 port_input(e, id);
-            } else if (id == WANEMU_MAX_PORTS) {
-                uint64_t exp;
-                if (read(e->tfd, &exp, sizeof(exp)) < 0 && errno != EAGAIN)
-                    icbc_error("timerfd read: %s", strerror(errno));
-                e->armed_ns = -1;
             } else {
                 struct signalfd_siginfo si;
                 if (read(e->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
@@ -457,13 +461,11 @@ static icbc_status_t setup(struct emu *e, const struct wanemu_link_conf *base,
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     e->sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-    e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (e->sfd < 0 || e->tfd < 0 || e->epfd < 0) {
-        icbc_error("signalfd/timerfd/epoll: %s", strerror(errno));
+    if (e->sfd < 0 || e->epfd < 0) {
+        icbc_error("signalfd/epoll: %s", strerror(errno));
         return ICBC_ERR_IO;
     }
-    e->armed_ns = -1;
     for (i = 0; i < e->nports; i++) {
         if (wanemu_port_open(&e->ports[i]) != ICBC_OK) return ICBC_ERR_IO;
         ev.events = EPOLLIN;
@@ -474,8 +476,6 @@ static icbc_status_t setup(struct emu *e, const struct wanemu_link_conf *base,
     ev.events = EPOLLIN;
     ev.data.u64 = 0;
     ev.data.u32 = WANEMU_MAX_PORTS;
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->tfd, &ev) < 0) goto epoll_fail;
-    ev.data.u32 = WANEMU_MAX_PORTS + 1;
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->sfd, &ev) < 0) goto epoll_fail;
     if (wanemu_trace_open(&e->trace, trace_path, interval_ns, e->start_ns, e->ports, e->dirs,
                           e->ndirs) != ICBC_OK)
@@ -523,9 +523,10 @@ int main(int argc, char **argv)
         { "interval", required_argument, NULL, 'i' }, { "stats", required_argument, NULL, 's' },
         { "max-mem", required_argument, NULL, 'm' },  { "pidfile", required_argument, NULL, 'P' },
         { "realtime", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
+        { "batch", required_argument, NULL, 'B' },
         { NULL, 0, NULL, 0 },
     };
-    static struct emu emu;
+    static struct emu emu = { .batch_ns = 20000 };
     struct dir_opt opts[3 * WANEMU_MAX_PORTS * WANEMU_MAX_PORTS + 8];
     struct wanemu_link_conf base = { 0, 0, 256 * 1024, 0, 64u << 20 };
     const char *trace_path = NULL, *pidfile = NULL;
@@ -534,7 +535,7 @@ int main(int argc, char **argv)
     char *end;
 
     icbc_log_set_ident("icbc-wanemu");
-    while ((c = getopt_long(argc, argv, "p:r:d:b:o:t:i:s:m:P:Rh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:r:d:b:o:t:i:s:m:P:RB:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (add_port(&emu, optarg) != ICBC_OK) return 2;
@@ -565,6 +566,12 @@ int main(int argc, char **argv)
         case 'i':
             if (wanemu_parse_time(optarg, &interval_ns) != ICBC_OK || interval_ns < 10000) {
                 icbc_error("malformed --interval '%s' (at least 10us, e.g. 1ms)", optarg);
+                return 2;
+            }
+            break;
+        case 'B':
+            if (wanemu_parse_time(optarg, &emu.batch_ns) != ICBC_OK || emu.batch_ns > 1000000) {
+                icbc_error("malformed --batch '%s' (0 to 1ms, e.g. 20us)", optarg);
                 return 2;
             }
             break;

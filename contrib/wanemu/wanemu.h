@@ -130,7 +130,8 @@ struct wanemu_dir {
     struct wanemu_counters now;   /* current interval */
     struct wanemu_counters total; /* since start */
     int64_t late_max_ns;          /* largest delivery lateness */
-    uint64_t late_sum_ns, late_n;
+    int64_t late_sum_ns;          /* sum of (send time - due time) */
+    uint64_t late_n;
 };
 
 struct wanemu_trace {
