@@ -27,7 +27,20 @@
 /* Which options a benchmark accepts (bit set). */
 enum {
     BENCH_OPT_WINDOW = 1 << 0,
+    BENCH_OPT_STAT = 1 << 1,
 };
+
+/* How per-iteration times become the reported value (--stat). */
+enum bench_stat {
+    BENCH_STAT_MEAN,   /* total time / iterations, as OSU reports */
+    BENCH_STAT_MEDIAN, /* median iteration: robust against preemption on a busy host */
+    BENCH_STAT_BEST,   /* fastest iteration */
+};
+
+static inline const char *bench_stat_name(enum bench_stat stat)
+{
+    return stat == BENCH_STAT_MEDIAN ? "median" : stat == BENCH_STAT_BEST ? "best" : "mean";
+}
 
 struct bench_opts {
     size_t min_size;        /* first message size; 0 allowed */
@@ -38,6 +51,7 @@ struct bench_opts {
     size_t large_size;      /* above this size, iterations scale down as 1/size */
     int min_iters;          /* lower bound of the scaled iteration count */
     int corrupt;            /* flip one received byte before the check (tests the check) */
+    enum bench_stat stat;   /* statistic over per-iteration times (BENCH_OPT_STAT) */
 };
 
 struct bench_desc {
@@ -106,6 +120,9 @@ static inline void bench_usage(const struct bench_desc *d, const struct bench_op
     if (d->accepted & BENCH_OPT_WINDOW)
         fprintf(f, "  --window N      messages in flight per iteration (default %d)\n",
                 o->window);
+    if (d->accepted & BENCH_OPT_STAT)
+        fprintf(f, "  --stat S        mean | median | best: statistic over the per-iteration\n"
+                   "                  times (default mean, as OSU; median resists preemption)\n");
     fprintf(f, "  --large SIZE    above this size iterations scale down as 1/size (default %zu)\n",
             o->large_size);
     fprintf(f, "  --min-iters N   lower bound of the scaled iteration count (default %d)\n",
@@ -133,6 +150,7 @@ static inline int bench_parse(int argc, char **argv, const struct bench_desc *d,
                     !strcmp(a, "--iters") || !strcmp(a, "--warmup") ||
                     !strcmp(a, "--min-iters") || !strcmp(a, "--help") || !strcmp(a, "-h") ||
                     !strcmp(a, "--corrupt") ||
+                    (!strcmp(a, "--stat") && (d->accepted & BENCH_OPT_STAT)) ||
                     (!strcmp(a, "--window") && (d->accepted & BENCH_OPT_WINDOW));
         if (!known) {
             if (rank == 0)
@@ -155,11 +173,20 @@ static inline int bench_parse(int argc, char **argv, const struct bench_desc *d,
         } else if (!strcmp(a, "--large")) {
             bad = bench_parse_size(v, &o->large_size);
         } else if (!strcmp(a, "--iters")) {
-            bad = bench_parse_int(v, 1, 100000000, &o->iters);
+            bad = bench_parse_int(v, 1, 10000000, &o->iters);
         } else if (!strcmp(a, "--warmup")) {
             bad = bench_parse_int(v, 0, 100000000, &o->warmup);
         } else if (!strcmp(a, "--min-iters")) {
             bad = bench_parse_int(v, 1, 100000000, &o->min_iters);
+        } else if (!strcmp(a, "--stat")) {
+            if (!strcmp(v, "mean"))
+                o->stat = BENCH_STAT_MEAN;
+            else if (!strcmp(v, "median"))
+                o->stat = BENCH_STAT_MEDIAN;
+            else if (!strcmp(v, "best"))
+                o->stat = BENCH_STAT_BEST;
+            else
+                bad = 1;
         } else if (!strcmp(a, "--window") && (d->accepted & BENCH_OPT_WINDOW)) {
             bad = bench_parse_int(v, 1, 4096, &o->window);
         }
@@ -196,9 +223,10 @@ static inline int bench_check_ranks(const struct bench_desc *d, int nranks, int 
 /*
  * Rank 0 names the MPI library on stderr, one line: the first line of
  * MPI_Get_library_version and, for MPICH, its "Device" line (e.g. ch4:ucx or ch4:icbc),
- * so a runner can check which build really ran.
+ * so a runner can check which build really ran; then the statistic, if the benchmark has one.
  */
-static inline void bench_banner(const struct bench_desc *d, int rank, int nranks)
+static inline void bench_banner(const struct bench_desc *d, const struct bench_opts *o, int rank,
+                                int nranks)
 {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING + 1] = {0};
     int len = 0;
@@ -218,8 +246,11 @@ static inline void bench_banner(const struct bench_desc *d, int rank, int nranks
     } else {
         dev = "unknown";
     }
-    fprintf(stderr, "%s: %d ranks; library: %.*s; device: %.*s\n", d->name, nranks, flen, lib,
+    fprintf(stderr, "%s: %d ranks; library: %.*s; device: %.*s", d->name, nranks, flen, lib,
             dlen, dev);
+    if (d->accepted & BENCH_OPT_STAT)
+        fprintf(stderr, "; statistic: %s", bench_stat_name(o->stat));
+    fprintf(stderr, "\n");
 }
 
 /* Size sequence: 0 (only if min is 0), then powers of two from max(min,1) to max. */
@@ -259,6 +290,31 @@ static inline int bench_warmup_for(const struct bench_opts *o, size_t size)
         return o->warmup;
     int n = (int)((double)o->warmup * (double)o->large_size / (double)size);
     return n < 1 ? 1 : n;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The chosen statistic of n > 0 per-iteration times (sorts t in place). */
+static inline double bench_stat_time(double *t, int n, enum bench_stat stat)
+{
+    double sum = 0.0;
+    switch (stat) {
+        case BENCH_STAT_MEDIAN:
+            qsort(t, (size_t)n, sizeof(*t), bench_cmp_double);
+            return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        case BENCH_STAT_BEST:
+            qsort(t, (size_t)n, sizeof(*t), bench_cmp_double);
+            return t[0];
+        case BENCH_STAT_MEAN:
+        default:
+            for (int i = 0; i < n; i++)
+                sum += t[i];
+            return sum / n;
+    }
 }
 
 static inline void *bench_alloc(size_t bytes, const char *what, int rank)
@@ -343,12 +399,31 @@ static inline int bench_check_count(const MPI_Status *st, size_t want, const cha
 }
 
 /*
+ * Payload bytes this rank handed to MPI send calls (timed and warm-up). bench_finish sums
+ * them over all ranks, so a runner can compare them with the byte counters of the network
+ * interface that should have carried them.
+ */
+static unsigned long long bench_bytes_sent;
+
+static inline void bench_count_sent(size_t msg_bytes, long long count)
+{
+    bench_bytes_sent += (unsigned long long)msg_bytes * (unsigned long long)count;
+}
+
+/*
  * Final words: rank 0 tells stderr that MPI_Finalize starts, so a runner can tell a hang in
  * MPI_Finalize from one in the measurement. `what` is NULL for a quiet exit (--help).
  */
 static inline int bench_finish(const char *name, int rank, int status, const char *what)
 {
+    unsigned long long total = 0;
     fflush(stdout);
+    if (what) {
+        MPI_Reduce(&bench_bytes_sent, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
+                   MPI_COMM_WORLD);
+        if (rank == 0)
+            fprintf(stderr, "%s: payload bytes sent by all ranks: %llu\n", name, total);
+    }
     if (rank == 0 && what)
         fprintf(stderr, "%s: %s, entering MPI_Finalize\n", name, what);
     fflush(stderr);

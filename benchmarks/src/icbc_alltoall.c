@@ -31,14 +31,14 @@ int main(int argc, char **argv)
 
     struct bench_opts o = {
         .min_size = 1, .max_size = (size_t)1 << 20, .iters = 100, .warmup = 10,
-        .window = 1, .large_size = 8192, .min_iters = 5, .corrupt = 0,
+        .window = 1, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
         return bench_finish(desc.name, rank, rc < 0 ? 1 : 0, rc < 0 ? "bad options" : NULL);
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
-    bench_banner(&desc, rank, nranks);
+    bench_banner(&desc, &o, rank, nranks);
     if ((double)nranks * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: ranks x --max exceeds %zu bytes per buffer\n", desc.name,
@@ -78,6 +78,7 @@ int main(int argc, char **argv)
             rbuf[size / 2] ^= 0x5a;
         for (int i = 0; i < nranks; i++)
             bad += bench_verify(rbuf + (size_t)i * size, size, i, rank, 0, desc.name);
+        bench_count_sent(size, ((long long)warmup + iters) * (nranks - 1));
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;

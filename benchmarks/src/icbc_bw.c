@@ -2,8 +2,10 @@
  * icbc_bw: uni-directional bandwidth from rank 0 to rank 1 (OSU osu_bw style).
  *
  * One iteration: rank 0 posts `window` MPI_Isend, rank 1 posts `window` MPI_Irecv, both
- * MPI_Waitall, then rank 1 returns a 4-byte ack. Bandwidth = size * window * iters / time,
- * timed on rank 0, in MB/s (10^6 bytes per second, as OSU reports).
+ * MPI_Waitall, then rank 1 returns a 4-byte ack. Each iteration is timed on rank 0;
+ * bandwidth = size * window / t in MB/s (10^6 bytes per second, as OSU reports), where t is
+ * the mean iteration time (OSU's total bytes / total time) or, with --stat, the median or
+ * fastest one.
  *
  * Unlike osu_bw, every message of a window has its own buffer and its own pattern, on both
  * sides, and the receive buffers are cleared after warm-up: the untimed check after the
@@ -20,17 +22,21 @@ static const struct bench_desc desc = {
     .summary = "Uni-directional bandwidth rank 0 -> rank 1: a window of MPI_Isend (receiver\n"
                "posts as many MPI_Irecv), MPI_Waitall, a 4-byte ack; reports MB/s (10^6 B/s).",
     .csv_header = "size,bandwidth_mbps",
-    .accepted = BENCH_OPT_WINDOW,
+    .accepted = BENCH_OPT_WINDOW | BENCH_OPT_STAT,
     .min_ranks = 2,
     .even_ranks = 0,
 };
 
-/* n window iterations. Returns the number of receives with a wrong byte count. */
+/*
+ * n window iterations. If `wt` is not NULL, rank 0 stores the duration of each iteration
+ * (window sent, ack received) in it. Returns the number of receives with a wrong byte count.
+ */
 static int run_windows(int rank, unsigned char *buf, size_t size, int window, int n,
-                       MPI_Request *req, MPI_Status *sts)
+                       MPI_Request *req, MPI_Status *sts, double *wt)
 {
     int bad = 0;
     char ack[4] = {0};
+    double prev = MPI_Wtime();
     for (int it = 0; it < n; it++) {
         if (rank == 0) {
             for (int w = 0; w < window; w++)
@@ -38,6 +44,11 @@ static int run_windows(int rank, unsigned char *buf, size_t size, int window, in
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
             MPI_Recv(ack, 4, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (wt) {
+                double now = MPI_Wtime();
+                wt[it] = now - prev;
+                prev = now;
+            }
         } else {
             for (int w = 0; w < window; w++)
                 MPI_Irecv(buf + (size_t)w * size, (int)size, MPI_BYTE, 0, TAG_DATA,
@@ -61,14 +72,14 @@ int main(int argc, char **argv)
 
     struct bench_opts o = {
         .min_size = 1, .max_size = (size_t)8 << 20, .iters = 100, .warmup = 10,
-        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0,
+        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
         return bench_finish(desc.name, rank, rc < 0 ? 1 : 0, rc < 0 ? "bad options" : NULL);
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
-    bench_banner(&desc, rank, nranks);
+    bench_banner(&desc, &o, rank, nranks);
     if ((double)o.window * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: --window x --max exceeds %zu bytes per rank\n", desc.name,
@@ -81,7 +92,8 @@ int main(int argc, char **argv)
     unsigned char *buf = bench_alloc(span, rank == 0 ? "send buffers" : "receive buffers", rank);
     MPI_Request *req = calloc((size_t)o.window, sizeof(*req));
     MPI_Status *sts = calloc((size_t)o.window, sizeof(*sts));
-    if (!req || !sts) {
+    double *wt = calloc((size_t)o.iters, sizeof(*wt));
+    if (!req || !sts || !wt) {
         fprintf(stderr, "rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -96,22 +108,22 @@ int main(int argc, char **argv)
         int iters = bench_iters_for(&o, o.iters, size);
         int warmup = bench_warmup_for(&o, size);
         size_t bad = 0;
-        double elapsed = 0.0;
+        double wt_stat = 0.0;
 
         if (active) {
             if (rank == 0)
                 for (int w = 0; w < o.window; w++)
                     bench_fill(buf + (size_t)w * size, size, 0, 1, w);
-            run_windows(rank, buf, size, o.window, warmup, req, sts);
+            run_windows(rank, buf, size, o.window, warmup, req, sts, NULL);
             if (rank == 1)
                 memset(buf, 0, (size_t)o.window * size);
         }
         MPI_Barrier(MPI_COMM_WORLD);
 
         if (active) {
-            double t0 = MPI_Wtime();
-            bad += run_windows(rank, buf, size, o.window, iters, req, sts);
-            elapsed = MPI_Wtime() - t0;
+            bad += run_windows(rank, buf, size, o.window, iters, req, sts, wt);
+            if (rank == 0)
+                wt_stat = bench_stat_time(wt, iters, o.stat);
 
             if (rank == 1) {
                 if (o.corrupt && size > 0)
@@ -120,13 +132,17 @@ int main(int argc, char **argv)
                     bad += bench_verify(buf + (size_t)w * size, size, 0, 1, w, desc.name);
             }
         }
+        if (rank == 0)
+            bench_count_sent(size, ((long long)warmup + iters) * o.window);
+        else if (rank == 1)
+            bench_count_sent(4, (long long)warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;
         }
         if (rank == 0) {
-            double bytes = (double)size * (double)o.window * (double)iters;
-            printf("%zu,%.3f\n", size, bytes / elapsed / 1e6);
+            double bytes = (double)size * (double)o.window;
+            printf("%zu,%.3f\n", size, bytes / wt_stat / 1e6);
             fflush(stdout);
         }
     }
@@ -134,5 +150,6 @@ int main(int argc, char **argv)
     free(buf);
     free(req);
     free(sts);
+    free(wt);
     return bench_finish(desc.name, rank, failed, failed ? "FAILED" : "all sizes done");
 }

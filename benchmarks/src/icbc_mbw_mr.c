@@ -63,14 +63,14 @@ int main(int argc, char **argv)
 
     struct bench_opts o = {
         .min_size = 1, .max_size = (size_t)8 << 20, .iters = 100, .warmup = 10,
-        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0,
+        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
         return bench_finish(desc.name, rank, rc < 0 ? 1 : 0, rc < 0 ? "bad options" : NULL);
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
-    bench_banner(&desc, rank, nranks);
+    bench_banner(&desc, &o, rank, nranks);
     if ((double)o.window * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: --window x --max exceeds %zu bytes per rank\n", desc.name,
@@ -122,6 +122,10 @@ int main(int argc, char **argv)
             for (int w = 0; w < o.window; w++)
                 bad += bench_verify(buf + (size_t)w * size, size, src, dst, w, desc.name);
         }
+        if (sender)
+            bench_count_sent(size, ((long long)warmup + iters) * o.window);
+        else
+            bench_count_sent(4, (long long)warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;
