@@ -16,3 +16,6 @@ bin_PROGRAMS += icbc-routerfile
 icbc_routerfile_SOURCES = src/icbc/routerfile_tool.c
 icbc_routerfile_CPPFLAGS = -I$(top_srcdir)/src/icbc
 icbc_routerfile_LDADD = libicbc.la
+# Business cards, peer table and wire header (also compiled into libmpi by the netmod).
+libicbc_la_SOURCES += src/icbc/bcard.c src/icbc/peer.c src/icbc/wire.c
+include_icbc_HEADERS += src/icbc/icbc_bcard.h src/icbc/icbc_peer.h src/icbc/icbc_wire.h

@@ -48,7 +48,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm * comm, int ra
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
 
     *peer_p = peer;
-    if (MPL_likely(peer && peer->ep && peer->state == ICBC_PEER_OK)) {
+    if (likely(peer && peer->ep && peer->state == ICBC_PEER_OK)) {
         *ep_p = (ucp_ep_h) peer->ep;
         return MPI_SUCCESS;
     }
