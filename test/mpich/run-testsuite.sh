@@ -29,6 +29,9 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
   --jobs-note        record the machine load (other jobs on the cores) before
                      and after each directory in DIR/jobs-note.txt
   --build-dir D      where to extract and build the suite
+  --save DIR         also copy the summary files (not the build tree) to DIR:
+                     summary.{xml,tap,junit.xml}, counts.tsv, tests.tsv,
+                     failures.txt, run-info.txt, jobs-note.txt
   -h, --help         this text
 
 Per-device defaults, so that inter-node traffic leaves shared memory:
@@ -45,7 +48,7 @@ die() { echo "run-testsuite: error: $*" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/test/mpich
 
-prefix= label= list= out= builddir= tbname= ci=0 jobs_note=0 net_defaults=1
+prefix= label= list= out= builddir= tbname= save= ci=0 jobs_note=0 net_defaults=1
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
 dirs= nodes=2 timeout=120
 extra_env=()
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
         --testbed) tbname=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
         --build-dir) builddir=${2:?}; shift 2 ;;
+        --save) save=${2:?}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument '$1'" ;;
     esac
@@ -365,6 +369,14 @@ msg "results in $out (summary.xml, summary.tap, summary.junit.xml, counts.tsv, t
 column -t -s "$(printf '\t')" "$out/counts.tsv" 2>/dev/null || cat "$out/counts.tsv"
 read -r passed failed <<<"$(awk -F'\t' '$1 == "all" {print $3, $4 + $5}' "$out/counts.tsv")"
 msg "total time $((t_end - t_start)) s"
+if [ -n "$save" ]; then
+    mkdir -p "$save" || die "cannot create $save"
+    for f in summary.xml summary.tap summary.junit.xml counts.tsv tests.tsv failures.txt \
+        run-info.txt jobs-note.txt; do
+        [ ! -f "$out/$f" ] || cp "$out/$f" "$save/$f"
+    done
+    msg "summary files copied to $save"
+fi
 echo "$passed passed, $failed failed"
 if [ $ci = 1 ] && [ "$failed" != 0 ]; then
     exit 1
