@@ -60,6 +60,8 @@ struct emu {
     int64_t start_ns, next_stats_ns;
     int64_t batch_ns;  /* frames due within this of now are sent now */
     int64_t wake_adv_ns; /* learned wake-up latency: sleep this much less */
+    int64_t rx_poll_ns;  /* > 0: read the ports this often instead of on events */
+    int rx_events;       /* --rx-events: always wake up for each arriving frame */
     int64_t last_at[WANEMU_MAX_PORTS]; /* arrival time of each port's last frame */
     int epfd, sfd;
     uint8_t (*rxbuf)[WANEMU_MAX_FRAME + 1];
@@ -93,6 +95,9 @@ static void usage(FILE *f)
           "  -i, --interval TIME     trace interval (default 1ms)\n"
           "  -B, --batch TIME        send frames due within TIME of a wake-up together, up to\n"
           "                          TIME early (default 20us; 0: one wake-up per due time)\n"
+          "  -E, --rx-events         wake up for every arriving frame; by default, with a delay\n"
+          "                          of 400us or more, the ports are read every delay/4\n"
+          "                          (at most 500us) and frames keep their kernel arrival time\n"
           "  -s, --stats PATH        cumulative counters, rewritten every 100 ms and at exit\n"
           "  -m, --max-mem SIZE      per-direction ring limit (default 64MiB)\n"
           "  -P, --pidfile PATH      written once the ports are open (readiness signal)\n"
@@ -238,13 +243,11 @@ static void offer(struct emu *e, int src, int dst, int64_t now, const uint8_t *f
     if (d->now.qmax > d->total.qmax) d->total.qmax = d->now.qmax;
 }
 
-/* Deliver every frame due at or before now + batch, in due order across
+/* Deliver every frame due at or before until, in due order across
  * directions, closing trace intervals on the way so each frame lands in its
- * own. */
-static void deliver(struct emu *e, int64_t now)
+ * own; now is the time of sending. */
+static void deliver(struct emu *e, int64_t until, int64_t now)
 {
-    int64_t until = now + e->batch_ns;
-
     for (;;) {
         int64_t best = INT64_MAX;
         int i, bi = -1;
@@ -280,7 +283,7 @@ static int64_t sync_now(struct emu *e)
 {
     int64_t now = mono_ns();
 
-    deliver(e, now);
+    deliver(e, now + e->batch_ns, now);
     wanemu_trace_advance(&e->trace, now, e->dirs, e->ndirs);
     return now;
 }
@@ -295,7 +298,10 @@ static int64_t real_minus_mono(void)
     return ((int64_t) r.tv_sec - m.tv_sec) * 1000000000LL + (r.tv_nsec - m.tv_nsec);
 }
 
-static void port_input(struct emu *e, int src)
+/* Read and forward the frames waiting at port src, in arrival order, each
+ * after the deliveries and trace intervals that precede its arrival. Returns
+ * 1 when frames may be left (the per-call bound was reached). */
+static int port_input(struct emu *e, int src)
 {
     static uint32_t lens[RX_BATCH];
     static int64_t stamps[RX_BATCH];
@@ -303,8 +309,8 @@ static void port_input(struct emu *e, int src)
 
     for (b = 0; b < RX_BATCHES_PER_WAKE; b++) {
         n = wanemu_port_recv(&e->ports[src], e->rxbuf, lens, stamps, RX_BATCH);
-        if (n == 0) return;
-        int64_t now = sync_now(e), offset = real_minus_mono();
+        if (n == 0) return 0;
+        int64_t now = mono_ns(), offset = real_minus_mono();
         for (i = 0; i < n; i++) {
             const uint8_t *fr = e->rxbuf[i];
             uint32_t payload;
@@ -316,6 +322,8 @@ static void port_input(struct emu *e, int src)
             if (at > now || at < now - 100000000LL) at = now;
             if (at < e->last_at[src]) at = e->last_at[src];
             e->last_at[src] = at;
+            deliver(e, at, now);
+            wanemu_trace_advance(&e->trace, at, e->dirs, e->ndirs);
             if (lens[i] < 14) continue;
             mac_learn(e, fr + 6, src);
             payload = wanemu_frame_payload(fr, lens[i]);
@@ -328,8 +336,9 @@ static void port_input(struct emu *e, int src)
             for (j = 0; j < e->nports; j++)
                 if (j != src) offer(e, src, j, at, fr, lens[i], payload);
         }
-        if (n < RX_BATCH) return;
+        if (n < RX_BATCH) return 0;
     }
+    return 1;
 }
 
 static void write_stats(struct emu *e, int64_t now)
@@ -350,7 +359,11 @@ static int run(struct emu *e)
     int stop = 0, i, n;
 
     while (!stop) {
-        int64_t now = sync_now(e), next, wait;
+        int64_t now, next, wait;
+        int more = 0;
+
+        for (i = 0; i < e->nports; i++) more |= port_input(e, i);
+        now = sync_now(e);
 
         if (now >= e->next_stats_ns) {
             write_stats(e, now);
@@ -362,6 +375,8 @@ static int run(struct emu *e)
             int64_t due = wanemu_link_next_due(&e->dirs[i].link);
             if (due < next) next = due;
         }
+        if (e->rx_poll_ns > 0 && now + e->rx_poll_ns < next) next = now + e->rx_poll_ns;
+        if (more) next = now;
         /* Wake up early by the latency the last wake-ups had, so that
          * frames leave on time rather than one scheduler latency late. */
         next -= e->wake_adv_ns;
@@ -374,17 +389,15 @@ static int run(struct emu *e)
             icbc_error("epoll_pwait2: %s (Linux 5.11 or later is needed)", strerror(errno));
             return 1;
         }
-        if (n == 0 && wait > 0) {
+        if (n == 0 && wait > 0 && !more) {
             int64_t lat = mono_ns() - next;
             if (lat < 0) lat = 0;
             if (lat > WAKE_ADV_MAX_NS) lat = WAKE_ADV_MAX_NS;
             e->wake_adv_ns += (lat - e->wake_adv_ns) / 8;
         }
         for (i = 0; i < n; i++) {
-            int id = (int) ev[i].data.u32;
-            if (id < e->nports) {
-                port_input(e, id);
-            } else {
+            /* Port events only end the wait; the ports are read at the top. */
+            if ((int) ev[i].data.u32 == WANEMU_MAX_PORTS) {
                 struct signalfd_siginfo si;
                 if (read(e->sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
                     icbc_info("signal %u: exiting", si.ssi_signo);
@@ -466,8 +479,18 @@ static icbc_status_t setup(struct emu *e, const struct wanemu_link_conf *base,
         icbc_error("signalfd/epoll: %s", strerror(errno));
         return ICBC_ERR_IO;
     }
+    /* Frames carry their kernel arrival time, and none can be due before
+     * arrival + delay; with a delay of 400 us or more the ports are read
+     * every delay/4 (at most 500 us) instead of waking up for each frame. */
+    e->rx_poll_ns = INT64_MAX;
+    for (i = 0; i < e->ndirs; i++)
+        if (e->dirs[i].link.conf.delay_ns / 4 < e->rx_poll_ns)
+            e->rx_poll_ns = e->dirs[i].link.conf.delay_ns / 4;
+    if (e->rx_poll_ns < 100000 || e->rx_events) e->rx_poll_ns = 0;
+    if (e->rx_poll_ns > 500000) e->rx_poll_ns = 500000;
     for (i = 0; i < e->nports; i++) {
         if (wanemu_port_open(&e->ports[i]) != ICBC_OK) return ICBC_ERR_IO;
+        if (e->rx_poll_ns > 0) continue;
         ev.events = EPOLLIN;
         ev.data.u64 = 0;
         ev.data.u32 = (uint32_t) i;
@@ -523,7 +546,7 @@ int main(int argc, char **argv)
         { "interval", required_argument, NULL, 'i' }, { "stats", required_argument, NULL, 's' },
         { "max-mem", required_argument, NULL, 'm' },  { "pidfile", required_argument, NULL, 'P' },
         { "realtime", no_argument, NULL, 'R' },       { "help", no_argument, NULL, 'h' },
-        { "batch", required_argument, NULL, 'B' },
+        { "batch", required_argument, NULL, 'B' },   { "rx-events", no_argument, NULL, 'E' },
         { NULL, 0, NULL, 0 },
     };
     static struct emu emu = { .batch_ns = 20000 };
@@ -535,7 +558,7 @@ int main(int argc, char **argv)
     char *end;
 
     icbc_log_set_ident("icbc-wanemu");
-    while ((c = getopt_long(argc, argv, "p:r:d:b:o:t:i:s:m:P:RB:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:r:d:b:o:t:i:s:m:P:RB:Eh", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (add_port(&emu, optarg) != ICBC_OK) return 2;
@@ -574,6 +597,9 @@ int main(int argc, char **argv)
                 icbc_error("malformed --batch '%s' (0 to 1ms, e.g. 20us)", optarg);
                 return 2;
             }
+            break;
+        case 'E':
+            emu.rx_events = 1;
             break;
         case 's':
             emu.stats_path = optarg;
@@ -627,7 +653,11 @@ int main(int argc, char **argv)
         teardown(&emu);
         return 1;
     }
-    icbc_info("forwarding between %d ports", emu.nports);
+    if (emu.rx_poll_ns > 0)
+        icbc_info("forwarding between %d ports; reading them every %lld us", emu.nports,
+                  (long long) emu.rx_poll_ns / 1000);
+    else
+        icbc_info("forwarding between %d ports; reading them on arrival", emu.nports);
     rc = run(&emu);
     teardown(&emu);
     if (pidfile != NULL) unlink(pidfile);
