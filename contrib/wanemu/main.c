@@ -94,7 +94,7 @@ static void usage(FILE *f)
           "                          bytes_S_D, drops_S_D, pkts_S_D, qmax_S_D, payload_S_D\n"
           "  -i, --interval TIME     trace interval (default 1ms)\n"
           "  -B, --batch TIME        send frames due within TIME of a wake-up together, up to\n"
-          "                          TIME early (default 20us; 0: one wake-up per due time)\n"
+          "                          TIME early (default 50us; 0: one wake-up per due time)\n"
           "  -E, --rx-events         wake up for every arriving frame; by default, with a delay\n"
           "                          of 400us or more, the ports are read every delay/4\n"
           "                          (at most 500us) and frames keep their kernel arrival time\n"
@@ -365,7 +365,7 @@ static int run(struct emu *e)
         for (i = 0; i < e->nports; i++) more |= port_input(e, i);
         now = sync_now(e);
 
-        if (now >= e->next_stats_ns) {
+        if (now + e->batch_ns >= e->next_stats_ns) {
             write_stats(e, now);
             e->next_stats_ns += STATS_PERIOD_NS;
             if (e->next_stats_ns <= now) e->next_stats_ns = now + STATS_PERIOD_NS;
@@ -378,9 +378,14 @@ static int run(struct emu *e)
         if (e->rx_poll_ns > 0 && now + e->rx_poll_ns < next) next = now + e->rx_poll_ns;
         if (more) next = now;
         /* Wake up early by the latency the last wake-ups had, so that
-         * frames leave on time rather than one scheduler latency late. */
-        next -= e->wake_adv_ns;
+         * frames leave on time rather than one scheduler latency late. Once
+         * that point has passed (the wake-up was quicker), sleep until the
+         * batch window reaches the deadline: never spin. */
         now = mono_ns();
+        if (next - e->wake_adv_ns > now)
+            next -= e->wake_adv_ns;
+        else if (next - e->batch_ns > now)
+            next -= e->batch_ns;
         wait = next > now ? next - now : 0;
         timeout.tv_sec = wait / 1000000000LL;
         timeout.tv_nsec = wait % 1000000000LL;
@@ -549,7 +554,7 @@ int main(int argc, char **argv)
         { "batch", required_argument, NULL, 'B' },   { "rx-events", no_argument, NULL, 'E' },
         { NULL, 0, NULL, 0 },
     };
-    static struct emu emu = { .batch_ns = 20000 };
+    static struct emu emu = { .batch_ns = 50000 };
     struct dir_opt opts[3 * WANEMU_MAX_PORTS * WANEMU_MAX_PORTS + 8];
     struct wanemu_link_conf base = { 0, 0, 256 * 1024, 0, 64u << 20 };
     const char *trace_path = NULL, *pidfile = NULL;
