@@ -22,6 +22,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchcsv  # noqa: E402
@@ -145,15 +146,30 @@ def plot(args, labels, ref, others, stats, table, path):
     ax.legend(title="median, bars: min..max of reps")
     ax.set_title(args.title or f"{args.name}: {' vs '.join(labels)}")
 
+    # Ratio panel on a log scale, bounded to [1/16, 16]: points beyond are drawn on the
+    # border as triangles so one wild size does not flatten the rest.
+    lo_lim, hi_lim = 1.0 / 16, 16.0
+    all_r = []
     for i, lab in enumerate(others):
-        xs = [s for s, _, r in table if s > 0 and not math.isnan(r[i])]
-        ys = [r[i] for s, _, r in table if s > 0 and not math.isnan(r[i])]
-        axr.plot(xs, ys, marker="o", ms=3, label=f"{lab}/{ref}")
+        pts = [(s, r[i]) for s, _, r in table if s > 0 and not math.isnan(r[i]) and r[i] > 0]
+        xs = [s for s, _ in pts]
+        ys = [min(max(r, lo_lim), hi_lim) for _, r in pts]
+        all_r += ys
+        line, = axr.plot(xs, ys, marker="o", ms=3, label=f"{lab}/{ref}")
+        for s, r in pts:
+            if r > hi_lim or r < lo_lim:
+                axr.plot([s], [hi_lim if r > hi_lim else lo_lim], marker="^" if r > hi_lim else "v",
+                         ms=8, color=line.get_color())
     lo_x = max(args.target_from, 1)
     hi_x = args.target_to if args.target_to is not None else (max(sizes) if sizes else 1)
     op = "<=" if args.kind == "lower" else ">="
     axr.hlines(args.target, lo_x, hi_x, colors="red", linestyles="--",
                label=f"target {op} {args.target:g} ({benchcsv.fmt_size(lo_x)}+)")
+    axr.set_yscale("log", base=2)
+    ymin = min(all_r + [0.5, args.target]) / 1.15
+    ymax = max(all_r + [2.0, args.target]) * 1.15
+    axr.set_ylim(max(ymin, lo_lim / 1.2), min(ymax, hi_lim * 1.2))
+    axr.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axr.axhline(1.0, color="gray", lw=0.8)
     if sizes and args.target_from > min(sizes):
         axr.axvspan(min(sizes), args.target_from, color="gray", alpha=0.12)
@@ -165,9 +181,12 @@ def plot(args, labels, ref, others, stats, table, path):
     ticks = [s for s in sizes if (s.bit_length() - 1) % 2 == 0] or sizes
     axr.xaxis.set_major_locator(FixedLocator(ticks))
     axr.xaxis.set_major_formatter(FuncFormatter(lambda v, _: benchcsv.fmt_size(int(round(v)))))
+    bottom = 0.0
     if args.footer:
-        fig.text(0.01, 0.005, args.footer, fontsize=7, color="dimgray", ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+        text = "\n".join(textwrap.wrap(args.footer, 150))
+        bottom = 0.016 * (text.count("\n") + 1) + 0.01
+        fig.text(0.01, 0.005, text, fontsize=6.5, color="dimgray", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -30,6 +30,8 @@ BUILD=$REPO/_build/bench-p2p
 TB_NAME=bench
 TIMEOUT=900
 FIN_GRACE=20
+QUIET_WAIT=0
+QUIET_MAX=15
 BENCHES='latency bw'
 LAT_OPTS=''
 BW_OPTS=''
@@ -75,6 +77,10 @@ Options:
                               mpiexec; past it the run is killed and recorded as a
                               finalize hang (its data is kept, the run retried once)
                               (default 20)
+  --quiet-wait SEC            before each run, wait up to SEC seconds for the CPU use of
+                              other processes to fall to --quiet-max percent of the host
+                              (default 0: do not wait; the use is recorded either way)
+  --quiet-max PCT             (default 15)
   --testbed-name NAME         icbc-testbed name (default bench)
   --lat-target R              latency target: A/B <= R at every size (default 1.10)
   --bw-target R               bandwidth target: A/B >= R (default 0.95) ...
@@ -120,6 +126,8 @@ while (( $# )); do
         --timeout) TIMEOUT=${2:?}; shift 2 ;;
         --finalize-grace) FIN_GRACE=${2:?}; shift 2 ;;
         --testbed-name) TB_NAME=${2:?}; shift 2 ;;
+        --quiet-wait) QUIET_WAIT=${2:?}; shift 2 ;;
+        --quiet-max) QUIET_MAX=${2:?}; shift 2 ;;
         --lat-target) LAT_TARGET=${2:?}; shift 2 ;;
         --bw-target) BW_TARGET=${2:?}; shift 2 ;;
         --bw-target-from) BW_FROM=${2:?}; shift 2 ;;
@@ -131,6 +139,8 @@ done
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive number"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds"
 [[ $FIN_GRACE =~ ^[1-9][0-9]*$ ]] || die "--finalize-grace must be a positive number of seconds"
+[[ $QUIET_WAIT =~ ^[0-9]+$ ]] || die "--quiet-wait must be a number of seconds"
+[[ $QUIET_MAX =~ ^[0-9]+$ ]] && (( QUIET_MAX <= 100 )) || die "--quiet-max must be 0..100"
 [[ $A_LABEL =~ ^[A-Za-z][A-Za-z0-9_.-]*$ && $B_LABEL =~ ^[A-Za-z][A-Za-z0-9_.-]*$ ]] \
     || die "labels must be a letter then letters, digits, _ . -"
 [[ $A_LABEL != "$B_LABEL" ]] || die "--label-a and --label-b must differ"
@@ -302,13 +312,40 @@ fab_bytes() {
     echo "$sum"
 }
 
+# cpu_busy: percent of all CPUs busy (not idle/iowait) over one second, from /proc/stat
+cpu_busy() {
+    local a b ta ia tb ib
+    read -ra a < /proc/stat
+    sleep 1
+    read -ra b < /proc/stat
+    ta=$((a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7] + a[8]))
+    ia=$((a[4] + a[5]))
+    tb=$((b[1] + b[2] + b[3] + b[4] + b[5] + b[6] + b[7] + b[8]))
+    ib=$((b[4] + b[5]))
+    (( tb > ta )) || { echo 0; return; }
+    echo $(( (100 * ((tb - ta) - (ib - ia))) / (tb - ta) ))
+}
+
+# wait_quiet: before a run, wait up to QUIET_WAIT seconds for the host's CPU use by others
+# to fall to QUIET_MAX percent; sets BUSY to the last sample (recorded with the run).
+BUSY_ALL=''
+wait_quiet() {
+    local deadline=$((SECONDS + QUIET_WAIT))
+    BUSY=$(cpu_busy)
+    while (( BUSY > QUIET_MAX && SECONDS < deadline )); do
+        sleep 4
+        BUSY=$(cpu_busy)
+    done
+    BUSY_ALL+=" $BUSY"
+}
+
 # ---- runs ----------------------------------------------------------------------------------
 
 FAILED_RUNS=0
 declare -A GOOD   # "$x.$b" -> space-separated raw files
 
 event() {
-    echo "$(date -u '+%Y-%m-%dT%H:%M:%SZ') $*" >> "$EVENTS"
+    echo "$(date -u '+%Y-%m-%dT%H:%M:%SZ') $* [host busy ${BUSY:-?}% before the run]" >> "$EVENTS"
     echo "$PROG: $*" >&2
 }
 
@@ -323,6 +360,8 @@ run_try() {
     err=$BUILD/logs/${b}_${label}_rep${rep}_try${try}.err
     local genv=() kv
     for kv in "${envl[@]}"; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done
+    rm -f "$csv" "$err"
+    wait_quiet
     before=$(fab_bytes)
     # shellcheck disable=SC2086
     setsid timeout -k 10 "$TIMEOUT" "$mpiexec" -n 2 -ppn 1 "${genv[@]}" "${BIN[$x.$b]}" $opts \
@@ -331,7 +370,7 @@ run_try() {
     echo "$pid" > "$MPI_PIDS_FILE"
     # Poll: once rank 0 announced MPI_Finalize, allow FIN_GRACE seconds for the exit.
     while kill -0 "$pid" 2>/dev/null; do
-        if (( fin_since == 0 )) && grep -q 'entering MPI_Finalize' "$err"; then
+        if (( fin_since == 0 )) && grep -qs 'entering MPI_Finalize' "$err"; then
             fin_since=$SECONDS
         fi
         if (( fin_since > 0 && SECONDS - fin_since > FIN_GRACE )); then
@@ -349,7 +388,7 @@ run_try() {
     after=$(fab_bytes)
     local done_ok=0 rt_dev
     grep -q "icbc_$b: all sizes done, entering MPI_Finalize" "$err" && done_ok=1
-    rt_dev=$(sed -n "s/^icbc_$b: .*; device: //p" "$err" | head -1)
+    rt_dev=$(sed -n "s/^icbc_$b: .*; device: \([^;]*\).*/\1/p" "$err" | head -1)
     sent=$(sed -n "s/^icbc_$b: payload bytes sent by all ranks: //p" "$err" | head -1)
     TRY_CSV=$csv
     if (( hung || rc == 124 || rc == 137 )); then
@@ -396,14 +435,14 @@ run_one() {
         if run_try "$x" "$b" "$rep" "$try"; then
             cp "$TRY_CSV" "$raw"
             kept=$try
-            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s ($TRY_DETAIL)"
+            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s, host busy $BUSY% before ($TRY_DETAIL)"
             if [[ $TRY_STATUS == ok ]]; then
                 (( try == 1 )) || event "$b $label rep $rep try $try: ok: $TRY_DETAIL (data kept)"
                 break
             fi
             event "$b $label rep $rep try $try: $TRY_STATUS: $TRY_DETAIL (data complete, kept unless the retry is clean)"
         else
-            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s"
+            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s, host busy $BUSY% before"
             event "$b $label rep $rep try $try: $TRY_STATUS: $TRY_DETAIL"
         fi
     done
@@ -434,6 +473,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "date: $START_DATE"
     echo "machine: $MACHINE"
     echo "load average (1/5/15 min) at start: $LOAD_START, at end: $LOAD_END"
+    echo "host CPU busy (other processes) in the second before each run, %: ${BUSY_ALL# }"
 } > "$SUMMARY"
 
 report_one() {
@@ -461,6 +501,7 @@ report_one() {
             --footer "$START_DATE; $MACHINE; $CMDLINE" \
             --meta "command=$CMDLINE" --meta "date=$START_DATE" --meta "machine=$MACHINE" \
             --meta "load average at start/end=$LOAD_START / $LOAD_END" \
+            --meta "host CPU busy (other processes) in the second before each run, %=${BUSY_ALL# }" \
             --meta "testbed=icbc-testbed up --name $TB_NAME --clusters 1 --nodes 2; mpiexec -n 2 -ppn 1 (nodes a0, a1)" \
             --meta "$A_LABEL=$A_PREFIX ($A_DEVICE); env ${A_ENVL[*]}" \
             --meta "$B_LABEL=$B_PREFIX ($B_DEVICE); env ${B_ENVL[*]}" \
