@@ -5,8 +5,8 @@
  * CSV columns: time_s (start of the interval, seconds since the emulator
  * started), then for every direction S_D (from cluster S to cluster D):
  * bytes_S_D (frame bytes delivered), drops_S_D (frames dropped at the
- * bottleneck buffer), pkts_S_D, qmax_S_D (largest backlog in bytes an
- * arriving frame found, including itself) and payload_S_D (TCP/UDP payload
+ * bottleneck buffer), pkts_S_D, qmax_S_D (largest backlog of the bottleneck
+ * buffer in the interval, in bytes) and payload_S_D (TCP/UDP payload
  * bytes delivered). A frame is counted in the interval of its delivery time
  * in the model, so bytes_S_D never exceeds rate * interval by more than one
  * frame.
@@ -69,7 +69,13 @@ static void write_row(struct wanemu_trace *t, struct wanemu_dir *dirs, int ndirs
         fputc('\n', t->csv);
         if (++t->rows % TRACE_FLUSH_ROWS == 0) fflush(t->csv);
     }
-    for (i = 0; i < ndirs; i++) memset(&dirs[i].now, 0, sizeof(dirs[i].now));
+    /* The backlog only grows at arrivals, so the largest in the next
+     * interval is the larger of its value at the start and after each
+     * arrival. */
+    for (i = 0; i < ndirs; i++) {
+        memset(&dirs[i].now, 0, sizeof(dirs[i].now));
+        dirs[i].now.qmax = wanemu_link_backlog(&dirs[i].link, t->next_ns);
+    }
 }
 
 void wanemu_trace_advance(struct wanemu_trace *t, int64_t now_ns, struct wanemu_dir *dirs, int ndirs)

@@ -51,7 +51,7 @@ struct wanemu_counters {
     uint64_t pkts;
     uint64_t payload; /* TCP/UDP payload bytes delivered */
     uint64_t drops;   /* frames dropped at the bottleneck buffer */
-    uint64_t qmax;    /* largest backlog (bytes) seen by an arriving frame */
+    uint64_t qmax;    /* largest backlog (bytes): at the interval's start or after an arrival */
 };
 
 struct wanemu_frame {
