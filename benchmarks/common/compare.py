@@ -195,7 +195,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--name", required=True, help="metric name, e.g. latency")
     p.add_argument("--kind", choices=("lower", "higher"), required=True,
-                   help="lower: smaller is better (target is a maximum ratio); higher: the opposite")
+                   help="lower: smaller is better (target is a maximum ratio); "
+                        "higher: the opposite")
     p.add_argument("--unit", default="", help="unit of the values, for labels")
     p.add_argument("--series", nargs="+", action="append", required=True, metavar="LABEL FILE",
                    help="a label then the raw CSV files of its repetitions (repeat per series)")
