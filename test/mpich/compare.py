@@ -156,6 +156,23 @@ def compare(ref_dir, cand_dir, ref_name, cand_name, command):
     else:
         out.append("None.")
     out.append("")
+    flaky = [(tid, ref_by_id.get(tid), cand_by_id.get(tid)) for tid in ids
+             if any(t is not None and t.note.startswith("passed on retry")
+                    for t in (ref_by_id.get(tid), cand_by_id.get(tid)))]
+    if flaky:
+        out.append("## Tests that passed only when run again")
+        out.append("")
+        out.append("Counted as passed above; the first run failed (often a time-out while "
+                   "other jobs loaded the machine).")
+        out.append("")
+        out.append("| test | %s | %s |" % (ref_name, cand_name))
+        out.append("|---|---|---|")
+        for tid, r, c in flaky:
+            cells = [(t.note if t is not None and t.note.startswith("passed on retry")
+                      else status_text(t)) for t in (r, c)]
+            out.append("| `%s` | %s | %s |" % (md_escape(tid), md_escape(cells[0]),
+                                               md_escape(cells[1])))
+        out.append("")
     if regressions:
         out.append("**%d test(s) pass on %s but not on %s.**" % (len(regressions), ref_name,
                                                                  cand_name))

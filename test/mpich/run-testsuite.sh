@@ -26,6 +26,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      the per-device defaults below
   --no-net-defaults  do not set the per-device defaults
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
+  --retries N        run failed tests again up to N times; a later pass counts,
+                     marked "passed on retry" (default 0; 1 with --ci)
   --jobs-note        record the machine load (other jobs on the cores) before
                      and after each directory in DIR/jobs-note.txt
   --build-dir D      where to extract and build the suite
@@ -50,7 +52,7 @@ here=$top/test/mpich
 
 prefix= label= list= out= builddir= tbname= save= ci=0 jobs_note=0 net_defaults=1
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
-dirs= nodes=2 timeout=120
+dirs= nodes=2 timeout=120 retries=
 extra_env=()
 
 while [ $# -gt 0 ]; do
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
         --env) extra_env+=("${2:?}"); shift 2 ;;
         --no-net-defaults) net_defaults=0; shift ;;
         --testbed) tbname=${2:?}; shift 2 ;;
+        --retries) retries=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
         --build-dir) builddir=${2:?}; shift 2 ;;
         --save) save=${2:?}; shift 2 ;;
@@ -90,7 +93,10 @@ done
 if [ $ci = 1 ]; then
     [ -z "$list" ] || die "--ci and --list exclude each other"
     list=$here/ci-subset
+    retries=${retries:-1}
 fi
+retries=${retries:-0}
+case $retries in ''|*[!0-9]*) die "--retries wants a number" ;; esac
 [ -z "$list" ] || [ -e "$list" ] || die "no such list: $list"
 [ -z "$list" ] || list=$(cd "$(dirname "$list")" && pwd)/$(basename "$list")
 
@@ -324,50 +330,87 @@ jobs_snapshot() {
 }
 
 # ------------------------------------------------------------------ run ---
-rm -rf "$out/dirs"
-mkdir -p "$out/dirs"
-: >"$out/runtests.log"
-[ $jobs_note = 0 ] || : >"$out/jobs-note.txt"
-t_start=$(date +%s)
-for d in "${run_dirs[@]}"; do
-    mkdir -p "$out/dirs/$d"
-    echo "$d" >>"$out/dirs/ORDER"
-    wrapper=
-    [ "$d" != basic ] || wrapper=$here/exit-status-check.sh
-    jobs_snapshot "before $d"
-    msg "running $d ($(grep -cv '^[[:space:]]*\(#\|$\)' "$src/$d/$listname") list entries) ..."
-    t0=$(date +%s)
-    (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
-        -tests="$listname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
-        -xmlfile="$out/dirs/$d/summary.xml" -tapfile="$out/dirs/$d/summary.tap" \
-        -junitfile="$out/dirs/$d/summary.junit.xml") >"$out/dirs/$d/runtests.log" 2>&1
-    t1=$(date +%s)
-    echo $((t1 - t0)) >"$out/dirs/$d/seconds"
-    cat "$out/dirs/$d/runtests.log" >>"$out/runtests.log"
-    strays=$(kill_strays)
-    [ -z "$strays" ] || msg "$d: killed $strays leftover process(es)"
-    jobs_snapshot "after $d"
-    if [ -f "$out/dirs/$d/summary.junit.xml" ]; then
-        line=$(ICBC_TS_HERE=$here $python -c '
+# run_pass BASE LISTNAME DIR...: run runtests once per directory with the
+# list file LISTNAME of each, results under BASE/dirs/<dir>/.
+run_pass() {
+    local base=$1 lname=$2 d wrapper t0 t1 strays line
+    shift 2
+    rm -rf "$base/dirs"
+    mkdir -p "$base/dirs"
+    : >"$base/runtests.log"
+    for d in "$@"; do
+        mkdir -p "$base/dirs/$d"
+        echo "$d" >>"$base/dirs/ORDER"
+        cp "$src/$d/$lname" "$base/dirs/$d/testlist.used"
+        wrapper=
+        [ "$d" != basic ] || wrapper=$here/exit-status-check.sh
+        jobs_snapshot "before $d"
+        msg "running $d ($(grep -cv '^[[:space:]]*\(#\|$\)' "$src/$d/$lname") list entries) ..."
+        t0=$(date +%s)
+        (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
+            -tests="$lname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
+            -xmlfile="$base/dirs/$d/summary.xml" -tapfile="$base/dirs/$d/summary.tap" \
+            -junitfile="$base/dirs/$d/summary.junit.xml") >"$base/dirs/$d/runtests.log" 2>&1
+        t1=$(date +%s)
+        echo $((t1 - t0)) >"$base/dirs/$d/seconds"
+        cat "$base/dirs/$d/runtests.log" >>"$base/runtests.log"
+        strays=$(kill_strays)
+        [ -z "$strays" ] || msg "$d: killed $strays leftover process(es)"
+        jobs_snapshot "after $d"
+        if [ -f "$base/dirs/$d/summary.junit.xml" ]; then
+            line=$(ICBC_TS_HERE=$here $python -c '
 import os, sys
 sys.path.insert(0, os.environ["ICBC_TS_HERE"])
 import summarize
 c = summarize.count(summarize.parse_junit(sys.argv[1]))
 print("%d run, %d passed, %d failed, %d timed out, %d skipped"
-      % (c["total"], c["pass"], c["fail"], c["timeout"], c["skip"]))' "$out/dirs/$d/summary.junit.xml")
-        msg "$d: $line ($((t1 - t0)) s)"
-    else
-        msg "$d: runtests wrote no results, see $out/dirs/$d/runtests.log"
-    fi
+      % (c["total"], c["pass"], c["fail"], c["timeout"], c["skip"]))' \
+                "$base/dirs/$d/summary.junit.xml")
+            msg "$d: $line ($((t1 - t0)) s)"
+        else
+            msg "$d: runtests wrote no results, see $base/dirs/$d/runtests.log"
+        fi
+    done
+    $python "$here/summarize.py" merge "$base" >/dev/null || die "summarize.py merge $base failed"
+}
+
+[ $jobs_note = 0 ] || : >"$out/jobs-note.txt"
+rm -rf "$out"/retry[0-9]*
+t_start=$(date +%s)
+run_pass "$out" "$listname" "${run_dirs[@]}"
+
+# Failed tests run again, up to --retries times; a pass on a later run
+# counts (marked "passed on retry" in tests.tsv).
+r=0
+while [ "$r" -lt "$retries" ]; do
+    r=$((r + 1))
+    $python "$here/summarize.py" retry-list "$out" >"$out/retry$r.list" \
+        || die "summarize.py retry-list failed"
+    [ -s "$out/retry$r.list" ] || { rm -f "$out/retry$r.list"; break; }
+    msg "retry $r: running $(wc -l <"$out/retry$r.list") failed test(s) again"
+    find "$src" -name testlist.retry -delete
+    retry_dirs=()
+    while read -r first rest; do
+        d=${first%%/*}
+        [ -f "$src/$d/testlist.retry" ] || retry_dirs+=("$d")
+        echo "${first#*/} $rest" >>"$src/$d/testlist.retry"
+    done <"$out/retry$r.list"
+    run_pass "$out/retry$r" testlist.retry "${retry_dirs[@]}"
+    msg "retry $r: $($python "$here/summarize.py" apply-retry "$out" "$out/retry$r")"
 done
 t_end=$(date +%s)
+echo "retries=$retries" >>"$out/run-info.txt"
 echo "seconds=$((t_end - t_start))" >>"$out/run-info.txt"
 
 # -------------------------------------------------------------- summary ---
-$python "$here/summarize.py" merge "$out" >/dev/null || die "summarize.py failed"
 msg "results in $out (summary.xml, summary.tap, summary.junit.xml, counts.tsv, tests.tsv)"
 column -t -s "$(printf '\t')" "$out/counts.tsv" 2>/dev/null || cat "$out/counts.tsv"
 read -r passed failed <<<"$(awk -F'\t' '$1 == "all" {print $3, $4 + $5}' "$out/counts.tsv")"
+if [ "$failed" != 0 ]; then
+    msg "failed tests (output in $out/failures.txt):"
+    awk -F'\t' '$3 == "fail" || $3 == "timeout" {printf "  %s: %s (%s)\n", $1, $3, $6}' \
+        "$out/tests.tsv"
+fi
 msg "total time $((t_end - t_start)) s"
 if [ -n "$save" ]; then
     mkdir -p "$save" || die "cannot create $save"

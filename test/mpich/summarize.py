@@ -19,9 +19,20 @@ Status of a test:
            "APPLICATION TIMED OUT";
   skip     runtests skipped it (tests marked xfail= in the testlist).
 
+A failed test can be run again (run-testsuite.sh --retries N): the runner
+asks for the testlist lines of the failed tests (retry-list), runs them into
+OUTDIR/retryN, and apply-retry marks the tests that passed on the second run
+as passed, with the note "passed on retry (first: ...)".  The summary.*
+files keep the first run as runtests wrote it; tests.tsv and counts.tsv hold
+the final status.
+
 Usage:
-  summarize.py merge OUTDIR          merge OUTDIR/dirs/* into OUTDIR
-  summarize.py counts OUTDIR         print the counts table of OUTDIR
+  summarize.py merge OUTDIR            merge OUTDIR/dirs/* into OUTDIR
+  summarize.py counts OUTDIR           print the counts table of OUTDIR
+  summarize.py retry-list OUTDIR       print "dir/prog np key=value..." lines of
+                                       the failed tests of OUTDIR
+  summarize.py apply-retry OUTDIR RDIR take passes in RDIR (a merged retry
+                                       run) into OUTDIR/tests.tsv, counts.tsv
 """
 
 import os
@@ -250,15 +261,9 @@ def _merge_junit(outdir, runs):
                 "  </testsuite>\n</testsuites>\n")
 
 
-def write_outputs(outdir):
-    """Merge OUTDIR/dirs/* and write counts.tsv and tests.tsv; return the tests."""
+def write_tables(outdir, tests):
+    """Write OUTDIR/tests.tsv and OUTDIR/counts.tsv from the test records."""
     runs = _dir_runs(outdir)
-    if not runs:
-        raise SystemExit("summarize: no per-directory results under %s/dirs" % outdir)
-    _merge_xml(outdir, runs)
-    _merge_tap(outdir, runs)
-    _merge_junit(outdir, runs)
-    tests = parse_junit(os.path.join(outdir, "summary.junit.xml"))
     with open(os.path.join(outdir, "tests.tsv"), "w") as f:
         f.write("test\tdir\tstatus\ttime\ttimeout\tnote\n")
         for t in tests:
@@ -272,7 +277,7 @@ def write_outputs(outdir):
         f.write("dir\ttotal\tpassed\tfailed\ttimed_out\tskipped\tseconds\n")
         allc = {k: 0 for k in ("total", "pass", "fail", "timeout", "skip")}
         all_secs = 0.0
-        for d in runs:
+        for d in runs + [d for d in by_dir if d not in runs]:
             c = count(by_dir.get(d, []))
             secs = _read(os.path.join(outdir, "dirs", d, "seconds")).strip() or "0"
             all_secs += float(secs)
@@ -280,8 +285,73 @@ def write_outputs(outdir):
                 allc[k] += c[k]
             f.write("%s\t%d\t%d\t%d\t%d\t%d\t%s\n" % (d, c["total"], c["pass"], c["fail"],
                                                      c["timeout"], c["skip"], secs))
-        f.write("all\t%d\t%d\t%d\t%d\t%d\t%.0f\n" % (allc["total"], allc["pass"], allc["fail"],
-                                                    allc["timeout"], allc["skip"], all_secs))
+        f.write("all\t%d\t%d\t%d\t%d\t%d\t%.0f\n" % (allc["total"], allc["pass"],
+                                                    allc["fail"], allc["timeout"],
+                                                    allc["skip"], all_secs))
+
+
+def list_line_id(directory, line, default_np="2"):
+    """Test id runtests gives to one testlist line, or None for non-test lines."""
+    line = line.split("#", 1)[0].strip()
+    if not line or line.startswith("!"):
+        return None
+    tok = line.split()
+    np = tok[1] if len(tok) > 1 else default_np
+    args = [t[4:] for t in tok[2:] if t.startswith("arg=")]
+    envs = [t[4:] for t in tok[2:] if t.startswith("env=")]
+    return " ".join(["%s/%s" % (directory, tok[0]), np] + args + envs)
+
+
+def retry_lines(outdir):
+    """Testlist lines ("dir/prog np key=value ...") of the failed tests of OUTDIR.
+
+    Lines come from OUTDIR/dirs/<dir>/testlist.used, the list runtests read."""
+    tests = load_result_dir(outdir)
+    failed = {t.id for t in tests if t.status in ("fail", "timeout")}
+    out = []
+    for d in _dir_runs(outdir):
+        used = os.path.join(outdir, "dirs", d, "testlist.used")
+        if not os.path.exists(used):
+            continue
+        seen = {}
+        with open(used) as f:
+            for line in f:
+                tid = list_line_id(d, line)
+                if tid is None:
+                    continue
+                seen[tid] = seen.get(tid, 0) + 1
+                if seen[tid] > 1:
+                    tid = "%s #%d" % (tid, seen[tid])
+                if tid in failed:
+                    out.append("%s/%s" % (d, line.split("#", 1)[0].strip()))
+    return out
+
+
+def apply_retry(outdir, retrydir):
+    """Mark tests of OUTDIR that passed in RETRYDIR as passed; rewrite the tables."""
+    tests = load_result_dir(outdir)
+    again = {t.id: t for t in load_result_dir(retrydir)}
+    n = 0
+    for t in tests:
+        r = again.get(t.id)
+        if t.status in ("fail", "timeout") and r is not None and r.status == "pass":
+            first = t.status + (": " + t.note if t.note else "")
+            t.status, t.time, t.note = "pass", r.time, "passed on retry (first: %s)" % first
+            n += 1
+    write_tables(outdir, tests)
+    return n
+
+
+def write_outputs(outdir):
+    """Merge OUTDIR/dirs/* and write counts.tsv and tests.tsv; return the tests."""
+    runs = _dir_runs(outdir)
+    if not runs:
+        raise SystemExit("summarize: no per-directory results under %s/dirs" % outdir)
+    _merge_xml(outdir, runs)
+    _merge_tap(outdir, runs)
+    _merge_junit(outdir, runs)
+    tests = parse_junit(os.path.join(outdir, "summary.junit.xml"))
+    write_tables(outdir, tests)
     # Output of failed tests, one file, for reading without the XML.
     with open(os.path.join(outdir, "failures.txt"), "w") as f:
         for t in tests:
@@ -291,6 +361,14 @@ def write_outputs(outdir):
 
 
 def main(argv):
+    if len(argv) == 3 and argv[1] == "retry-list":
+        for line in retry_lines(argv[2]):
+            print(line)
+        return 0
+    if len(argv) == 4 and argv[1] == "apply-retry":
+        n = apply_retry(argv[2], argv[3])
+        print("%d test(s) passed on retry" % n)
+        return 0
     if len(argv) != 3 or argv[1] not in ("merge", "counts"):
         sys.stderr.write(__doc__)
         return 2

@@ -72,6 +72,10 @@ def write_dir(base, d, cases):
         f.write("12\n")
     with open(os.path.join(base, "dirs", "ORDER"), "a") as f:
         f.write(d + "\n")
+    with open(os.path.join(base, "dirs", d, "testlist.used"), "w") as f:
+        f.write("# a comment\n")
+        for prog, np, status, time, lines in cases:
+            f.write("%s %s%s\n" % (prog, np, " xfail=ticket0" if status == "skip" else ""))
 
 
 failures = 0
@@ -148,6 +152,23 @@ def main():
 
     rc, text, err = run_compare(ref, os.path.join(tmp, "missing"))
     check("compare: missing directory gives exit status 2", rc == 2)
+
+    # Retry: the reference's timed-out pt2pt/c passes when run again.
+    lines = summarize.retry_lines(ref)
+    check("retry-list gives the testlist line of the failed test", lines == ["pt2pt/c 2"])
+    retry = os.path.join(tmp, "ref-retry")
+    write_dir(retry, "pt2pt", [("c", 2, "pass", "30.0", [])])
+    summarize.write_outputs(retry)
+    n = summarize.apply_retry(ref, retry)
+    rt = {t.id: t for t in summarize.load_result_dir(ref)}
+    check("apply-retry marks one test passed on retry",
+          n == 1 and rt["pt2pt/c 2"].status == "pass"
+          and rt["pt2pt/c 2"].note.startswith("passed on retry (first: timeout"))
+    with open(os.path.join(ref, "counts.tsv")) as f:
+        counts = [l.rstrip("\n").split("\t") for l in f]
+    check("counts.tsv after retry: pt2pt 3 run, 3 passed",
+          ["pt2pt", "3", "3", "0", "0", "1", "12"] in counts)
+    check("retry-list is empty once everything passed", summarize.retry_lines(ref) == [])
 
     shutil.rmtree(tmp, ignore_errors=True)
     print("%d check(s) failed" % failures if failures else "all checks passed")
