@@ -97,7 +97,7 @@ have carried at least the payload the benchmark reports having sent.
 
 Output (in --out): p2p_latency.csv, p2p_bw.csv (size,A,B,ratio with # metadata lines:
 command, date, machine, installs, events), p2p_latency.png, p2p_bw.png, p2p_summary.txt
-(tables and verdicts), p2p_events.log (failed or retried runs), raw/ (one CSV per run).
+(tables and verdicts), p2p_events.txt (failed or retried runs), raw/ (one CSV per run).
 Exit status: 0 when every run gave valid data (whatever the verdicts), 1 when some run
 failed even after its retry, 2 on bad usage or set-up.
 EOF
@@ -201,11 +201,13 @@ side_env() {
         echo "LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
     for kv in $extra; do
-        [[ $kv == *=* ]] || die "environment item '$kv' is not KEY=VALUE"
         echo "$kv"
     done
 }
 
+for kv in $A_ENV $B_ENV; do
+    [[ $kv == [A-Za-z_]*=* ]] || die "environment item '$kv' is not KEY=VALUE"
+done
 side_setup A "$A_PREFIX" "$A_KIND"
 side_setup B "$B_PREFIX" "$B_KIND"
 mapfile -t A_ENVL < <(side_env "$A_KIND" "$A_PREFIX" "$A_ENV")
@@ -214,7 +216,7 @@ mapfile -t B_ENVL < <(side_env "$B_KIND" "$B_PREFIX" "$B_ENV")
 mkdir -p "$OUT/raw" "$BUILD/logs" || die "cannot create $OUT or $BUILD"
 OUT=$(cd "$OUT" && pwd)
 BUILD=$(cd "$BUILD" && pwd)
-EVENTS=$OUT/p2p_events.log
+EVENTS=$OUT/p2p_events.txt
 SUMMARY=$OUT/p2p_summary.txt
 START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 MACHINE="nproc=$(nproc), kernel=$(uname -r), cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), mem=$(free -g | awk '/^Mem:/ {print $2}') GiB"
@@ -225,12 +227,13 @@ echo "# p2p runner events, run started $START_DATE: $CMDLINE" >> "$EVENTS"
 # ---- compile -------------------------------------------------------------------------------
 
 declare -A BIN
+: > "$BUILD/logs/libraries.txt"
 for x in A B; do
     label=$(side "$x" LABEL) mpicc=$(side "$x" MPICC)
     mkdir -p "$BUILD/$label"
     for b in latency bw; do
         exe=$BUILD/$label/icbc_$b
-        note "compile $label: $mpicc -O2 -I$SRC $SRC/icbc_$b.c"
+        note "compile $label: $mpicc -O2 -Wall -I$SRC -o $exe $SRC/icbc_$b.c"
         "$mpicc" -O2 -Wall -I"$SRC" -o "$exe" "$SRC/icbc_$b.c" > "$BUILD/logs/compile_${label}_$b.log" 2>&1 \
             || { cat "$BUILD/logs/compile_${label}_$b.log" >&2; die "compiling icbc_$b with $mpicc failed"; }
         BIN[$x.$b]=$exe
@@ -362,6 +365,7 @@ run_try() {
     for kv in "${envl[@]}"; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done
     rm -f "$csv" "$err"
     wait_quiet
+    TRY_T0=$SECONDS
     before=$(fab_bytes)
     # shellcheck disable=SC2086
     setsid timeout -k 10 "$TIMEOUT" "$mpiexec" -n 2 -ppn 1 "${genv[@]}" "${BIN[$x.$b]}" $opts \
@@ -425,24 +429,23 @@ run_try() {
 # retry. Data of a run that hung only in MPI_Finalize is complete and valid: it is kept if
 # the retry gives nothing better.
 run_one() {
-    local x=$1 b=$2 rep=$3 label try raw kept='' t0
+    local x=$1 b=$2 rep=$3 label try raw kept=''
     label=$(side "$x" LABEL)
     raw=$OUT/raw/p2p_${b}_${label}_rep${rep}.csv
     rm -f "$raw"
     for try in 1 2; do
-        TRY_STATUS='' TRY_DETAIL=''
-        t0=$SECONDS
+        TRY_STATUS='' TRY_DETAIL='' TRY_T0=$SECONDS
         if run_try "$x" "$b" "$rep" "$try"; then
             cp "$TRY_CSV" "$raw"
             kept=$try
-            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s, host busy $BUSY% before ($TRY_DETAIL)"
+            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - TRY_T0)) s, host busy $BUSY% before ($TRY_DETAIL)"
             if [[ $TRY_STATUS == ok ]]; then
                 (( try == 1 )) || event "$b $label rep $rep try $try: ok: $TRY_DETAIL (data kept)"
                 break
             fi
             event "$b $label rep $rep try $try: $TRY_STATUS: $TRY_DETAIL (data complete, kept unless the retry is clean)"
         else
-            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - t0)) s, host busy $BUSY% before"
+            note "$b $label rep $rep try $try: $TRY_STATUS in $((SECONDS - TRY_T0)) s, host busy $BUSY% before"
             event "$b $label rep $rep try $try: $TRY_STATUS: $TRY_DETAIL"
         fi
     done
