@@ -163,8 +163,9 @@ def plot(args, labels, ref, others, stats, table, path):
     lo_x = max(args.target_from, 1)
     hi_x = args.target_to if args.target_to is not None else (max(sizes) if sizes else 1)
     op = "<=" if args.kind == "lower" else ">="
+    where = "all sizes" if args.target_from <= 1 else f"{benchcsv.fmt_size(lo_x)} and up"
     axr.hlines(args.target, lo_x, hi_x, colors="red", linestyles="--",
-               label=f"target {op} {args.target:g} ({benchcsv.fmt_size(lo_x)}+)")
+               label=f"target {op} {args.target:g} ({where})")
     axr.set_yscale("log", base=2)
     ymin = min(all_r + [0.5, args.target]) / 1.15
     ymax = max(all_r + [2.0, args.target]) * 1.15
