@@ -55,7 +55,7 @@ mkdir -p "$top/_build/testsuite"
 if [ $reuse = 0 ]; then
     echo "compare.sh: stock run ($stock), log: $top/_build/testsuite/stock.log"
     "$here/run-testsuite.sh" --mpi "$stock" --label stock --dirs "$dirs" \
-        --timeout "$timeout" --jobs-note --save "$results/stock" \
+        --timeout "$timeout" --retries 1 --jobs-note --save "$results/stock" \
         "${stock_args[@]+"${stock_args[@]}"}" >"$top/_build/testsuite/stock.log" 2>&1
     tail -1 "$top/_build/testsuite/stock.log"
     [ -f "$results/stock/tests.tsv" ] || {
@@ -67,7 +67,7 @@ fi
 
 echo "compare.sh: icbc run ($icbc), log: $top/_build/testsuite/icbc.log"
 "$here/run-testsuite.sh" --mpi "$icbc" --label icbc --dirs "$dirs" \
-    --timeout "$timeout" --jobs-note --save "$results/icbc" \
+    --timeout "$timeout" --retries 1 --jobs-note --save "$results/icbc" \
     "${icbc_args[@]+"${icbc_args[@]}"}" >"$top/_build/testsuite/icbc.log" 2>&1
 tail -1 "$top/_build/testsuite/icbc.log"
 [ -f "$results/icbc/tests.tsv" ] || {
