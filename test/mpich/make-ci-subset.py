@@ -45,25 +45,16 @@ def main():
     tests = {t.id: t for t in summarize.load_result_dir(a.result_dir)}
     meta = summarize.read_meta(a.result_dir)
     total_n, total_t = 0, 0.0
-    for d in summarize._dir_runs(a.result_dir):
-        used = os.path.join(a.result_dir, "dirs", d, "testlist.used")
-        if not os.path.exists(used):
-            sys.stderr.write("make-ci-subset: no %s\n" % used)
+    for d, lists in summarize.dir_lists(a.result_dir):
+        if not lists:
+            sys.stderr.write("make-ci-subset: no testlist.used for %s\n" % d)
             return 2
         chosen = []
-        seen = {}
-        with open(used) as f:
-            for line in f:
-                tid = summarize.list_line_id(d, line)
-                if tid is None:
-                    continue
-                seen[tid] = seen.get(tid, 0) + 1
-                if seen[tid] > 1:
-                    tid = "%s #%d" % (tid, seen[tid])
-                t = tests.get(tid)
-                if (t is not None and t.status == "pass" and not t.note
-                        and t.time is not None and t.time <= a.max_time):
-                    chosen.append((line.split("#", 1)[0].strip(), t.time))
+        for tid, line in summarize.list_ids(d, lists):
+            t = tests.get(tid)
+            if (t is not None and t.status == "pass" and not t.note
+                    and t.time is not None and t.time <= a.max_time):
+                chosen.append((line, t.time))
         chosen = spread(chosen, a.per_dir)
         os.makedirs(os.path.join(a.out, d), exist_ok=True)
         secs = sum(t for _, t in chosen)

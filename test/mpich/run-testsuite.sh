@@ -28,6 +28,9 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
   --retries N        run failed tests again up to N times; a later pass counts,
                      marked "passed on retry" (default 0; 1 with --ci)
+  --chunk N          give each runtests at most N list lines (default 0: one
+                     runtests per directory); retries always use 4, so that
+                     runtests' "too many time-outs" stop cannot skip tests
   --jobs-note        record the machine load (other jobs on the cores) before
                      and after each directory in DIR/jobs-note.txt
   --build-dir D      where to extract and build the suite
@@ -52,7 +55,7 @@ here=$top/test/mpich
 
 prefix= label= list= out= builddir= tbname= save= ci=0 jobs_note=0 net_defaults=1
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
-dirs= nodes=2 timeout=120 retries=
+dirs= nodes=2 timeout=120 retries= chunk=0
 extra_env=()
 
 while [ $# -gt 0 ]; do
@@ -69,6 +72,7 @@ while [ $# -gt 0 ]; do
         --no-net-defaults) net_defaults=0; shift ;;
         --testbed) tbname=${2:?}; shift 2 ;;
         --retries) retries=${2:?}; shift 2 ;;
+        --chunk) chunk=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
         --build-dir) builddir=${2:?}; shift 2 ;;
         --save) save=${2:?}; shift 2 ;;
@@ -97,6 +101,7 @@ if [ $ci = 1 ]; then
 fi
 retries=${retries:-0}
 case $retries in ''|*[!0-9]*) die "--retries wants a number" ;; esac
+case $chunk in ''|*[!0-9]*) die "--chunk wants a number" ;; esac
 [ -z "$list" ] || [ -e "$list" ] || die "no such list: $list"
 [ -z "$list" ] || list=$(cd "$(dirname "$list")" && pwd)/$(basename "$list")
 
@@ -330,45 +335,68 @@ jobs_snapshot() {
 }
 
 # ------------------------------------------------------------------ run ---
-# run_pass BASE LISTNAME DIR...: run runtests once per directory with the
-# list file LISTNAME of each, results under BASE/dirs/<dir>/.
-run_pass() {
-    local base=$1 lname=$2 d wrapper t0 t1 strays line
-    shift 2
-    rm -rf "$base/dirs"
-    mkdir -p "$base/dirs"
-    : >"$base/runtests.log"
-    for d in "$@"; do
-        mkdir -p "$base/dirs/$d"
-        echo "$d" >>"$base/dirs/ORDER"
-        cp "$src/$d/$lname" "$base/dirs/$d/testlist.used"
-        wrapper=
-        [ "$d" != basic ] || wrapper=$here/exit-status-check.sh
-        jobs_snapshot "before $d"
-        msg "running $d ($(grep -cv '^[[:space:]]*\(#\|$\)' "$src/$d/$lname") list entries) ..."
-        t0=$(date +%s)
-        (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
-            -tests="$lname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
-            -xmlfile="$base/dirs/$d/summary.xml" -tapfile="$base/dirs/$d/summary.tap" \
-            -junitfile="$base/dirs/$d/summary.junit.xml") >"$base/dirs/$d/runtests.log" 2>&1
-        t1=$(date +%s)
-        echo $((t1 - t0)) >"$base/dirs/$d/seconds"
-        cat "$base/dirs/$d/runtests.log" >>"$base/runtests.log"
-        strays=$(kill_strays)
-        [ -z "$strays" ] || msg "$d: killed $strays leftover process(es)"
-        jobs_snapshot "after $d"
-        if [ -f "$base/dirs/$d/summary.junit.xml" ]; then
-            line=$(ICBC_TS_HERE=$here $python -c '
+# run_one BASE RUN DIR LIST: one runtests in test directory DIR with list
+# file LIST (relative to DIR), results under BASE/dirs/RUN/.
+run_one() {
+    local base=$1 run=$2 d=$3 lname=$4 wrapper t0 t1 strays line
+    mkdir -p "$base/dirs/$run"
+    echo "$run" >>"$base/dirs/ORDER"
+    cp "$src/$d/$lname" "$base/dirs/$run/testlist.used"
+    wrapper=
+    [ "$d" != basic ] || wrapper=$here/exit-status-check.sh
+    jobs_snapshot "before $run"
+    msg "running $run ($(grep -cv '^[[:space:]]*\(#\|$\)' "$src/$d/$lname") list entries) ..."
+    t0=$(date +%s)
+    (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
+        -tests="$lname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
+        -xmlfile="$base/dirs/$run/summary.xml" -tapfile="$base/dirs/$run/summary.tap" \
+        -junitfile="$base/dirs/$run/summary.junit.xml") >"$base/dirs/$run/runtests.log" 2>&1
+    t1=$(date +%s)
+    echo $((t1 - t0)) >"$base/dirs/$run/seconds"
+    cat "$base/dirs/$run/runtests.log" >>"$base/runtests.log"
+    strays=$(kill_strays)
+    [ -z "$strays" ] || msg "$run: killed $strays leftover process(es)"
+    jobs_snapshot "after $run"
+    if [ -f "$base/dirs/$run/summary.junit.xml" ]; then
+        line=$(ICBC_TS_HERE=$here $python -c '
 import os, sys
 sys.path.insert(0, os.environ["ICBC_TS_HERE"])
 import summarize
 c = summarize.count(summarize.parse_junit(sys.argv[1]))
 print("%d run, %d passed, %d failed, %d timed out, %d skipped"
       % (c["total"], c["pass"], c["fail"], c["timeout"], c["skip"]))' \
-                "$base/dirs/$d/summary.junit.xml")
-            msg "$d: $line ($((t1 - t0)) s)"
+            "$base/dirs/$run/summary.junit.xml")
+        msg "$run: $line ($((t1 - t0)) s)"
+        if grep -q 'too many timeout failures' "$base/dirs/$run/runtests.log"; then
+            msg "$run: runtests stopped this directory early: too many time-outs"
+        fi
+    else
+        msg "$run: runtests wrote no results, see $base/dirs/$run/runtests.log"
+    fi
+}
+
+# run_pass BASE LISTNAME DIR...: run the list file LISTNAME of each DIR,
+# results under BASE/dirs/.  With chunk > 0, each runtests gets at most
+# $chunk list lines (runs DIR.1, DIR.2, ...), so that runtests' rule "stop
+# after 5 time-outs when more than half timed out" cannot skip tests.
+run_pass() {
+    local base=$1 lname=$2 d k n
+    shift 2
+    rm -rf "$base/dirs"
+    mkdir -p "$base/dirs"
+    : >"$base/runtests.log"
+    for d in "$@"; do
+        if [ "$chunk" -gt 0 ]; then
+            rm -f "$src/$d/$lname".part*
+            grep -v '^[[:space:]]*\(#\|$\)' "$src/$d/$lname" \
+                | split -l "$chunk" -d -a 3 - "$src/$d/$lname.part"
+            n=0
+            for k in "$src/$d/$lname".part*; do
+                n=$((n + 1))
+                run_one "$base" "$d.$n" "$d" "$(basename "$k")"
+            done
         else
-            msg "$d: runtests wrote no results, see $base/dirs/$d/runtests.log"
+            run_one "$base" "$d" "$d" "$lname"
         fi
     done
     $python "$here/summarize.py" merge "$base" >/dev/null || die "summarize.py merge $base failed"
@@ -395,7 +423,10 @@ while [ "$r" -lt "$retries" ]; do
         [ -f "$src/$d/testlist.retry" ] || retry_dirs+=("$d")
         echo "${first#*/} $rest" >>"$src/$d/testlist.retry"
     done <"$out/retry$r.list"
+    chunk_main=$chunk
+    chunk=4
     run_pass "$out/retry$r" testlist.retry "${retry_dirs[@]}"
+    chunk=$chunk_main
     msg "retry $r: $($python "$here/summarize.py" apply-retry "$out" "$out/retry$r")"
 done
 t_end=$(date +%s)

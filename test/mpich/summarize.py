@@ -190,6 +190,24 @@ def _dir_runs(outdir):
             if os.path.exists(os.path.join(base, d, "summary.junit.xml"))]
 
 
+def run_dir(run):
+    """Test directory of a run subdirectory name: "rma" or "rma.3" -> "rma"."""
+    return run.split(".", 1)[0]
+
+
+def dir_lists(outdir):
+    """[(dir, [testlist.used of each of its runs])] in run order."""
+    out = []
+    for run in _dir_runs(outdir):
+        d = run_dir(run)
+        if not out or out[-1][0] != d:
+            out.append((d, []))
+        used = os.path.join(outdir, "dirs", run, "testlist.used")
+        if os.path.exists(used):
+            out[-1][1].append(used)
+    return out
+
+
 def _read(path):
     try:
         with open(path, errors="replace") as f:
@@ -277,14 +295,22 @@ def write_tables(outdir, tests):
         f.write("dir\ttotal\tpassed\tfailed\ttimed_out\tskipped\tseconds\n")
         allc = {k: 0 for k in ("total", "pass", "fail", "timeout", "skip")}
         all_secs = 0.0
-        for d in runs + [d for d in by_dir if d not in runs]:
+        secs_of = {}
+        order = []
+        for run in runs:
+            d = run_dir(run)
+            if d not in order:
+                order.append(d)
+            secs_of[d] = secs_of.get(d, 0.0) + float(
+                _read(os.path.join(outdir, "dirs", run, "seconds")).strip() or "0")
+        for d in order + [d for d in by_dir if d not in order]:
             c = count(by_dir.get(d, []))
-            secs = _read(os.path.join(outdir, "dirs", d, "seconds")).strip() or "0"
-            all_secs += float(secs)
+            secs = secs_of.get(d, 0.0)
+            all_secs += secs
             for k in allc:
                 allc[k] += c[k]
-            f.write("%s\t%d\t%d\t%d\t%d\t%d\t%s\n" % (d, c["total"], c["pass"], c["fail"],
-                                                     c["timeout"], c["skip"], secs))
+            f.write("%s\t%d\t%d\t%d\t%d\t%d\t%.0f\n" % (d, c["total"], c["pass"], c["fail"],
+                                                       c["timeout"], c["skip"], secs))
         f.write("all\t%d\t%d\t%d\t%d\t%d\t%.0f\n" % (allc["total"], allc["pass"],
                                                     allc["fail"], allc["timeout"],
                                                     allc["skip"], all_secs))
@@ -309,11 +335,19 @@ def retry_lines(outdir):
     tests = load_result_dir(outdir)
     failed = {t.id for t in tests if t.status in ("fail", "timeout")}
     out = []
-    for d in _dir_runs(outdir):
-        used = os.path.join(outdir, "dirs", d, "testlist.used")
-        if not os.path.exists(used):
-            continue
-        seen = {}
+    for d, lists in dir_lists(outdir):
+        for tid, line in list_ids(d, lists):
+            if tid in failed:
+                out.append("%s/%s" % (d, line))
+    return out
+
+
+def list_ids(d, lists):
+    """[(test id, testlist line)] of the list files of test directory d, in order;
+    a repeated id gets " #2", " #3" ... as runtests' results do."""
+    out = []
+    seen = {}
+    for used in lists:
         with open(used) as f:
             for line in f:
                 tid = list_line_id(d, line)
@@ -322,8 +356,7 @@ def retry_lines(outdir):
                 seen[tid] = seen.get(tid, 0) + 1
                 if seen[tid] > 1:
                     tid = "%s #%d" % (tid, seen[tid])
-                if tid in failed:
-                    out.append("%s/%s" % (d, line.split("#", 1)[0].strip()))
+                out.append((tid, line.split("#", 1)[0].strip()))
     return out
 
 

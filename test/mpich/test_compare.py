@@ -170,6 +170,29 @@ def main():
           ["pt2pt", "3", "3", "0", "0", "1", "12"] in counts)
     check("retry-list is empty once everything passed", summarize.retry_lines(ref) == [])
 
+    # Chunked runs (rma.1, rma.2): one directory in the tables, repeated ids
+    # numbered across the chunks.
+    chunked = os.path.join(tmp, "chunked")
+    write_dir(chunked, "rma.1", [("f", 2, "pass", "1.0", []), ("g", 2, "pass", "1.0", [])])
+    write_dir(chunked, "rma.2", [("f", 2, "120", "3.0", ["Found 1 errors"])])
+    for run in ("rma.1", "rma.2"):
+        for name in ("summary.junit.xml", "summary.tap"):
+            path = os.path.join(chunked, "dirs", run, name)
+            with open(path) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(text.replace("./" + run + "/", "./rma/"))
+    summarize.write_outputs(chunked)
+    ct = {t.id: t for t in summarize.load_result_dir(chunked)}
+    check("chunked: repeated line numbered across chunks",
+          ct.get("rma/f 2 #2") is not None and ct["rma/f 2 #2"].status == "fail")
+    with open(os.path.join(chunked, "counts.tsv")) as f:
+        counts = [l.rstrip("\n").split("\t") for l in f]
+    check("chunked: one counts row for rma, seconds summed",
+          ["rma", "3", "2", "1", "0", "0", "24"] in counts and len(counts) == 3)
+    check("chunked: retry-list finds the second 'f 2' line",
+          summarize.retry_lines(chunked) == ["rma/f 2"])
+
     shutil.rmtree(tmp, ignore_errors=True)
     print("%d check(s) failed" % failures if failures else "all checks passed")
     return 1 if failures else 0
