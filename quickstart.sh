@@ -19,7 +19,7 @@ logs="$build/logs"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config ccache gfortran
   libucx-dev ucx-utils libhwloc-dev libfabric-dev libssl-dev libgtest-dev googletest
-  iproute2 iperf3 procps psmisc python3 python3-matplotlib dpkg-dev xz-utils patch
+  iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib dpkg-dev xz-utils patch
   mpich libmpich-dev"
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -350,7 +350,7 @@ run_one() {
     (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
         -tests="$lname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
         -xmlfile="$base/dirs/$run/summary.xml" -tapfile="$base/dirs/$run/summary.tap" \
-        -junitfile="$base/dirs/$run/summary.junit.xml") >"$base/dirs/$run/runtests.log" 2>&1
+        -junitfile="$base/dirs/$run/summary.junit.xml") >"$base/dirs/$run/runtests.log" 2>&1 9>&-
     t1=$(date +%s)
     echo $((t1 - t0)) >"$base/dirs/$run/seconds"
     cat "$base/dirs/$run/runtests.log" >>"$base/runtests.log"
