@@ -19,3 +19,7 @@ icbc_routerfile_LDADD = libicbc.la
 # Business cards, peer table and wire header (also compiled into libmpi by the netmod).
 libicbc_la_SOURCES += src/icbc/bcard.c src/icbc/peer.c src/icbc/wire.c
 include_icbc_HEADERS += src/icbc/icbc_bcard.h src/icbc/icbc_peer.h src/icbc/icbc_wire.h
+
+# Route header of routed and TCP messages, router registration proof.
+libicbc_la_SOURCES += src/icbc/route.c
+include_icbc_HEADERS += src/icbc/icbc_route.h
