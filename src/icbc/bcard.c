@@ -36,15 +36,38 @@ size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
     return ICBC_BCARD_HEADER_SIZE + strlen(node) + fabric_addr_len;
 }
 
+size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp)
+{
+    return icbc_bcard_size(node, fabric_addr_len) + 1 + (size_t) ntcp * ICBC_BCARD_TCP_SIZE;
+}
+
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p)
+{
+    return icbc_bcard_encode_tcp(node, fabric_addr, fabric_addr_len, NULL, 0, buf, cap, len_p);
+}
+
+static int valid_tcp(const icbc_bcard_tcp_t *t)
+{
+    return (t->role == ICBC_BCARD_TCP_WAN || t->role == ICBC_BCARD_TCP_FABRIC) &&
+        (t->family == 4 || t->family == 6) && t->port != 0;
+}
+
+icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
+                                    size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
+                                    void *buf, size_t cap, size_t *len_p)
 {
     size_t n = strlen(node);
     uint8_t *p = buf;
 
-    if (n == 0 || n > ICBC_BCARD_MAX_NAME || fabric_addr_len > UINT32_MAX)
+    if (n == 0 || n > ICBC_BCARD_MAX_NAME || fabric_addr_len > UINT32_MAX ||
+        ntcp < 0 || ntcp > ICBC_BCARD_MAX_TCP)
         return ICBC_ERR_INVALID;
-    if (icbc_bcard_size(node, fabric_addr_len) > cap)
+    for (int i = 0; i < ntcp; i++)
+        if (!valid_tcp(&tcp[i]))
+            return ICBC_ERR_INVALID;
+    if ((ntcp ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp) :
+         icbc_bcard_size(node, fabric_addr_len)) > cap)
         return ICBC_ERR_INVALID;
     put32(p, ICBC_BCARD_MAGIC);
     put16(p + 4, ICBC_BCARD_VERSION);
@@ -54,7 +77,26 @@ icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_
     if (fabric_addr_len > 0)
         memcpy(p + ICBC_BCARD_HEADER_SIZE + n, fabric_addr, fabric_addr_len);
     *len_p = ICBC_BCARD_HEADER_SIZE + n + fabric_addr_len;
+    if (ntcp) {
+        uint8_t *q = p + *len_p;
+        *q++ = (uint8_t) ntcp;
+        for (int i = 0; i < ntcp; i++, q += ICBC_BCARD_TCP_SIZE) {
+            q[0] = tcp[i].role;
+            q[1] = tcp[i].family;
+            put16(q + 2, tcp[i].port);
+            memcpy(q + 4, tcp[i].addr, 16);
+        }
+        *len_p = (size_t) (q - p);
+    }
     return ICBC_OK;
+}
+
+const icbc_bcard_tcp_t *icbc_bcard_find_tcp(const icbc_bcard_t *card, icbc_bcard_tcp_role_t role)
+{
+    for (int i = 0; i < card->ntcp; i++)
+        if (card->tcp[i].role == role)
+            return &card->tcp[i];
+    return NULL;
 }
 
 static icbc_status_t bad(char *err, size_t errlen, const char *what)
@@ -91,5 +133,25 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
     card->node[n] = '\0';
     card->fabric_addr = m ? p + ICBC_BCARD_HEADER_SIZE + n : NULL;
     card->fabric_addr_len = m;
+    card->ntcp = 0;
+
+    size_t off = ICBC_BCARD_HEADER_SIZE + n + m;
+    if (off < len && p[off] != 0) {
+        int k = p[off++];
+        if (k > ICBC_BCARD_MAX_TCP)
+            return bad(err, errlen, "too many TCP endpoints");
+        if ((size_t) k * ICBC_BCARD_TCP_SIZE > len - off)
+            return bad(err, errlen, "TCP endpoints exceed the card");
+        for (int i = 0; i < k; i++, off += ICBC_BCARD_TCP_SIZE) {
+            icbc_bcard_tcp_t *t = &card->tcp[i];
+            t->role = p[off];
+            t->family = p[off + 1];
+            t->port = get16(p + off + 2);
+            memcpy(t->addr, p + off + 4, 16);
+            if (!valid_tcp(t))
+                return bad(err, errlen, "malformed TCP endpoint");
+        }
+        card->ntcp = k;
+    }
     return ICBC_OK;
 }

@@ -10,6 +10,14 @@
  *   8       4     fabric address length m
  *   12      n     node name (not NUL-terminated)
  *   12+n    m     fabric transport address (opaque, e.g. a UCP worker address)
+ *   12+n+m  1     number k of TCP endpoints (0..ICBC_BCARD_MAX_TCP; absent = 0)
+ *   then k  20    TCP endpoint: role (icbc_bcard_tcp_role_t), family (4 or 6),
+ *                 port, address (4 or 16 bytes, zero-padded to 16)
+ *
+ * The TCP endpoints are where the process accepts bt_lib connections for the
+ * alltoall and tcp policies: one reached from other clusters (WAN side), one
+ * from its own cluster (fabric side). Zero padding after the fabric address
+ * reads as "no TCP endpoints".
  */
 #ifndef ICBC_BCARD_H
 #define ICBC_BCARD_H
@@ -28,10 +36,27 @@ extern "C" {
 #define ICBC_BCARD_HEADER_SIZE 12
 #define ICBC_BCARD_MAX_NAME 63
 
+#define ICBC_BCARD_MAX_TCP 4
+#define ICBC_BCARD_TCP_SIZE 20
+
+typedef enum {
+    ICBC_BCARD_TCP_WAN = 1,    /* reached by processes of other clusters */
+    ICBC_BCARD_TCP_FABRIC = 2, /* reached by processes of the same cluster */
+} icbc_bcard_tcp_role_t;
+
+typedef struct icbc_bcard_tcp {
+    uint8_t role;     /* icbc_bcard_tcp_role_t */
+    uint8_t family;   /* 4 or 6 */
+    uint16_t port;    /* host order */
+    uint8_t addr[16]; /* network order; IPv4 in the first 4 bytes */
+} icbc_bcard_tcp_t;
+
 typedef struct icbc_bcard {
     char node[ICBC_BCARD_MAX_NAME + 1];  /* NUL-terminated */
     const void *fabric_addr;             /* points into the parsed buffer */
     size_t fabric_addr_len;
+    int ntcp;
+    icbc_bcard_tcp_t tcp[ICBC_BCARD_MAX_TCP];
 } icbc_bcard_t;
 
 /* Bytes needed to encode a card with this node name and address. */
@@ -40,6 +65,15 @@ size_t icbc_bcard_size(const char *node, size_t fabric_addr_len);
 /* Encode into buf (capacity cap); *len_p receives the encoded length. */
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p);
+
+/* The same with NTCP TCP endpoints (0..ICBC_BCARD_MAX_TCP) appended. */
+size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp);
+icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
+                                    size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
+                                    void *buf, size_t cap, size_t *len_p);
+
+/* The endpoint with ROLE, or NULL. */
+const icbc_bcard_tcp_t *icbc_bcard_find_tcp(const icbc_bcard_t *card, icbc_bcard_tcp_role_t role);
 
 /* Parse len bytes (trailing padding allowed). Checks every length before use;
  * on ICBC_ERR_INVALID, err (if not NULL) says what was wrong. */

@@ -13,6 +13,19 @@
  *   8       4     source world rank
  *   12      4     reserved, zero
  *   16      8     payload length
+ *
+ * Rendezvous kinds (RTS, CTS, CHUNK: the striped transfer of the routed and
+ * TCP paths) carry 24 more bytes before the MPI layer's header:
+ *
+ *   24      8     sender cookie (names the send at the sender)
+ *   32      4     receive slot (names the receive at the receiver)
+ *   36      4     slot generation (a stale or forged chunk does not match)
+ *   40      8     offset of this chunk in the message
+ *
+ *   AM     MPI header + whole payload
+ *   RTS    MPI header, no payload; payload length = message size; cookie
+ *   CTS    no MPI header; cookie, slot, generation; payload length 0
+ *   CHUNK  no MPI header; slot, generation, offset; payload = the chunk
  */
 #ifndef ICBC_WIRE_H
 #define ICBC_WIRE_H
@@ -28,9 +41,16 @@ extern "C" {
 
 #define ICBC_WIRE_VERSION 1
 #define ICBC_WIRE_AM_HDR_SIZE 24
+#define ICBC_WIRE_RNDV_EXT_SIZE 24
+/* Bytes of wire header (without the MPI header) for KIND. */
+#define ICBC_WIRE_HDR_LEN(kind) \
+    (ICBC_WIRE_AM_HDR_SIZE + ((kind) == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE))
 
 typedef enum {
-    ICBC_MSG_AM = 1,  /* MPI active message: MPI header + payload */
+    ICBC_MSG_AM = 1,    /* MPI active message: MPI header + payload */
+    ICBC_MSG_RTS = 2,   /* request to send a striped payload */
+    ICBC_MSG_CTS = 3,   /* clear to send: the receive slot */
+    ICBC_MSG_CHUNK = 4, /* one chunk of a striped payload */
 } icbc_msg_kind_t;
 
 typedef struct icbc_am_hdr {
@@ -41,13 +61,21 @@ typedef struct icbc_am_hdr {
     uint16_t am_hdr_sz;
     uint32_t src_rank;
     uint64_t data_sz;
+    /* rendezvous kinds only */
+    uint64_t cookie;
+    uint32_t slot;
+    uint32_t gen;
+    uint64_t offset;
 } icbc_am_hdr_t;
 
 void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf);
 
+/* Packs the wire header of HDR->kind (ICBC_WIRE_HDR_LEN bytes). */
+
 /* Parses the header at the start of buf (len bytes, which must be exactly the
  * wire header plus the MPI header it announces). Rejects unknown versions and
- * kinds, handler ids >= max_handler, ranks >= world_size and length mismatches. */
+ * kinds, handler ids >= max_handler, ranks >= world_size, length mismatches,
+ * CTS and CHUNK with an MPI header, and rendezvous fields on AM. */
 icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handler,
                                 uint32_t world_size, icbc_am_hdr_t *hdr);
 

@@ -29,6 +29,16 @@ void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf)
     memset(p + 12, 0, 4);
     v64 = hton64(hdr->data_sz);
     memcpy(p + 16, &v64, 8);
+    if (hdr->kind != ICBC_MSG_AM) {
+        v64 = hton64(hdr->cookie);
+        memcpy(p + 24, &v64, 8);
+        v32 = htonl(hdr->slot);
+        memcpy(p + 32, &v32, 4);
+        v32 = htonl(hdr->gen);
+        memcpy(p + 36, &v32, 4);
+        v64 = hton64(hdr->offset);
+        memcpy(p + 40, &v64, 8);
+    }
 }
 
 icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handler,
@@ -42,7 +52,7 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     if (buf == NULL || len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
         return ICBC_ERR_INVALID;
     hdr->kind = p[1];
-    if (hdr->kind != ICBC_MSG_AM)
+    if (hdr->kind < ICBC_MSG_AM || hdr->kind > ICBC_MSG_CHUNK)
         return ICBC_ERR_INVALID;
     memcpy(&v16, p + 2, 2);
     hdr->handler_id = ntohs(v16);
@@ -54,9 +64,27 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     hdr->src_rank = ntohl(v32);
     memcpy(&v64, p + 16, 8);
     hdr->data_sz = hton64(v64);
-    if (hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
+    memcpy(&v32, p + 12, 4);
+    if (v32 != 0 || hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
         return ICBC_ERR_INVALID;
-    if (len != ICBC_WIRE_AM_HDR_SIZE + (size_t) hdr->am_hdr_sz)
+    if (len != ICBC_WIRE_HDR_LEN(hdr->kind) + (size_t) hdr->am_hdr_sz)
         return ICBC_ERR_INVALID;
+    hdr->cookie = 0;
+    hdr->slot = hdr->gen = 0;
+    hdr->offset = 0;
+    if (hdr->kind != ICBC_MSG_AM) {
+        memcpy(&v64, p + 24, 8);
+        hdr->cookie = hton64(v64);
+        memcpy(&v32, p + 32, 4);
+        hdr->slot = ntohl(v32);
+        memcpy(&v32, p + 36, 4);
+        hdr->gen = ntohl(v32);
+        memcpy(&v64, p + 40, 8);
+        hdr->offset = hton64(v64);
+        if ((hdr->kind == ICBC_MSG_CTS || hdr->kind == ICBC_MSG_CHUNK) && hdr->am_hdr_sz != 0)
+            return ICBC_ERR_INVALID;
+        if (hdr->kind == ICBC_MSG_CTS && hdr->data_sz != 0)
+            return ICBC_ERR_INVALID;
+    }
     return ICBC_OK;
 }

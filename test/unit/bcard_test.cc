@@ -111,3 +111,61 @@ TEST(BusinessCard, RandomMutationsNeverCrash)
 }
 
 } // namespace
+
+namespace {
+
+TEST(BusinessCard, TcpEndpointsRoundTrip)
+{
+    icbc_bcard_tcp_t tcp[2] = {};
+    tcp[0].role = ICBC_BCARD_TCP_WAN;
+    tcp[0].family = 4;
+    tcp[0].port = 40001;
+    tcp[0].addr[0] = 10, tcp[0].addr[1] = 100, tcp[0].addr[3] = 7;
+    tcp[1].role = ICBC_BCARD_TCP_FABRIC;
+    tcp[1].family = 6;
+    tcp[1].port = 40002;
+    tcp[1].addr[15] = 1;
+    std::vector<uint8_t> buf(icbc_bcard_size_tcp("b3", 5, 2));
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("b3", "addr5", 5, tcp, 2, buf.data(), buf.size(), &len));
+    EXPECT_EQ(buf.size(), len);
+    buf.resize(1024, 0);
+    icbc_bcard_t card;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
+    ASSERT_EQ(2, card.ntcp);
+    const icbc_bcard_tcp_t *w = icbc_bcard_find_tcp(&card, ICBC_BCARD_TCP_WAN);
+    ASSERT_NE(nullptr, w);
+    EXPECT_EQ(40001, w->port);
+    EXPECT_EQ(0, memcmp(tcp[0].addr, w->addr, 16));
+    const icbc_bcard_tcp_t *f = icbc_bcard_find_tcp(&card, ICBC_BCARD_TCP_FABRIC);
+    ASSERT_NE(nullptr, f);
+    EXPECT_EQ(6, f->family);
+}
+
+TEST(BusinessCard, BadTcpEndpointsAreRejected)
+{
+    icbc_bcard_tcp_t tcp = {};
+    tcp.role = ICBC_BCARD_TCP_WAN;
+    tcp.family = 4;
+    tcp.port = 1;
+    std::vector<uint8_t> buf(icbc_bcard_size_tcp("a0", 3, 1));
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, buf.data(), buf.size(), &len));
+    size_t k = ICBC_BCARD_HEADER_SIZE + 2 + 3;
+    icbc_bcard_t card;
+    char why[128];
+    auto bad = buf;
+    bad[k] = 9;  /* count too large */
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
+    bad = buf;
+    bad.resize(bad.size() - 1);  /* truncated entry */
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
+    bad = buf;
+    bad[k + 2] = 5;  /* family */
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
+    EXPECT_STREQ("malformed TCP endpoint", why);
+    tcp.port = 0;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, buf.data(), buf.size(), &len));
+}
+
+}  // namespace

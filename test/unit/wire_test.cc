@@ -80,9 +80,54 @@ TEST(WireHeader, RandomBytesNeverPassUnchecked)
         if (icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out) == ICBC_OK) {
             ASSERT_LT(out.handler_id, 64);
             ASSERT_LT(out.src_rank, 16u);
-            ASSERT_EQ(buf.size(), ICBC_WIRE_AM_HDR_SIZE + static_cast<size_t>(out.am_hdr_sz));
+            ASSERT_EQ(buf.size(), ICBC_WIRE_HDR_LEN(out.kind) + static_cast<size_t>(out.am_hdr_sz));
         }
     }
+}
+
+TEST(WireHeader, RendezvousKindsRoundTrip)
+{
+    icbc_am_hdr_t h = {};
+    h.kind = ICBC_MSG_CHUNK;
+    h.src_rank = 3;
+    h.data_sz = 262144;
+    h.slot = 17;
+    h.gen = 0xdeadbeef;
+    h.offset = (1ull << 33) + 5;
+    std::vector<uint8_t> buf(ICBC_WIRE_HDR_LEN(ICBC_MSG_CHUNK));
+    icbc_am_hdr_pack(&h, buf.data());
+    icbc_am_hdr_t out;
+    ASSERT_EQ(ICBC_OK, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+    EXPECT_EQ(ICBC_MSG_CHUNK, out.kind);
+    EXPECT_EQ(17u, out.slot);
+    EXPECT_EQ(0xdeadbeefu, out.gen);
+    EXPECT_EQ(h.offset, out.offset);
+
+    h.kind = ICBC_MSG_RTS;
+    h.cookie = 0x0102030405060708ull;
+    h.am_hdr_sz = 8;
+    buf.assign(ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 8, 0xab);
+    icbc_am_hdr_pack(&h, buf.data());
+    ASSERT_EQ(ICBC_OK, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+    EXPECT_EQ(h.cookie, out.cookie);
+    EXPECT_EQ(8, out.am_hdr_sz);
+
+    /* CTS and CHUNK never carry an MPI header; CTS has no payload */
+    h.kind = ICBC_MSG_CTS;
+    h.data_sz = 0;
+    icbc_am_hdr_pack(&h, buf.data());
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+    h.am_hdr_sz = 0;
+    h.data_sz = 1;
+    icbc_am_hdr_pack(&h, buf.data());
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_am_hdr_parse(buf.data(), ICBC_WIRE_HDR_LEN(ICBC_MSG_CTS), 64, 16, &out));
+    /* an AM must not be given the rendezvous length */
+    h.kind = ICBC_MSG_AM;
+    h.data_sz = 0;
+    icbc_am_hdr_pack(&h, buf.data());
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_am_hdr_parse(buf.data(), ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS), 64, 16, &out));
 }
 
 } // namespace

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "icbc_route.h"
+
+namespace {
+
+icbc_route_hdr_t sample()
+{
+    icbc_route_hdr_t h = {};
+    h.type = ICBC_ROUTE_MSG;
+    h.flags = ICBC_ROUTE_F_ORDERED;
+    h.src_cluster = 1;
+    h.dst_cluster = 2;
+    h.src_rank = 70000;
+    h.dst_rank = 5;
+    h.job = 0x1122334455667788ull;
+    h.inner_len = 48;
+    h.payload_len = 1 << 20;
+    return h;
+}
+
+TEST(RouteHeader, RoundTrip)
+{
+    icbc_route_hdr_t h = sample(), out;
+    uint8_t buf[ICBC_ROUTE_HDR_SIZE];
+    icbc_route_hdr_pack(&h, buf);
+    ASSERT_EQ(ICBC_OK, icbc_route_hdr_parse(buf, sizeof(buf), &out));
+    EXPECT_EQ(h.type, out.type);
+    EXPECT_EQ(h.flags, out.flags);
+    EXPECT_EQ(h.src_cluster, out.src_cluster);
+    EXPECT_EQ(h.dst_cluster, out.dst_cluster);
+    EXPECT_EQ(h.src_rank, out.src_rank);
+    EXPECT_EQ(h.dst_rank, out.dst_rank);
+    EXPECT_EQ(h.job, out.job);
+    EXPECT_EQ(h.inner_len, out.inner_len);
+    EXPECT_EQ(h.payload_len, out.payload_len);
+    EXPECT_EQ(0x11, buf[16]);  /* network order */
+}
+
+TEST(RouteHeader, RejectsBadFields)
+{
+    icbc_route_hdr_t h = sample(), out;
+    uint8_t buf[ICBC_ROUTE_HDR_SIZE];
+    icbc_route_hdr_pack(&h, buf);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_hdr_parse(buf, sizeof(buf) - 1, &out));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_hdr_parse(nullptr, 64, &out));
+    struct { size_t off; uint8_t val; } cases[] = {
+        {0, 2},      /* version */
+        {1, 0},      /* type */
+        {1, 99},
+        {2, 0x80},   /* unknown flag */
+        {24, 0xff},  /* inner length */
+        {29, 1},     /* reserved */
+        {32, 0x01},  /* payload above the maximum */
+    };
+    for (auto &c : cases) {
+        uint8_t bad[ICBC_ROUTE_HDR_SIZE];
+        memcpy(bad, buf, sizeof(bad));
+        bad[c.off] = c.val;
+        EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_hdr_parse(bad, sizeof(bad), &out)) << c.off;
+    }
+}
+
+TEST(RouteHeader, RandomBytesRespectLimits)
+{
+    std::mt19937 rng(11);
+    for (int i = 0; i < 20000; i++) {
+        uint8_t buf[ICBC_ROUTE_HDR_SIZE];
+        for (auto &c : buf)
+            c = static_cast<uint8_t>(rng());
+        buf[0] = ICBC_ROUTE_VERSION;
+        icbc_route_hdr_t out;
+        if (icbc_route_hdr_parse(buf, sizeof(buf), &out) == ICBC_OK) {
+            ASSERT_LE(out.inner_len, ICBC_ROUTE_INNER_MAX);
+            ASSERT_LE(out.payload_len, ICBC_ROUTE_PAYLOAD_MAX);
+        }
+    }
+}
+
+TEST(RouteRegister, MacDependsOnKeyNonceJobAndRank)
+{
+    unsigned char key[] = "0123456789abcdef", nonce[ICBC_ROUTE_NONCE_SIZE] = {1, 2, 3};
+    unsigned char a[ICBC_ROUTE_MAC_SIZE], b[ICBC_ROUTE_MAC_SIZE];
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, a));
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, b));
+    EXPECT_TRUE(icbc_route_mac_equal(a, b, sizeof(a)));
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 8, b));
+    EXPECT_FALSE(icbc_route_mac_equal(a, b, sizeof(a)));
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 43, 7, b));
+    EXPECT_FALSE(icbc_route_mac_equal(a, b, sizeof(a)));
+    nonce[31] = 1;
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, b));
+    EXPECT_FALSE(icbc_route_mac_equal(a, b, sizeof(a)));
+    nonce[31] = 0;
+    key[0] = 'x';
+    ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, b));
+    EXPECT_FALSE(icbc_route_mac_equal(a, b, sizeof(a)));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_register_mac(key, 0, nonce, 42, 7, b));
+}
+
+}  // namespace
