@@ -57,6 +57,36 @@ extern "C" {
 #define BT_MAC_SIZE 32
 #define BT_ID_MAX 256
 
+/* ---- frame format ----------------------------------------------------- */
+
+#define BT_FRAME_MAGIC "ICBT"
+
+typedef enum {
+    BT_FRAME_HELLO = 1,   /* acceptor's nonce */
+    BT_FRAME_AUTH = 2,    /* connector's nonce, proof and id */
+    BT_FRAME_AUTH_OK = 3, /* acceptor's proof */
+    BT_FRAME_DATA = 4,    /* caller's header and payload */
+    BT_FRAME_CLOSE = 5,   /* orderly end: no more frames follow */
+} bt_frame_type_t;
+
+typedef struct bt_frame {
+    uint8_t type; /* bt_frame_type_t */
+    uint32_t hdr_len;
+    uint64_t payload_len;
+} bt_frame_t;
+
+/* Writes the BT_FRAME_HDR_SIZE bytes of F to BUF. */
+void bt_frame_pack(const bt_frame_t *f, void *buf);
+/* Parses BT_FRAME_HDR_SIZE bytes at BUF and checks every field: magic,
+ * version, type, reserved bytes, and the lengths of the type (HELLO and
+ * AUTH_OK: 32-byte header, no payload; AUTH: 64-byte header, id payload of
+ * at most BT_ID_MAX; CLOSE: empty; DATA: header <= MAX_HDR, payload <=
+ * MAX_PAYLOAD). On ICBC_ERR_INVALID, WHY (WHYLEN bytes) says what is wrong. */
+icbc_status_t bt_frame_parse(const void *buf, uint32_t max_hdr, uint64_t max_payload,
+                             bt_frame_t *f, char *why, size_t whylen);
+
+/* ---- options ---------------------------------------------------------- */
+
 typedef struct bt_poller bt_poller_t;
 typedef struct bt_conn bt_conn_t;
 typedef struct bt_listener bt_listener_t;
@@ -67,13 +97,15 @@ typedef struct bt_opts {
     const char *id;           /* who we are, for the peer's logs (e.g. "router a1") */
     int sndbuf;               /* SO_SNDBUF bytes; 0: 4 MiB; <0: kernel default */
     int rcvbuf;               /* SO_RCVBUF bytes; 0: 4 MiB; <0: kernel default */
-    int nodelay;              /* TCP_NODELAY */
+    int nodelay;              /* TCP_NODELAY; bt_opts_init sets 1 */
     uint64_t pacing_rate;     /* SO_MAX_PACING_RATE in bytes/s; 0: off */
     size_t max_queued;        /* payload+header bytes queued per connection before
                                * bt_conn_send refuses (ICBC_ERR_BUSY); 0: 16 MiB */
     uint32_t max_hdr;         /* largest header accepted; 0: BT_HDR_MAX */
     uint64_t max_payload;     /* largest payload accepted; 0: 64 MiB */
-    int handshake_ms;         /* authentication deadline; 0: 5000 */
+    int handshake_ms;         /* authentication deadline (from the start of the
+                               * connect or the accept); also how long a
+                               * shutdown waits for the peer's close; 0: 5000 */
 } bt_opts_t;
 
 /* Fills OPTS with the defaults above (key and id left NULL). */

@@ -12,3 +12,8 @@ endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/bcard_test.cc test/unit/wire_test.cc test/unit/peer_test.cc test/unit/route_test.cc
 endif
+if HAVE_GTEST
+test_unit_icbc_unit_tests_SOURCES += test/unit/bt_lib_test.cc
+test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/bt_lib
+test_unit_icbc_unit_tests_LDADD += $(CRYPTO_LIBS)
+endif
