@@ -3,8 +3,8 @@
 
 Each series is a label and the raw CSV files of its repetitions (the output of one
 benchmark program per file). For every size the median over repetitions is taken; the
-ratio of every other series to the reference series (default: the second) is computed;
-a target (ratio <= X for lower-is-better metrics, >= X for higher-is-better) is checked
+ratio of every other series to the reference series (default: the second) is computed; an
+optional target (ratio <= X for lower-is-better metrics, >= X for higher-is-better) is checked
 over a size range; the result is written as CSV (with `#` metadata lines), printed as a
 table with one VERDICT line, and drawn as a PNG (values on log-log axes, ratio panel
 with the target line).
@@ -70,8 +70,10 @@ def in_range(size, args):
 
 
 def verdict(args, ref, others, table):
-    """One VERDICT line per non-reference series. Returns the lines."""
+    """One VERDICT line per non-reference series (none without --target). Returns the lines."""
     lines = []
+    if args.target is None:
+        return lines
     op = "<=" if args.kind == "lower" else ">="
     if args.target_from <= 0 and args.target_to is None:
         rng = "all sizes"
@@ -104,6 +106,8 @@ def verdict(args, ref, others, table):
 
 
 def target_ok(args, r):
+    if args.target is None:
+        return True
     r = round(r, 4)  # the precision written to the CSV
     return r <= args.target if args.kind == "lower" else r >= args.target
 
@@ -115,7 +119,7 @@ def print_table(args, labels, ratio_names, stats, table, out):
     out.write("  ".join(c.rjust(w) for c, w in zip(cols, widths)) + "\n")
     for size, vals, ratios in table:
         reps = "/".join(str(stats[lab][size][3]) if size in stats[lab] else "0" for lab in labels)
-        if not in_range(size, args) or all(math.isnan(r) for r in ratios):
+        if args.target is None or not in_range(size, args) or all(math.isnan(r) for r in ratios):
             mark = "-"
         else:
             mark = "ok" if all(math.isnan(r) or target_ok(args, r) for r in ratios) else "MISS"
@@ -164,15 +168,17 @@ def plot(args, labels, ref, others, stats, table, path):
     hi_x = args.target_to if args.target_to is not None else (max(sizes) if sizes else 1)
     op = "<=" if args.kind == "lower" else ">="
     where = "all sizes" if args.target_from <= 1 else f"{benchcsv.fmt_size(lo_x)} and up"
-    axr.hlines(args.target, lo_x, hi_x, colors="red", linestyles="--",
-               label=f"target {op} {args.target:g} ({where})")
+    if args.target is not None:
+        axr.hlines(args.target, lo_x, hi_x, colors="red", linestyles="--",
+                   label=f"target {op} {args.target:g} ({where})")
+    tgt = [] if args.target is None else [args.target]
     axr.set_yscale("log", base=2)
-    ymin = min(all_r + [0.5, args.target]) / 1.15
-    ymax = max(all_r + [2.0, args.target]) * 1.15
+    ymin = min(all_r + [0.5] + tgt) / 1.15
+    ymax = max(all_r + [2.0] + tgt) * 1.15
     axr.set_ylim(max(ymin, lo_lim / 1.2), min(ymax, hi_lim * 1.2))
     axr.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axr.axhline(1.0, color="gray", lw=0.8)
-    if sizes and args.target_from > min(sizes):
+    if args.target is not None and sizes and args.target_from > min(sizes):
         axr.axvspan(min(sizes), args.target_from, color="gray", alpha=0.12)
     axr.set_xscale("log", base=2)
     axr.set_ylabel("ratio")
@@ -203,7 +209,8 @@ def main(argv=None):
                    help="a label then the raw CSV files of its repetitions (repeat per series)")
     p.add_argument("--ref", help="label of the reference series (default: the second)")
     p.add_argument("--column", type=int, default=1, help="value column index (default 1)")
-    p.add_argument("--target", type=float, required=True, help="ratio threshold")
+    p.add_argument("--target", type=float, default=None,
+                   help="ratio threshold (default: none, no verdict: a plain comparison)")
     p.add_argument("--target-from", type=parse_size, default=0, help="smallest size checked")
     p.add_argument("--target-to", type=parse_size, default=None, help="largest size checked")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",

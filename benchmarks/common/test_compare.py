@@ -94,6 +94,7 @@ def run_checks(d):
     # latency comparison: median of 3 reps per side, ratio = A/B, target <= 1.10
     a = [write(d, f"lat_a{i}.csv", f"size,latency_us\n1,{v1}\n1024,{v2}\n")
          for i, (v1, v2) in enumerate([(10, 20), (11, 21), (100, 22)])]
+    a_lat = a
     b = [write(d, f"lat_b{i}.csv", f"size,latency_us\n1,{v1}\n1024,{v2}\n")
          for i, (v1, v2) in enumerate([(10, 20), (10, 20), (10, 20)])]
     out = os.path.join(d, "lat.csv")
@@ -116,6 +117,14 @@ def run_checks(d):
                             "--series", "stock", *b2, "--target", "1.10",
                             "--out", os.path.join(d, "lat2.csv")])
     check("latency verdict FAIL names the size", "FAIL (1 of 2 sizes miss: 1=2.200" in text, text)
+
+    # without --target: a plain comparison, no verdict, plot still drawn
+    png0 = os.path.join(d, "plain.png")
+    rc, text = run_compare(["--name", "latency", "--kind", "lower", "--series", "icbc", *a_lat,
+                            "--series", "stock", *b2, "--out", os.path.join(d, "plain.csv"),
+                            "--png", png0])
+    check("no --target: exits 0 without a VERDICT line, plot written",
+          rc == 0 and "VERDICT" not in text and os.path.getsize(png0) > 0, text)
 
     # bandwidth: target >= 0.95 only from 64K; smaller sizes do not count
     a = [write(d, "bw_a.csv", "size,bandwidth_mbps\n1,1\n65536,96\n1048576,100\n")]
