@@ -1,0 +1,14 @@
+# mx_router: UCX fabric transport of routed messages, router half (mx_server)
+# and compute-process half (mx_client). Part of libicbc.
+libicbc_la_CPPFLAGS += -I$(top_srcdir)/src/mx_router $(UCX_CPPFLAGS)
+libicbc_la_LDFLAGS = $(UCX_LDFLAGS)
+libicbc_la_LIBADD += $(UCX_LIBS)
+libicbc_la_SOURCES += \
+    src/mx_router/mx_map.c \
+    src/mx_router/mx_server.c \
+    src/mx_router/mx_client.c
+include_icbc_HEADERS += \
+    src/mx_router/mx_router.h \
+    src/mx_router/mx_client.h \
+    src/mx_router/mx_server.h \
+    src/mx_router/mx_map.h

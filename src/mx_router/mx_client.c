@@ -1,0 +1,531 @@
+/* The compute process's half of the fabric transport; see mx_client.h. */
+#include "mx_client.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "icbc_log.h"
+
+typedef enum {
+    RT_CONNECTING,  /* ep created, waiting for CHALLENGE */
+    RT_CHALLENGED,  /* nonce received, REGISTER to be sent */
+    RT_REGISTERING, /* REGISTER sent, waiting for REGISTER_ACK */
+    RT_READY,
+    RT_REFUSED,     /* REGISTER_ACK without OK */
+    RT_LOST,        /* endpoint error */
+} router_state_t;
+
+typedef struct mx_creq mx_creq_t;
+
+typedef struct {
+    mx_client_t *client;
+    int index;
+    ucp_ep_h ep;
+    router_state_t state;
+    ucs_status_t ep_status;  /* why the endpoint failed */
+    int registered_once;
+    unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
+    const icbc_rf_router_t *rf;
+} router_t;
+
+/* One send in flight: owns the AM header until UCX is done with it. */
+struct mx_creq {
+    mx_client_t *client;
+    mx_client_cb_t cb;
+    void *arg;
+    mx_creq_t *next_free;
+    uint8_t *hdr;            /* inline_hdr or heap */
+    uint8_t inline_hdr[ICBC_ROUTE_HDR_SIZE + MX_INLINE_HDR];
+};
+
+struct mx_client {
+    mx_client_params_t p;
+    size_t max_am_header;
+    router_t *routers;
+    mx_creq_t *free_reqs;
+    size_t reqs_out;         /* sends and pulls in flight */
+};
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static mx_creq_t *req_get(mx_client_t *c)
+{
+    mx_creq_t *r = c->free_reqs;
+
+    if (r) {
+        c->free_reqs = r->next_free;
+    } else {
+        r = malloc(sizeof(*r));
+        if (r == NULL) return NULL;
+    }
+    r->client = c;
+    r->hdr = r->inline_hdr;
+    c->reqs_out++;
+    return r;
+}
+
+static void req_put(mx_creq_t *r)
+{
+    mx_client_t *c = r->client;
+
+    if (r->hdr != r->inline_hdr) free(r->hdr);
+    r->next_free = c->free_reqs;
+    c->free_reqs = r;
+    c->reqs_out--;
+}
+
+static void req_done(mx_creq_t *r, icbc_status_t st)
+{
+    mx_client_cb_t cb = r->cb;
+    void *arg = r->arg;
+
+    req_put(r);
+    if (cb) cb(arg, st);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucp_request_free(request);
+    req_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
+}
+
+static void pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    ucp_request_free(request);
+    req_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
+}
+
+/* Posts one route message on R's endpoint; the request owns REQ->hdr. */
+static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const void *payload,
+                          size_t len)
+{
+    mx_client_t *c = rt->client;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .cb.send = send_cb,
+        .user_data = req,
+        .flags = UCP_AM_SEND_FLAG_REPLY |
+                 (len > c->p.rndv_thresh ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+    };
+    void *ureq = ucp_am_send_nbx(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len,
+                                 &param);
+
+    if (ureq == NULL) {
+        req_done(req, ICBC_OK);
+    } else if (UCS_PTR_IS_ERR(ureq)) {
+        req_put(req);
+        return ICBC_ERR_PEER_FAILED;
+    }
+    return ICBC_OK;
+}
+
+/* A control message (REGISTER, DEREGISTER) to RT with INNER as inner header. */
+static icbc_status_t send_control(router_t *rt, uint8_t type, const void *inner, size_t inner_len)
+{
+    mx_client_t *c = rt->client;
+    mx_creq_t *req = req_get(c);
+    icbc_route_hdr_t h = {
+        .type = type,
+        .src_cluster = c->p.cluster,
+        .dst_cluster = c->p.cluster,
+        .src_rank = c->p.rank,
+        .job = c->p.job,
+        .inner_len = (uint32_t) inner_len,
+    };
+
+    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    req->cb = NULL;
+    icbc_route_hdr_pack(&h, req->hdr);
+    memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, NULL, 0);
+}
+
+static router_t *router_of_ep(mx_client_t *c, ucp_ep_h ep)
+{
+    for (size_t i = 0; i < c->p.nrouters; i++)
+        if (c->routers[i].ep == ep) return &c->routers[i];
+    return NULL;
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    router_t *rt = arg;
+    mx_client_t *c = rt->client;
+    router_state_t was = rt->state;
+
+    if (was == RT_LOST) return;
+    rt->state = RT_LOST;
+    rt->ep_status = status;
+    if (was == RT_READY) {
+        icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text,
+                  ucs_status_string(status));
+        if (c->p.on_router_lost) c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
+    }
+}
+
+static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
+                               size_t length, const ucp_am_recv_param_t *param)
+{
+    mx_client_t *c = arg;
+    int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    int persistent = rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA);
+    ucs_status_t drop = rndv ? UCS_ERR_CANCELED : UCS_OK;
+    router_t *rt = NULL;
+    icbc_route_hdr_t h;
+
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) rt = router_of_ep(c, param->reply_ep);
+    if (rt == NULL || icbc_route_hdr_parse(header, header_length, &h) != ICBC_OK ||
+        h.inner_len != header_length - ICBC_ROUTE_HDR_SIZE || h.payload_len != length) {
+        icbc_debug("router message dropped: unknown sender or malformed header");
+        return drop;
+    }
+    switch (h.type) {
+    case ICBC_ROUTE_CHALLENGE:
+        if (rt->state == RT_CONNECTING && h.inner_len == ICBC_ROUTE_NONCE_SIZE) {
+            memcpy(rt->nonce, (const uint8_t *) header + ICBC_ROUTE_HDR_SIZE,
+                   ICBC_ROUTE_NONCE_SIZE);
+            rt->state = RT_CHALLENGED; /* answered from the create loop */
+        }
+        return drop;
+    case ICBC_ROUTE_REGISTER_ACK:
+        if (rt->state == RT_REGISTERING)
+            rt->state = (h.flags & ICBC_ROUTE_F_OK) ? RT_READY : RT_REFUSED;
+        return drop;
+    case ICBC_ROUTE_MSG:
+    case ICBC_ROUTE_UNREACHABLE: {
+        mx_client_msg_t m = {
+            .route = h,
+            .inner = (const uint8_t *) header + ICBC_ROUTE_HDR_SIZE,
+            .inner_len = h.inner_len,
+            .data = data,
+            .len = length,
+            .rndv = rndv,
+            .router = rt->index,
+        };
+        if (rt->state != RT_READY || c->p.on_msg == NULL) return drop;
+        if (c->p.on_msg(&m, c->p.arg) && persistent) return UCS_INPROGRESS;
+        return UCS_OK;
+    }
+    default:
+        return drop;
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void idle_pause(void)
+{
+    struct timespec ts = { 0, 50 * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+/* Why RT did not register, for the error message. */
+static void explain(const router_t *rt, int timeout_ms, char *err, size_t errlen)
+{
+    const char *host = rt->rf->host, *addr = rt->rf->fabric.text;
+
+    switch (rt->state) {
+    case RT_REFUSED:
+        fail(err, errlen, "router %s (fabric %s) refused the registration (wrong key?)", host,
+             addr);
+        break;
+    case RT_LOST:
+        if (rt->registered_once)
+            fail(err, errlen, "router %s (fabric %s) closed the connection after REGISTER: "
+                 "refused (%s)", host, addr, ucs_status_string(rt->ep_status));
+        else
+            fail(err, errlen, "router %s (fabric %s) unreachable: %s", host, addr,
+                 ucs_status_string(rt->ep_status));
+        break;
+    default:
+        fail(err, errlen, "router %s (fabric %s): no %s within %d ms (timeout)", host, addr,
+             rt->state == RT_CONNECTING ? "CHALLENGE" : "REGISTER_ACK", timeout_ms);
+        break;
+    }
+}
+
+icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **out, char *err,
+                               size_t errlen)
+{
+    mx_client_t *c;
+    ucp_worker_attr_t wattr = { .field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
+    icbc_status_t ret = ICBC_OK;
+    double deadline;
+    ucs_status_t st;
+
+    if (params->worker == NULL || params->nrouters == 0 || params->key == NULL ||
+        params->keylen == 0) {
+        fail(err, errlen, "mx_client: a worker, at least one router and the key are required");
+        return ICBC_ERR_INVALID;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) return ICBC_ERR_NO_MEMORY;
+    c->p = *params;
+    if (c->p.timeout_ms <= 0) c->p.timeout_ms = 10000;
+    if (c->p.rndv_thresh == 0) c->p.rndv_thresh = MX_RNDV_THRESH_DEFAULT;
+    c->routers = calloc(params->nrouters, sizeof(router_t));
+    if (c->routers == NULL) {
+        free(c);
+        return ICBC_ERR_NO_MEMORY;
+    }
+    if (ucp_worker_query(params->worker, &wattr) != UCS_OK) wattr.max_am_header = 0;
+    c->max_am_header = wattr.max_am_header;
+
+    ucp_am_handler_param_t hparams = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = ICBC_UCX_AM_ROUTE,
+        .cb = am_recv_cb,
+        .arg = c,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+    };
+    st = ucp_worker_set_am_recv_handler(params->worker, &hparams);
+    if (st != UCS_OK) {
+        fail(err, errlen, "mx_client: cannot install the route message handler: %s",
+             ucs_status_string(st));
+        free(c->routers);
+        free(c);
+        return ICBC_ERR_UNREACHABLE;
+    }
+
+    for (size_t i = 0; i < params->nrouters; i++) {
+        router_t *rt = &c->routers[i];
+        rt->client = c;
+        rt->index = (int) i;
+        rt->rf = &params->routers[i];
+        ucp_ep_params_t ep_params = {
+            .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+            .sockaddr = { .addr = (const struct sockaddr *) &rt->rf->fabric.sa,
+                          .addrlen = rt->rf->fabric.salen },
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = { .cb = ep_error_cb, .arg = rt },
+        };
+        st = ucp_ep_create(params->worker, &ep_params, &rt->ep);
+        if (st != UCS_OK) {
+            rt->ep = NULL;
+            rt->state = RT_LOST;
+            rt->ep_status = st;
+        }
+    }
+
+    /* Drive the worker until every router answered or the deadline passed. */
+    deadline = now_ms() + c->p.timeout_ms;
+    for (;;) {
+        int pending = 0;
+
+        for (size_t i = 0; i < params->nrouters; i++) {
+            router_t *rt = &c->routers[i];
+            if (rt->state == RT_CHALLENGED) {
+                unsigned char mac[ICBC_ROUTE_MAC_SIZE];
+                if (icbc_route_register_mac(c->p.key, c->p.keylen, rt->nonce, c->p.job,
+                                            c->p.rank, mac) != ICBC_OK ||
+                    send_control(rt, ICBC_ROUTE_REGISTER, mac, sizeof(mac)) != ICBC_OK) {
+                    rt->state = RT_LOST;
+                    rt->ep_status = UCS_ERR_IO_ERROR;
+                } else {
+                    rt->state = RT_REGISTERING;
+                    rt->registered_once = 1;
+                }
+            }
+            if (rt->state < RT_READY) pending++;
+        }
+        if (pending == 0 || now_ms() > deadline) break;
+        if (ucp_worker_progress(params->worker) == 0) idle_pause();
+    }
+    for (size_t i = 0; i < params->nrouters; i++) {
+        if (c->routers[i].state != RT_READY) {
+            explain(&c->routers[i], c->p.timeout_ms, err, errlen);
+            ret = c->routers[i].state == RT_REFUSED ? ICBC_ERR_AUTH
+                  : c->routers[i].state == RT_LOST && !c->routers[i].registered_once
+                        ? ICBC_ERR_UNREACHABLE
+                  : c->routers[i].state == RT_LOST ? ICBC_ERR_AUTH
+                                                   : ICBC_ERR_TIMEOUT;
+            break;
+        }
+    }
+    if (ret != ICBC_OK) {
+        mx_client_destroy(c);
+        return ret;
+    }
+    *out = c;
+    return ICBC_OK;
+}
+
+void mx_client_destroy(mx_client_t *c)
+{
+    ucp_worker_h w;
+    void **close_reqs;
+    double deadline;
+
+    if (c == NULL) return;
+    w = c->p.worker;
+    for (size_t i = 0; i < c->p.nrouters; i++)
+        if (c->routers[i].state == RT_READY) send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER,
+                                                          NULL, 0);
+    /* Close gracefully where the router is alive (DEREGISTER goes out first),
+     * by force where the endpoint failed; bounded wait either way. */
+    close_reqs = calloc(c->p.nrouters, sizeof(void *));
+    for (size_t i = 0; i < c->p.nrouters; i++) {
+        router_t *rt = &c->routers[i];
+        ucp_request_param_t param = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = rt->state == RT_READY ? 0 : UCP_EP_CLOSE_FLAG_FORCE,
+        };
+        void *r;
+
+        if (rt->ep == NULL) continue;
+        r = ucp_ep_close_nbx(rt->ep, &param);
+        if (r != NULL && !UCS_PTR_IS_ERR(r) && close_reqs) close_reqs[i] = r;
+        else if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+        rt->ep = NULL;
+    }
+    deadline = now_ms() + 2000;
+    for (;;) {
+        int open = 0;
+        for (size_t i = 0; close_reqs && i < c->p.nrouters; i++) {
+            if (close_reqs[i] == NULL) continue;
+            if (ucp_request_check_status(close_reqs[i]) != UCS_INPROGRESS) {
+                ucp_request_free(close_reqs[i]);
+                close_reqs[i] = NULL;
+            } else {
+                open++;
+            }
+        }
+        if ((open == 0 && c->reqs_out == 0) || now_ms() > deadline) break;
+        if (ucp_worker_progress(w) == 0) idle_pause();
+    }
+    for (size_t i = 0; close_reqs && i < c->p.nrouters; i++)
+        if (close_reqs[i]) ucp_request_free(close_reqs[i]); /* UCX finishes it later */
+    free(close_reqs);
+
+    ucp_am_handler_param_t hparams = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
+        .id = ICBC_UCX_AM_ROUTE,
+        .cb = NULL,
+    };
+    ucp_worker_set_am_recv_handler(w, &hparams);
+    /* Requests still out belong to UCX callbacks that can no longer run
+     * into this client only if they completed; leak them otherwise. */
+    if (c->reqs_out == 0) {
+        while (c->free_reqs) {
+            mx_creq_t *r = c->free_reqs;
+            c->free_reqs = r->next_free;
+            free(r);
+        }
+        free(c->routers);
+        free(c);
+    } else {
+        icbc_warn("mx_client: %zu operations still in flight at shutdown", c->reqs_out);
+    }
+}
+
+icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, uint32_t dst_rank,
+                             uint16_t flags, const void *inner, size_t inner_len,
+                             const void *payload, size_t len, mx_client_cb_t cb, void *arg)
+{
+    router_t *rt;
+    mx_creq_t *req;
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_MSG,
+        .flags = flags & ICBC_ROUTE_F_ORDERED,
+        .src_cluster = c->p.cluster,
+        .dst_cluster = dst_cluster,
+        .src_rank = c->p.rank,
+        .dst_rank = dst_rank,
+        .job = c->p.job,
+        .inner_len = (uint32_t) inner_len,
+        .payload_len = len,
+    };
+
+    if (router < 0 || (size_t) router >= c->p.nrouters) return ICBC_ERR_INVALID;
+    rt = &c->routers[router];
+    if (inner_len > mx_client_max_inner(c) || len > ICBC_ROUTE_PAYLOAD_MAX)
+        return ICBC_ERR_INVALID;
+    if (rt->state != RT_READY) return ICBC_ERR_PEER_FAILED;
+    req = req_get(c);
+    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    if (inner_len > MX_INLINE_HDR) {
+        req->hdr = malloc(ICBC_ROUTE_HDR_SIZE + inner_len);
+        if (req->hdr == NULL) {
+            req->hdr = req->inline_hdr;
+            req_put(req);
+            return ICBC_ERR_NO_MEMORY;
+        }
+    }
+    req->cb = cb;
+    req->arg = arg;
+    icbc_route_hdr_pack(&h, req->hdr);
+    if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, payload, len);
+}
+
+icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
+                                  mx_client_cb_t cb, void *arg)
+{
+    mx_creq_t *req = req_get(c);
+    void *ureq;
+
+    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    req->cb = cb;
+    req->arg = arg;
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.recv_am = pull_cb,
+        .user_data = req,
+        .datatype = ucp_dt_make_contig(1),
+    };
+    ureq = ucp_am_recv_data_nbx(c->p.worker, desc, buf, len, &param);
+    if (ureq == NULL) {
+        req_done(req, ICBC_OK);
+    } else if (UCS_PTR_IS_ERR(ureq)) {
+        req_put(req);
+        return ICBC_ERR_PEER_FAILED;
+    }
+    return ICBC_OK;
+}
+
+void mx_client_data_release(mx_client_t *c, void *data)
+{
+    ucp_am_data_release(c->p.worker, data);
+}
+
+size_t mx_client_max_inner(const mx_client_t *c)
+{
+    size_t lim = ICBC_ROUTE_INNER_MAX;
+
+    if (c->max_am_header > ICBC_ROUTE_HDR_SIZE && c->max_am_header - ICBC_ROUTE_HDR_SIZE < lim)
+        lim = c->max_am_header - ICBC_ROUTE_HDR_SIZE;
+    return lim;
+}
+
+size_t mx_client_num_routers(const mx_client_t *c)
+{
+    return c->p.nrouters;
+}
+
+int mx_client_router_alive(const mx_client_t *c, int router)
+{
+    return router >= 0 && (size_t) router < c->p.nrouters &&
+           c->routers[router].state == RT_READY;
+}

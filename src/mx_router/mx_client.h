@@ -1,0 +1,99 @@
+/*
+ * mx_client: the compute process's half of the fabric transport to the
+ * routers of its cluster. It runs on a UCX worker the caller owns (the
+ * netmod's), needs no MPI, never blocks inside a callback, and leaves
+ * progress to the caller (ucp_worker_progress), except in mx_client_create
+ * and mx_client_destroy, which drive the worker until registration or
+ * shutdown finish or their deadline passes.
+ *
+ * mx_client_create connects to every router given, answers each CHALLENGE
+ * with a REGISTER proof and waits for every REGISTER_ACK; it fails with one
+ * message naming the router and the cause (unreachable, refused, timeout).
+ *
+ * Messages from the routers (MSG, UNREACHABLE) arrive through on_msg. The
+ * payload is either eager data or, if m->rndv, a UCX rendezvous descriptor
+ * that must be pulled with mx_client_recv_data or dropped with
+ * mx_client_data_release. Return 1 from on_msg to keep m->data beyond the
+ * call (always for a descriptor that is not pulled inside the call), 0 if
+ * done with it.
+ *
+ * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
+ */
+#ifndef MX_CLIENT_H
+#define MX_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "icbc_route.h"
+#include "icbc_routerfile.h"
+#include "icbc_status.h"
+#include "mx_router.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mx_client mx_client_t;
+
+typedef struct mx_client_msg {
+    icbc_route_hdr_t route;  /* parsed and checked route header */
+    const void *inner;       /* inner header, valid during the call */
+    size_t inner_len;
+    void *data;              /* payload, or the rendezvous descriptor if rndv */
+    size_t len;
+    int rndv;
+    int router;              /* index of the router it came through */
+} mx_client_msg_t;
+
+/* Completion of a send or a pull; may run before the posting call returns. */
+typedef void (*mx_client_cb_t)(void *arg, icbc_status_t status);
+
+typedef struct mx_client_params {
+    ucp_worker_h worker;
+    const icbc_rf_router_t *routers; /* the routers of this process's cluster */
+    size_t nrouters;
+    uint16_t cluster;                /* this process's cluster index */
+    uint64_t job;
+    uint32_t rank;
+    const unsigned char *key;        /* the router file's key */
+    size_t keylen;
+    int timeout_ms;                  /* registration deadline; 0: 10000 */
+    size_t rndv_thresh;              /* larger payloads go by rendezvous; 0: default */
+    int (*on_msg)(const mx_client_msg_t *m, void *arg);
+    /* The endpoint to ROUTER failed after registration (router gone).
+     * Sends to it fail from now on. */
+    void (*on_router_lost)(int router, icbc_status_t status, void *arg);
+    void *arg;
+} mx_client_params_t;
+
+icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **out, char *err,
+                               size_t errlen);
+/* Sends DEREGISTER to the live routers and closes the endpoints (bounded wait). */
+void mx_client_destroy(mx_client_t *c);
+
+/* One MSG to (DST_CLUSTER, DST_RANK) through ROUTER. INNER is copied;
+ * PAYLOAD must stay valid until CB(ARG) runs. FLAGS: ICBC_ROUTE_F_ORDERED
+ * for messages that must stay in order with the pair's other ordered ones.
+ * ICBC_ERR_INVALID: inner header too large (see mx_client_max_inner) or
+ * payload above ICBC_ROUTE_PAYLOAD_MAX; ICBC_ERR_PEER_FAILED: router lost. */
+icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, uint32_t dst_rank,
+                             uint16_t flags, const void *inner, size_t inner_len,
+                             const void *payload, size_t len, mx_client_cb_t cb, void *arg);
+
+/* Pulls a rendezvous payload (m->data of on_msg) into BUF. */
+icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
+                                  mx_client_cb_t cb, void *arg);
+void mx_client_data_release(mx_client_t *c, void *data);
+
+size_t mx_client_max_inner(const mx_client_t *c);
+size_t mx_client_num_routers(const mx_client_t *c);
+int mx_client_router_alive(const mx_client_t *c, int router);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MX_CLIENT_H */

@@ -1,0 +1,27 @@
+# Router core (library, also runs as a thread) and the icbc-router daemon
+# (docs/router.md).
+libicbc_la_CPPFLAGS += -I$(top_srcdir)/src/router
+libicbc_la_SOURCES += \
+    src/router/router.c \
+    src/router/fabric.c \
+    src/router/trunk.c \
+    src/router/forward.c \
+    src/router/router_int.h \
+    src/router/rt_list.h
+include_icbc_HEADERS += src/router/router.h
+
+bin_PROGRAMS += icbc-router
+icbc_router_SOURCES = src/router/router_main.c
+icbc_router_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/router
+icbc_router_LDADD = libicbc.la
+
+# Two routers in two "clusters" on 127.0.0.1 with clients over mx_client.
+if HAVE_GTEST
+check_PROGRAMS += test/router/icbc_router_tests
+TESTS += test/router/icbc_router_tests
+test_router_icbc_router_tests_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/router \
+    -I$(top_srcdir)/src/mx_router -I$(top_srcdir)/src/bt_lib $(UCX_CPPFLAGS) \
+    -DICBC_ROUTER_BIN='"$(abs_top_builddir)/icbc-router"'
+test_router_icbc_router_tests_SOURCES = test/router/router_test.cc
+test_router_icbc_router_tests_LDADD = libicbc.la $(UCX_LIBS) -lgtest -lgtest_main -lpthread
+endif

@@ -1,0 +1,289 @@
+/*
+ * Fabric side of the router: compute processes connect over UCX, are
+ * challenged, register with a proof of the key, and send route messages.
+ *
+ *   connect   -> CHALLENGE (32-byte random nonce)
+ *   REGISTER  <- HMAC(key, nonce, job, rank); checked, then REGISTER_ACK
+ *                (F_OK) and (job, rank) -> process in the registry
+ *   anything else first, a wrong proof, or nothing within register_ms:
+ *                REGISTER_ACK without F_OK where possible, close, "refused"
+ *   MSG       <- forwarded (forward.c) after checking its source is the
+ *                registered (job, rank) of this endpoint
+ *   DEREGISTER <- forget (job, rank); endpoint error: forget, fail its queue
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "icbc_log.h"
+#include "router_int.h"
+
+rt_peer_t *rt_lookup(icbc_router_t *r, uint64_t job, uint32_t rank)
+{
+    return mx_map_get(&r->registry, job, rank);
+}
+
+static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void *inner,
+                         size_t inner_len)
+{
+    icbc_router_t *r = p->r;
+    uint8_t hdr[ICBC_ROUTE_HDR_SIZE + ICBC_ROUTE_NONCE_SIZE];
+    icbc_route_hdr_t h = {
+        .type = type,
+        .flags = flags,
+        .src_cluster = (uint16_t) r->cluster,
+        .dst_cluster = (uint16_t) r->cluster,
+        .dst_rank = p->rank,
+        .job = p->job,
+        .inner_len = (uint32_t) inner_len,
+    };
+    rt_msg_t *m;
+
+    icbc_route_hdr_pack(&h, hdr);
+    memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    m = rt_msg_new(r, hdr, ICBC_ROUTE_HDR_SIZE + inner_len, &h, FROM_ROUTER);
+    if (m == NULL) return;
+    m->state = MSG_SENDING;
+    if (mx_server_send(p->mp, m->hdr, m->hdr_len, NULL, 0, m) != ICBC_OK) rt_msg_free(m);
+}
+
+static void unregister(rt_peer_t *p)
+{
+    icbc_router_t *r = p->r;
+
+    if (p->registered && rt_lookup(r, p->job, p->rank) == p) mx_map_del(&r->registry, p->job,
+                                                                         p->rank);
+    p->registered = 0;
+    r->st.registered = r->registry.count;
+}
+
+/* Forgets P: out of every list, its undelivered messages answered. */
+static void peer_free(rt_peer_t *p)
+{
+    unregister(p);
+    rt_list_del(&p->unreg_link);
+    rt_list_del(&p->all_link);
+    rt_list_del(&p->out.pump_link);
+    rt_queue_fail(&p->out);
+    free(p);
+}
+
+static void refuse(rt_peer_t *p, int answer, const char *why)
+{
+    icbc_router_t *r = p->r;
+
+    icbc_warn("router %s: refused fabric connection from %s: %s", r->name,
+              mx_peer_addr_text(p->mp), why);
+    r->st.refused_fabric++;
+    if (answer) send_control(p, ICBC_ROUTE_REGISTER_ACK, 0, NULL, 0);
+    mx_server_close(p->mp, 1);
+    peer_free(p);
+}
+
+static void on_connect(mx_peer_t *mp, void *arg)
+{
+    icbc_router_t *r = arg;
+    rt_peer_t *p = calloc(1, sizeof(*p));
+
+    if (p == NULL) {
+        mx_server_close(mp, 0);
+        return;
+    }
+    p->r = r;
+    p->mp = mp;
+    rt_queue_init(&p->out, Q_PEER, p);
+    rt_list_init(&p->unreg_link);
+    rt_list_push(&r->peers, &p->all_link);
+    mx_peer_set_arg(mp, p);
+    if (getrandom(p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce)) {
+        icbc_error("router %s: getrandom failed; closing %s", r->name, mx_peer_addr_text(mp));
+        mx_server_close(mp, 0);
+        peer_free(p);
+        return;
+    }
+    p->deadline = rt_now_ms() + r->cfg.register_ms;
+    rt_list_push(&r->unregistered, &p->unreg_link);
+    icbc_debug("router %s: process connected from %s", r->name, mx_peer_addr_text(mp));
+    send_control(p, ICBC_ROUTE_CHALLENGE, 0, p->nonce, sizeof(p->nonce));
+}
+
+static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t *inner)
+{
+    icbc_router_t *r = p->r;
+    unsigned char mac[ICBC_ROUTE_MAC_SIZE];
+    rt_peer_t *old;
+
+    if (rh->inner_len != ICBC_ROUTE_MAC_SIZE || rh->payload_len != 0) {
+        refuse(p, 1, "malformed REGISTER");
+        return;
+    }
+    if (rh->src_cluster != r->cluster) {
+        refuse(p, 1, "REGISTER names another cluster");
+        return;
+    }
+    if (icbc_route_register_mac(r->key, r->keylen, p->nonce, rh->job, rh->src_rank, mac) !=
+            ICBC_OK ||
+        !icbc_route_mac_equal(mac, inner, ICBC_ROUTE_MAC_SIZE)) {
+        refuse(p, 1, "wrong REGISTER proof (different key?)");
+        return;
+    }
+    old = rt_lookup(r, rh->job, rh->src_rank);
+    if (old && old != p) {
+        icbc_info("router %s: job %llu rank %u registered again from %s (was %s)", r->name,
+                  (unsigned long long) rh->job, rh->src_rank, mx_peer_addr_text(p->mp),
+                  mx_peer_addr_text(old->mp));
+        old->registered = 0;
+    }
+    if (mx_map_put(&r->registry, rh->job, rh->src_rank, p) != ICBC_OK) {
+        refuse(p, 1, "out of memory");
+        return;
+    }
+    p->registered = 1;
+    p->job = rh->job;
+    p->rank = rh->src_rank;
+    rt_list_del(&p->unreg_link);
+    r->st.registered = r->registry.count;
+    icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
+               (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
+    send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, NULL, 0);
+}
+
+static void pull_go(rt_waiter_t *w)
+{
+    rt_msg_t *m = RT_CONTAINER(w, rt_msg_t, wait);
+    icbc_router_t *r = m->r;
+    void *desc = m->desc;
+
+    m->charged = m->len;
+    m->kind = PAY_POOL;
+    m->payload = malloc(m->len);
+    m->desc = NULL;
+    m->state = MSG_PULLING;
+    if (m->payload == NULL || mx_server_recv_data(r->fabric, desc, m->payload, m->len, m) !=
+                                  ICBC_OK) {
+        if (m->payload == NULL) mx_server_data_release(r->fabric, desc);
+        rt_on_pulled(m, ICBC_ERR_NO_MEMORY);
+    }
+}
+
+/* A MSG from a registered process: queue it for its output. Runs inside
+ * the UCX receive callback, so nothing is sent or pulled from here. */
+static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *rh)
+{
+    icbc_router_t *r = p->r;
+    rt_queue_t *q;
+    rt_msg_t *m;
+
+    if (rh->job != p->job || rh->src_rank != p->rank || rh->src_cluster != r->cluster) {
+        icbc_debug("router %s: MSG from %s names another source; dropped", r->name,
+                   mx_peer_addr_text(p->mp));
+        return 0;
+    }
+    q = rt_route(r, rh);
+    if (q == NULL) {
+        rt_unreachable(r, rh, rh->dst_cluster == r->cluster ? "not registered"
+                              : rh->dst_cluster >= icbc_routerfile_num_clusters(r->rf)
+                                  ? "no such cluster"
+                                  : "trunk down");
+        return 0;
+    }
+    m = rt_msg_new(r, rcv->hdr, rcv->hdr_len, rh, FROM_FABRIC);
+    if (m == NULL) {
+        rt_unreachable(r, rh, "out of memory");
+        return 0;
+    }
+    m->len = rcv->len;
+    rt_enqueue(q, m);
+    if (rcv->len == 0) {
+        rt_pump_later(r, q);
+        return 0;
+    }
+    if (!rcv->rndv) {
+        m->kind = PAY_UCX;
+        m->payload = rcv->data;
+        m->charged = rcv->len;
+        rt_mem_charge_eager(r, rcv->len);
+        rt_pump_later(r, q);
+        return 1;
+    }
+    m->state = MSG_WAIT_MEM;
+    m->desc = rcv->data;
+    m->wait.need = rcv->len;
+    m->wait.go = pull_go;
+    rt_mem_wait(r, &m->wait); /* served by rt_mem_kick from the loop */
+    return 1;
+}
+
+static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
+{
+    rt_peer_t *p = mx_peer_arg(mp);
+    icbc_route_hdr_t rh;
+
+    if (p == NULL) return 0;
+    if (icbc_route_hdr_parse(rcv->hdr, rcv->hdr_len, &rh) != ICBC_OK ||
+        rh.inner_len != rcv->hdr_len - ICBC_ROUTE_HDR_SIZE || rh.payload_len != rcv->len) {
+        if (!p->registered) refuse(p, 0, "malformed message before REGISTER");
+        else icbc_debug("router %s: malformed message from %s dropped", p->r->name,
+                        mx_peer_addr_text(mp));
+        return 0;
+    }
+    if (!p->registered) {
+        if (rh.type == ICBC_ROUTE_REGISTER && rt_list_linked(&p->unreg_link))
+            do_register(p, &rh, (const uint8_t *) rcv->hdr + ICBC_ROUTE_HDR_SIZE);
+        else if (rt_list_linked(&p->unreg_link))
+            refuse(p, 1, "message before REGISTER");
+        return 0;
+    }
+    switch (rh.type) {
+    case ICBC_ROUTE_MSG:
+        return forward(p, rcv, &rh);
+    case ICBC_ROUTE_DEREGISTER:
+        icbc_debug("router %s: job %llu rank %u deregistered", p->r->name,
+                   (unsigned long long) p->job, p->rank);
+        unregister(p);
+        return 0;
+    default:
+        icbc_debug("router %s: unexpected message type %u from %s", p->r->name, rh.type,
+                   mx_peer_addr_text(mp));
+        return 0;
+    }
+}
+
+static void on_lost(mx_peer_t *mp, icbc_status_t status, void *arg)
+{
+    rt_peer_t *p = mx_peer_arg(mp);
+
+    if (p == NULL) return;
+    if (p->registered)
+        icbc_info("router %s: job %llu rank %u (%s) gone", p->r->name,
+                  (unsigned long long) p->job, p->rank, mx_peer_addr_text(mp));
+    peer_free(p);
+}
+
+const mx_server_cbs_t rt_fabric_cbs = {
+    .on_connect = on_connect,
+    .on_recv = on_recv,
+    .on_lost = on_lost,
+    .on_sent = rt_on_sent,
+    .on_pulled = rt_on_pulled,
+};
+
+void rt_fabric_timers(icbc_router_t *r, double now, double *next)
+{
+    while (!rt_list_empty(&r->unregistered)) {
+        rt_peer_t *p = RT_CONTAINER(r->unregistered.next, rt_peer_t, unreg_link);
+        if (p->deadline > now) {
+            if (p->deadline < *next) *next = p->deadline;
+            break;
+        }
+        refuse(p, 0, "no REGISTER in time");
+    }
+}
+
+void rt_fabric_destroy(icbc_router_t *r)
+{
+    while (!rt_list_empty(&r->peers)) {
+        rt_peer_t *p = RT_CONTAINER(r->peers.next, rt_peer_t, all_link);
+        peer_free(p);
+    }
+}

@@ -1,0 +1,309 @@
+/*
+ * Forwarding: output queues, the memory bound and UNREACHABLE.
+ *
+ * Every message waits in the FIFO queue of its output (a trunk stream or a
+ * registered process); only the queue's head is handed to the transport,
+ * and only once its payload is in memory, so each queue keeps arrival order
+ * even when a rendezvous payload is still being pulled.
+ *
+ * Memory: payload bytes held by the router are charged against max_memory.
+ * Pulls of rendezvous payloads and reads of trunk payloads wait (FIFO) until
+ * their bytes fit; eager UCX data has already arrived and is charged as it
+ * comes. If nothing of ours is pooled, one request is let through even if
+ * eager data alone fills the bound, so the router never stalls for good.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "icbc_log.h"
+#include "router_int.h"
+
+void rt_queue_init(rt_queue_t *q, rt_queue_kind_t kind, void *owner)
+{
+    rt_list_init(&q->msgs);
+    rt_list_init(&q->pump_link);
+    q->bytes = 0;
+    q->kind = kind;
+    q->owner = owner;
+}
+
+rt_msg_t *rt_msg_new(icbc_router_t *r, const void *hdr, size_t hdr_len,
+                     const icbc_route_hdr_t *rh, rt_origin_t origin)
+{
+    rt_msg_t *m = malloc(sizeof(*m) + hdr_len);
+
+    if (m == NULL) return NULL;
+    memset(m, 0, sizeof(*m));
+    rt_list_init(&m->qlink);
+    rt_list_init(&m->wait.link);
+    m->r = r;
+    m->rh = *rh;
+    m->hdr = (uint8_t *) (m + 1);
+    m->hdr_len = hdr_len;
+    memcpy(m->hdr, hdr, hdr_len);
+    m->kind = PAY_NONE;
+    m->state = MSG_READY;
+    m->origin = origin;
+    return m;
+}
+
+void rt_msg_free(rt_msg_t *m)
+{
+    icbc_router_t *r = m->r;
+
+    if (m->q) {
+        rt_list_del(&m->qlink);
+        m->q->bytes -= m->len;
+        m->q = NULL;
+    }
+    rt_list_del(&m->wait.link);
+    if (m->desc) mx_server_data_release(r->fabric, m->desc);
+    if (m->kind == PAY_UCX) mx_server_data_release(r->fabric, m->payload);
+    else if (m->kind == PAY_POOL) free(m->payload);
+    size_t charged = m->charged;
+    int pool = m->kind == PAY_POOL;
+    free(m);
+    if (charged) rt_mem_release(r, charged, pool);
+}
+
+void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
+{
+    m->q = q;
+    m->to_trunk = q->kind == Q_STREAM;
+    q->bytes += m->len;
+    rt_list_push(&q->msgs, &m->qlink);
+}
+
+static void count_done(icbc_router_t *r, const rt_msg_t *m)
+{
+    if (m->origin == FROM_ROUTER) return;
+    if (m->to_trunk) {
+        r->st.msgs_out++;
+        r->st.bytes_out += m->len;
+    } else if (m->origin == FROM_TRUNK) {
+        r->st.msgs_in++;
+        r->st.bytes_in += m->len;
+    } else {
+        r->st.msgs_local++;
+        r->st.bytes_local += m->len;
+    }
+}
+
+/* Transport completion of a message handed on by rt_pump. */
+void rt_on_sent(void *arg, icbc_status_t status)
+{
+    rt_msg_t *m = arg;
+
+    if (status == ICBC_OK) count_done(m->r, m);
+    else rt_unreachable(m->r, &m->rh, m->to_trunk ? "trunk lost" : "destination lost");
+    rt_msg_free(m);
+}
+
+void rt_pump(rt_queue_t *q)
+{
+    while (!rt_list_empty(&q->msgs)) {
+        rt_msg_t *m = RT_CONTAINER(q->msgs.next, rt_msg_t, qlink);
+        icbc_status_t st;
+
+        if (m->state != MSG_READY) break;
+        if (q->kind == Q_STREAM) {
+            rt_stream_t *s = q->owner;
+            if (s->busy || !s->ready) break;
+        }
+        rt_list_del(&m->qlink);
+        q->bytes -= m->len;
+        m->q = NULL;
+        m->state = MSG_SENDING;
+        if (q->kind == Q_STREAM) {
+            st = rt_stream_send(q->owner, m);
+            if (st == ICBC_ERR_BUSY) {
+                /* Back to the head; on_writable pumps again. */
+                rt_list_t *first = q->msgs.next;
+                m->state = MSG_READY;
+                m->q = q;
+                q->bytes += m->len;
+                m->qlink.prev = &q->msgs;
+                m->qlink.next = first;
+                first->prev = &m->qlink;
+                q->msgs.next = &m->qlink;
+                ((rt_stream_t *) q->owner)->busy = 1;
+                break;
+            }
+        } else {
+            rt_peer_t *p = q->owner;
+            st = mx_server_send(p->mp, m->hdr, m->hdr_len, m->payload, m->len, m);
+        }
+        if (st != ICBC_OK) {
+            rt_unreachable(m->r, &m->rh, "send failed");
+            rt_msg_free(m);
+        }
+    }
+}
+
+void rt_pump_later(icbc_router_t *r, rt_queue_t *q)
+{
+    if (!rt_list_linked(&q->pump_link)) rt_list_push(&r->to_pump, &q->pump_link);
+}
+
+void rt_pump_deferred(icbc_router_t *r)
+{
+    while (!rt_list_empty(&r->to_pump)) {
+        rt_queue_t *q = RT_CONTAINER(r->to_pump.next, rt_queue_t, pump_link);
+        rt_list_del(&q->pump_link);
+        rt_pump(q);
+    }
+}
+
+void rt_queue_fail(rt_queue_t *q)
+{
+    while (!rt_list_empty(&q->msgs)) {
+        rt_msg_t *m = RT_CONTAINER(q->msgs.next, rt_msg_t, qlink);
+
+        rt_list_del(&m->qlink);
+        q->bytes -= m->len;
+        m->q = NULL;
+        if (m->state == MSG_PULLING) continue; /* rt_on_pulled finishes it */
+        rt_unreachable(m->r, &m->rh, q->kind == Q_STREAM ? "trunk lost" : "destination lost");
+        rt_msg_free(m);
+    }
+}
+
+rt_queue_t *rt_route(icbc_router_t *r, const icbc_route_hdr_t *rh)
+{
+    if (rh->dst_cluster == r->cluster) {
+        rt_peer_t *p = rt_lookup(r, rh->job, rh->dst_rank);
+        return p ? &p->out : NULL;
+    } else {
+        rt_stream_t *s = rt_trunk_pick(r, rh);
+        return s ? &s->q : NULL;
+    }
+}
+
+/* Log an unreachable destination once per (job, cluster, rank); the set is
+ * bounded, after which further ones are counted only. */
+#define UNREACH_LOG_MAX 65536
+
+static void log_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, const char *why)
+{
+    uint64_t k2 = (uint64_t) lost->dst_cluster << 32 | lost->dst_rank;
+
+    if (mx_map_get(&r->unreach_logged, lost->job, k2)) return;
+    if (r->unreach_logged.count >= UNREACH_LOG_MAX) return;
+    mx_map_put(&r->unreach_logged, lost->job, k2, (void *) 1);
+    icbc_warn("router %s: job %llu rank %u of cluster %u unreachable (%s); message from "
+              "rank %u of cluster %u dropped, source told",
+              r->name, (unsigned long long) lost->job, lost->dst_rank, lost->dst_cluster, why,
+              lost->src_rank, lost->src_cluster);
+}
+
+void rt_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, const char *why)
+{
+    uint8_t hdr[2 * ICBC_ROUTE_HDR_SIZE];
+    icbc_route_hdr_t uh = {
+        .type = ICBC_ROUTE_UNREACHABLE,
+        .src_cluster = lost->dst_cluster,
+        .dst_cluster = lost->src_cluster,
+        .src_rank = lost->dst_rank,
+        .dst_rank = lost->src_rank,
+        .job = lost->job,
+        .inner_len = ICBC_ROUTE_HDR_SIZE,
+    };
+    rt_queue_t *q;
+    rt_msg_t *m;
+
+    if (lost->type != ICBC_ROUTE_MSG || r->destroying) return; /* never answer an answer */
+    r->st.unreachable++;
+    log_unreachable(r, lost, why);
+    icbc_route_hdr_pack(&uh, hdr);
+    icbc_route_hdr_pack(lost, hdr + ICBC_ROUTE_HDR_SIZE);
+    q = rt_route(r, &uh);
+    if (q == NULL) {
+        icbc_debug("router %s: UNREACHABLE for job %llu rank %u has no way back", r->name,
+                   (unsigned long long) uh.job, uh.dst_rank);
+        return;
+    }
+    m = rt_msg_new(r, hdr, sizeof(hdr), &uh, FROM_ROUTER);
+    if (m == NULL) return;
+    rt_enqueue(q, m);
+    rt_pump(q);
+}
+
+/* ---- memory bound ------------------------------------------------------ */
+
+static void note_peak(icbc_router_t *r)
+{
+    r->st.buffered = r->charged;
+    if (r->charged > r->st.peak_buffered) r->st.peak_buffered = r->charged;
+}
+
+static int mem_fits(const icbc_router_t *r, size_t n)
+{
+    return r->charged + n <= r->cfg.max_memory || r->charged_pool == 0;
+}
+
+static void mem_take(icbc_router_t *r, size_t n)
+{
+    r->charged += n;
+    r->charged_pool += n;
+    note_peak(r);
+}
+
+int rt_mem_try(icbc_router_t *r, size_t n)
+{
+    if (!rt_list_empty(&r->mem_waiters) || !mem_fits(r, n)) return 0;
+    mem_take(r, n);
+    return 1;
+}
+
+void rt_mem_charge_eager(icbc_router_t *r, size_t n)
+{
+    r->charged += n;
+    note_peak(r);
+}
+
+void rt_mem_release(icbc_router_t *r, size_t n, int pool)
+{
+    r->charged -= n;
+    if (pool) r->charged_pool -= n;
+    note_peak(r);
+    if (!rt_list_empty(&r->mem_waiters)) rt_mem_kick(r);
+}
+
+void rt_mem_wait(icbc_router_t *r, rt_waiter_t *w)
+{
+    rt_list_push(&r->mem_waiters, &w->link);
+}
+
+void rt_mem_kick(icbc_router_t *r)
+{
+    if (r->destroying) return;
+    if (r->kicking) {
+        r->kick_again = 1;
+        return;
+    }
+    r->kicking = 1;
+    do {
+        r->kick_again = 0;
+        while (!rt_list_empty(&r->mem_waiters)) {
+            rt_waiter_t *w = RT_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
+            if (!mem_fits(r, w->need)) break;
+            rt_list_del(&w->link);
+            mem_take(r, w->need);
+            w->go(w);
+        }
+    } while (r->kick_again);
+    r->kicking = 0;
+}
+
+void rt_on_pulled(void *arg, icbc_status_t status)
+{
+    rt_msg_t *m = arg;
+
+    if (status != ICBC_OK || m->q == NULL) {
+        rt_unreachable(m->r, &m->rh, status != ICBC_OK ? "source lost" : "destination lost");
+        rt_msg_free(m);
+        return;
+    }
+    m->state = MSG_READY;
+    rt_pump(m->q);
+}

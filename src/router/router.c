@@ -1,0 +1,272 @@
+/* Router life cycle, event loop, timers and statistics; see router.h. */
+#include "router.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "icbc_log.h"
+#include "router_int.h"
+
+double rt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void on_stop_fd(int fd, uint32_t events, void *arg)
+{
+    icbc_router_t *r = arg;
+    uint64_t v;
+
+    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN) icbc_debug("router: eventfd read failed");
+    r->stopping = 1;
+}
+
+static void on_fabric_fd(int fd, uint32_t events, void *arg)
+{
+    /* Nothing to do here: the loop drives UCX after every wake-up. */
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t **out, char *err,
+                                 size_t errlen)
+{
+    icbc_router_t *r;
+    char host[ICBC_RF_HOST_MAX + 1];
+    const icbc_rf_cluster_t *cl;
+    icbc_status_t st;
+
+    if (cfg->rf == NULL) {
+        set_err(err, errlen, "router: no router file");
+        return ICBC_ERR_INVALID;
+    }
+    if (cfg->streams < 0 || cfg->streams > ICBC_ROUTER_STREAMS_MAX) {
+        set_err(err, errlen, "router: --streams must be 1..%d", ICBC_ROUTER_STREAMS_MAX);
+        return ICBC_ERR_INVALID;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) return ICBC_ERR_NO_MEMORY;
+    r->cfg = *cfg;
+    r->rf = cfg->rf;
+    r->stop_fd = -1;
+    r->conn_tag = CONN_ROUTER;
+    if (r->cfg.max_memory == 0) r->cfg.max_memory = ICBC_ROUTER_MAX_MEMORY_DEFAULT;
+    if (r->cfg.streams == 0) r->cfg.streams = ICBC_ROUTER_STREAMS_DEFAULT;
+    if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
+    mx_map_init(&r->registry);
+    mx_map_init(&r->unreach_logged);
+    rt_list_init(&r->unregistered);
+    rt_list_init(&r->peers);
+    rt_list_init(&r->to_pump);
+    rt_list_init(&r->mem_waiters);
+    pthread_mutex_init(&r->pub_lock, NULL);
+
+    if (cfg->host) {
+        snprintf(host, sizeof(host), "%s", cfg->host);
+    } else if (icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK) {
+        set_err(err, errlen, "router: cannot tell this host's name (set --host or ICBC_NODE)");
+        st = ICBC_ERR_INVALID;
+        goto fail;
+    }
+    r->self = icbc_routerfile_find_router(r->rf, host, &r->cluster);
+    if (r->self == NULL) {
+        set_err(err, errlen, "%s: no 'router %s' entry", icbc_routerfile_name(r->rf), host);
+        st = ICBC_ERR_NOT_FOUND;
+        goto fail;
+    }
+    cl = icbc_routerfile_cluster(r->rf, (size_t) r->cluster);
+    r->index = (int) (r->self - cl->routers);
+    snprintf(r->name, sizeof(r->name), "%s/%d", cl->name, r->index);
+    st = icbc_routerfile_read_key(r->rf, r->key, sizeof(r->key), &r->keylen, err, errlen);
+    if (st != ICBC_OK) goto fail;
+
+    st = bt_poller_create(&r->poller);
+    if (st != ICBC_OK) {
+        set_err(err, errlen, "router %s: cannot create the poller: %s", r->name,
+                icbc_status_str(st));
+        goto fail;
+    }
+    r->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (r->stop_fd < 0 || bt_poller_add_fd(r->poller, r->stop_fd, EPOLLIN, on_stop_fd, r) !=
+                              ICBC_OK) {
+        set_err(err, errlen, "router %s: cannot set up the stop event: %s", r->name,
+                strerror(errno));
+        st = ICBC_ERR_IO;
+        goto fail;
+    }
+
+    mx_server_opts_t mo = {
+        .addr = (const struct sockaddr *) &r->self->fabric.sa,
+        .addrlen = r->self->fabric.salen,
+        .tls = cfg->ucx_tls,
+        .devices = cfg->ucx_devices,
+        .rndv_thresh = cfg->rndv_thresh,
+    };
+    st = mx_server_create(&mo, &rt_fabric_cbs, r, &r->fabric);
+    if (st != ICBC_OK) {
+        set_err(err, errlen, "router %s: cannot open the fabric side on %s: %s", r->name,
+                r->self->fabric.text, icbc_status_str(st));
+        goto fail;
+    }
+    st = bt_poller_add_fd(r->poller, mx_server_efd(r->fabric), EPOLLIN, on_fabric_fd, r);
+    if (st != ICBC_OK) {
+        set_err(err, errlen, "router %s: cannot watch the UCX event descriptor", r->name);
+        goto fail;
+    }
+    st = rt_trunks_create(r, err, errlen);
+    if (st != ICBC_OK) goto fail;
+    icbc_info("router %s: host %s, fabric %s, WAN %s, %d trunk(s), %d streams each, "
+              "max memory %zu bytes", r->name, host, r->self->fabric.text, r->self->wan.text,
+              r->ntrunks, r->cfg.streams, r->cfg.max_memory);
+    *out = r;
+    return ICBC_OK;
+
+fail:
+    icbc_router_destroy(r);
+    return st;
+}
+
+static void publish(icbc_router_t *r)
+{
+    pthread_mutex_lock(&r->pub_lock);
+    r->pub = r->st;
+    pthread_mutex_unlock(&r->pub_lock);
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+void icbc_router_get_stats(icbc_router_t *r, icbc_router_stats_t *st)
+{
+    pthread_mutex_lock(&r->pub_lock);
+    *st = r->pub;
+    pthread_mutex_unlock(&r->pub_lock);
+    st->peak_rss_kb = peak_rss_kb();
+}
+
+void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "stats: out %llu msgs %llu B, in %llu msgs %llu B, local %llu msgs %llu B, "
+             "unreachable %llu, refused fabric %llu trunk %llu, buffered %llu B peak %llu B, "
+             "registered %llu, trunks up %llu/%llu, peak RSS %ld KiB",
+             (unsigned long long) st->msgs_out, (unsigned long long) st->bytes_out,
+             (unsigned long long) st->msgs_in, (unsigned long long) st->bytes_in,
+             (unsigned long long) st->msgs_local, (unsigned long long) st->bytes_local,
+             (unsigned long long) st->unreachable, (unsigned long long) st->refused_fabric,
+             (unsigned long long) st->refused_trunk, (unsigned long long) st->buffered,
+             (unsigned long long) st->peak_buffered, (unsigned long long) st->registered,
+             (unsigned long long) st->trunks_up, (unsigned long long) st->trunks,
+             st->peak_rss_kb);
+}
+
+static void stats_line(icbc_router_t *r)
+{
+    char line[512];
+    icbc_router_stats_t st = r->st;
+
+    st.peak_rss_kb = peak_rss_kb();
+    icbc_router_format_stats(&st, line, sizeof(line));
+    icbc_info("router %s: %s", r->name, line);
+}
+
+icbc_status_t icbc_router_run(icbc_router_t *r)
+{
+    double now = rt_now_ms();
+
+    r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
+    while (!r->stopping) {
+        double next;
+        int n, timeout;
+
+        mx_server_progress(r->fabric);
+        rt_mem_kick(r);          /* rendezvous pulls queued by UCX callbacks */
+        rt_pump_deferred(r);     /* queues filled by UCX callbacks */
+        rt_destroy_dead(r);
+        now = rt_now_ms();
+        next = now + 1000;
+        rt_fabric_timers(r, now, &next);
+        rt_trunk_timers(r, now, &next);
+        if (r->next_stats > 0) {
+            if (r->next_stats <= now) {
+                stats_line(r);
+                r->next_stats = now + r->cfg.stats_interval * 1e3;
+            }
+            if (r->next_stats < next) next = r->next_stats;
+        }
+        publish(r);
+        if (mx_server_progress(r->fabric) > 0 || !rt_list_empty(&r->to_pump)) continue;
+        /* bt_lib runs deferred work (send completions) at the start of a
+         * wait; that work may start UCX operations, so only block once a
+         * non-blocking turn found nothing to do. */
+        n = bt_poller_wait(r->poller, 0);
+        if (n != 0) {
+            if (n < 0) goto poller_failed;
+            continue;
+        }
+        if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY) continue;
+        timeout = next > now ? (int) (next - now) + 1 : 0;
+        n = bt_poller_wait(r->poller, timeout);
+        if (n < 0) goto poller_failed;
+    }
+    r->st.peak_rss_kb = peak_rss_kb();
+    publish(r);
+    stats_line(r);
+    return ICBC_OK;
+
+poller_failed:
+    icbc_error("router %s: poller failed", r->name);
+    return ICBC_ERR_IO;
+}
+
+void icbc_router_stop(icbc_router_t *r)
+{
+    uint64_t one = 1;
+
+    r->stopping = 1;
+    if (r->stop_fd >= 0 && write(r->stop_fd, &one, sizeof(one)) < 0) {
+        /* the flag alone stops the loop at its next wake-up */
+    }
+}
+
+void icbc_router_destroy(icbc_router_t *r)
+{
+    if (r == NULL) return;
+    r->destroying = 1;
+    rt_trunks_destroy(r);
+    rt_fabric_destroy(r);
+    if (r->fabric) {
+        if (r->poller) bt_poller_del_fd(r->poller, mx_server_efd(r->fabric));
+        mx_server_destroy(r->fabric);
+    }
+    if (r->poller) bt_poller_destroy(r->poller);
+    if (r->stop_fd >= 0) close(r->stop_fd);
+    mx_map_free(&r->registry);
+    mx_map_free(&r->unreach_logged);
+    free(r->dead);
+    pthread_mutex_destroy(&r->pub_lock);
+    memset(r->key, 0, sizeof(r->key));
+    free(r);
+}

@@ -1,0 +1,78 @@
+/*
+ * icbc router core: forwards route messages between the compute processes
+ * of its cluster (fabric side, UCX, src/mx_router) and the routers of the
+ * other clusters (WAN side, TCP trunks, src/bt_lib). docs/router.md tells
+ * what it does; icbc-router (router_main.c) is the daemon around it, and a
+ * compute process may run it in a thread of its own.
+ *
+ * Threads: create, run and destroy belong to one thread; icbc_router_stop
+ * and icbc_router_get_stats may be called from any thread (stop also from a
+ * signal handler).
+ */
+#ifndef ICBC_ROUTER_H
+#define ICBC_ROUTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "icbc_routerfile.h"
+#include "icbc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct icbc_router icbc_router_t;
+
+#define ICBC_ROUTER_MAX_MEMORY_DEFAULT (64u << 20)
+#define ICBC_ROUTER_STREAMS_DEFAULT 4
+#define ICBC_ROUTER_STREAMS_MAX 64
+#define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
+
+typedef struct icbc_router_config {
+    const icbc_routerfile_t *rf; /* borrowed; must outlive the router */
+    const char *host;            /* which 'router' entry this is; NULL: this host */
+    size_t max_memory;           /* bound on buffered payload bytes; 0: 64 MiB */
+    int streams;                 /* TCP connections per trunk; 0: 4 */
+    uint64_t pacing_rate;        /* SO_MAX_PACING_RATE per stream, bytes/s; 0: off */
+    int sndbuf, rcvbuf;          /* socket buffers of the trunks; 0: bt_lib default */
+    double stats_interval;       /* seconds between stats lines; 0: none */
+    const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
+    const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: UCX's choice */
+    size_t rndv_thresh;          /* fabric payloads above this go by rendezvous; 0: 8 KiB */
+    int register_ms;             /* REGISTER deadline after connect; 0: 5000 */
+} icbc_router_config_t;
+
+typedef struct icbc_router_stats {
+    uint64_t msgs_out, bytes_out;     /* fabric -> WAN trunk */
+    uint64_t msgs_in, bytes_in;       /* WAN trunk -> fabric */
+    uint64_t msgs_local, bytes_local; /* fabric -> fabric (both ends in this cluster) */
+    uint64_t unreachable;             /* messages that could not be delivered */
+    uint64_t refused_fabric;          /* processes refused (bad or missing REGISTER) */
+    uint64_t refused_trunk;           /* trunk connections refused (authentication, identity) */
+    uint64_t buffered, peak_buffered; /* payload bytes held now / at most */
+    uint64_t registered;              /* processes registered now */
+    uint64_t trunks, trunks_up;
+    long peak_rss_kb;
+} icbc_router_stats_t;
+
+/* Checks the configuration against the router file, opens the fabric
+ * listener and the WAN listener. On failure ERR holds one line. */
+icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t **out, char *err,
+                                 size_t errlen);
+/* Runs the event loop until icbc_router_stop. */
+icbc_status_t icbc_router_run(icbc_router_t *r);
+/* Makes icbc_router_run return soon. Async-signal-safe. */
+void icbc_router_stop(icbc_router_t *r);
+void icbc_router_destroy(icbc_router_t *r);
+
+/* A consistent copy of the counters, as of the last loop iteration. */
+void icbc_router_get_stats(icbc_router_t *r, icbc_router_stats_t *st);
+/* The one-line form used by --stats-interval and at exit. */
+void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ICBC_ROUTER_H */

@@ -1,0 +1,619 @@
+// Tests of the router (src/router) and its fabric transport (src/mx_router):
+// two routers in two "clusters" on 127.0.0.1 run as threads; compute
+// processes are mx_client instances on their own UCX workers (UCX_TLS=tcp).
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "icbc_log.h"
+#include "icbc_route.h"
+#include "icbc_routerfile.h"
+#include "mx_client.h"
+#include "router.h"
+
+namespace {
+
+constexpr uint64_t kJob = 0x1cbc000042ull;
+
+double NowMs()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int FreePort()
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {};
+    socklen_t len = sizeof(a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *) &a, &len) < 0)
+        abort();
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+void WriteFile(const std::string &path, const std::string &data)
+{
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << data;
+    f.close();
+    chmod(path.c_str(), 0600);
+}
+
+// Payload byte I of message SEQ: checkable and different per message.
+uint8_t Pattern(size_t seq, size_t i)
+{
+    return (uint8_t) ((i * 131 + seq * 7 + (i >> 11)) & 0xff);
+}
+
+std::vector<uint8_t> MakePayload(size_t seq, size_t len)
+{
+    std::vector<uint8_t> v(len);
+    for (size_t i = 0; i < len; i++) v[i] = Pattern(seq, i);
+    return v;
+}
+
+// A temporary directory with a router file for two clusters a and b with
+// one router each (plus spare hosts for clients), and its key.
+struct TwoClusters {
+    std::string dir, rf_path, rf_badkey_path;
+    int fab_a, wan_a, fab_b, wan_b;
+
+    TwoClusters()
+    {
+        char tmpl[] = "/tmp/icbc-router-test-XXXXXX";
+        dir = mkdtemp(tmpl);
+        fab_a = FreePort();
+        wan_a = FreePort();
+        fab_b = FreePort();
+        wan_b = FreePort();
+        WriteFile(dir + "/routers.key", "0123456789abcdef0123456789abcdef\n");
+        WriteFile(dir + "/other.key", "fedcba9876543210fedcba9876543210\n");
+        rf_path = dir + "/routers.conf";
+        rf_badkey_path = dir + "/badkey.conf";
+        WriteFile(rf_path, Text("routers.key"));
+        WriteFile(rf_badkey_path, Text("other.key"));
+    }
+    ~TwoClusters()
+    {
+        std::string cmd = "rm -rf '" + dir + "'";
+        if (system(cmd.c_str()) != 0) { /* best effort */ }
+    }
+    std::string Text(const char *key) const
+    {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "key %s\n"
+                 "cluster a\n"
+                 "    hosts a0 a1 a2\n"
+                 "    router a0 fabric=127.0.0.1:%d wan=127.0.0.1:%d\n"
+                 "cluster b\n"
+                 "    hosts b0 b1 b2\n"
+                 "    router b0 fabric=127.0.0.1:%d wan=127.0.0.1:%d\n",
+                 key, fab_a, wan_a, fab_b, wan_b);
+        return buf;
+    }
+};
+
+using RfPtr = std::unique_ptr<icbc_routerfile_t, void (*)(icbc_routerfile_t *)>;
+
+RfPtr LoadRf(const std::string &path)
+{
+    icbc_routerfile_t *rf = nullptr;
+    char err[ICBC_RF_ERR_LEN];
+    EXPECT_EQ(ICBC_OK, icbc_routerfile_load(path.c_str(), &rf, err, sizeof(err))) << err;
+    return RfPtr(rf, icbc_routerfile_free);
+}
+
+// A router running in a thread of the test.
+class RouterThread {
+  public:
+    RouterThread(const icbc_routerfile_t *rf, const char *host, size_t max_memory = 0,
+                 int streams = 0)
+    {
+        icbc_router_config_t cfg = {};
+        char err[512] = "";
+        cfg.rf = rf;
+        cfg.host = host;
+        cfg.max_memory = max_memory;
+        cfg.streams = streams;
+        cfg.register_ms = 2000;
+        EXPECT_EQ(ICBC_OK, icbc_router_create(&cfg, &r_, err, sizeof(err))) << err;
+        if (r_) th_ = std::thread([this] { icbc_router_run(r_); });
+    }
+    ~RouterThread() { Stop(); }
+    void Stop()
+    {
+        if (r_ == nullptr) return;
+        icbc_router_stop(r_);
+        th_.join();
+        icbc_router_destroy(r_);
+        r_ = nullptr;
+    }
+    icbc_router_stats_t Stats()
+    {
+        icbc_router_stats_t st = {};
+        if (r_) icbc_router_get_stats(r_, &st);
+        return st;
+    }
+    bool ok() const { return r_ != nullptr; }
+
+  private:
+    icbc_router_t *r_ = nullptr;
+    std::thread th_;
+};
+
+struct Received {
+    icbc_route_hdr_t route;
+    std::string inner;
+    std::vector<uint8_t> data;
+    bool done = false;
+};
+
+// A compute process: its own UCX context and worker, an mx_client on them.
+class Client {
+  public:
+    Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
+           int timeout_ms = 5000)
+    {
+        ucp_config_t *config;
+        EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
+        ucp_params_t params = {};
+        params.field_mask = UCP_PARAM_FIELD_FEATURES;
+        params.features = UCP_FEATURE_AM;
+        EXPECT_EQ(UCS_OK, ucp_init(&params, config, &ctx_));
+        ucp_config_release(config);
+        ucp_worker_params_t wp = {};
+        wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+        EXPECT_EQ(UCS_OK, ucp_worker_create(ctx_, &wp, &worker_));
+
+        unsigned char key[ICBC_RF_KEY_MAX];
+        size_t keylen = 0;
+        char err[512] = "";
+        if (keyfile.empty()) {
+            EXPECT_EQ(ICBC_OK, icbc_routerfile_read_key(rf, key, sizeof(key), &keylen, err,
+                                                        sizeof(err)));
+        } else {
+            std::ifstream f(keyfile, std::ios::binary);
+            std::string k((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            memcpy(key, k.data(), k.size());
+            keylen = k.size();
+        }
+        const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(rf, (size_t) cluster);
+        mx_client_params_t p = {};
+        p.worker = worker_;
+        p.routers = cl->routers;
+        p.nrouters = cl->nrouters;
+        p.cluster = (uint16_t) cluster;
+        p.job = kJob;
+        p.rank = rank;
+        p.key = key;
+        p.keylen = keylen;
+        p.timeout_ms = timeout_ms;
+        p.on_msg = OnMsg;
+        p.on_router_lost = OnLost;
+        p.arg = this;
+        status_ = mx_client_create(&p, &c_, err, sizeof(err));
+        error_ = err;
+    }
+    ~Client()
+    {
+        if (c_) mx_client_destroy(c_);
+        if (worker_) ucp_worker_destroy(worker_);
+        if (ctx_) ucp_cleanup(ctx_);
+    }
+    icbc_status_t status() const { return status_; }
+    const std::string &error() const { return error_; }
+    mx_client_t *client() { return c_; }
+    int lost() const { return lost_; }
+
+    void Progress()
+    {
+        if (ucp_worker_progress(worker_) == 0) {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+        // Pull rendezvous payloads outside the UCX callback.
+        for (auto &p : pulls_) {
+            icbc_status_t st =
+                mx_client_recv_data(c_, p.desc, p.item->data.data(), p.item->data.size(),
+                                    PullDone, p.item);
+            EXPECT_EQ(ICBC_OK, st);
+        }
+        pulls_.clear();
+    }
+
+    // Completed messages in arrival order.
+    size_t Ready() const
+    {
+        size_t n = 0;
+        for (auto &m : inbox_) {
+            if (!m->done) break;
+            n++;
+        }
+        return n;
+    }
+    bool WaitFor(size_t n, double timeout_ms = 20000)
+    {
+        double end = NowMs() + timeout_ms;
+        while (Ready() < n && NowMs() < end) Progress();
+        return Ready() >= n;
+    }
+    std::unique_ptr<Received> Pop()
+    {
+        auto m = std::move(inbox_.front());
+        inbox_.pop_front();
+        return m;
+    }
+
+    // Sends and counts completions; payload kept alive by the caller.
+    icbc_status_t Send(uint16_t dst_cluster, uint32_t dst_rank, uint16_t flags,
+                       const std::string &inner, const std::vector<uint8_t> &payload)
+    {
+        sends_++;
+        icbc_status_t st = mx_client_send(c_, 0, dst_cluster, dst_rank, flags, inner.data(),
+                                          inner.size(), payload.data(), payload.size(), SendDone,
+                                          this);
+        if (st != ICBC_OK) sends_--;
+        return st;
+    }
+    bool WaitSends(double timeout_ms = 20000)
+    {
+        double end = NowMs() + timeout_ms;
+        while (sent_ < sends_ && NowMs() < end) Progress();
+        return sent_ == sends_;
+    }
+    bool WaitLost(double timeout_ms = 10000)
+    {
+        double end = NowMs() + timeout_ms;
+        while (lost_ < 0 && NowMs() < end) Progress();
+        return lost_ >= 0;
+    }
+
+  private:
+    struct Pull {
+        void *desc;
+        Received *item;
+    };
+    static int OnMsg(const mx_client_msg_t *m, void *arg)
+    {
+        Client *self = static_cast<Client *>(arg);
+        auto item = std::make_unique<Received>();
+        item->route = m->route;
+        item->inner.assign((const char *) m->inner, m->inner_len);
+        item->data.resize(m->len);
+        int keep = 0;
+        if (m->rndv) {
+            self->pulls_.push_back({ m->data, item.get() });
+            keep = 1;
+        } else {
+            if (m->len) memcpy(item->data.data(), m->data, m->len);
+            item->done = true;
+        }
+        self->inbox_.push_back(std::move(item));
+        return keep;
+    }
+    static void PullDone(void *arg, icbc_status_t st)
+    {
+        EXPECT_EQ(ICBC_OK, st);
+        static_cast<Received *>(arg)->done = true;
+    }
+    static void SendDone(void *arg, icbc_status_t st)
+    {
+        Client *self = static_cast<Client *>(arg);
+        if (st != ICBC_OK) self->send_errors_++;
+        self->sent_++;
+    }
+    static void OnLost(int router, icbc_status_t st, void *arg)
+    {
+        static_cast<Client *>(arg)->lost_ = router;
+    }
+
+    ucp_context_h ctx_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    mx_client_t *c_ = nullptr;
+    icbc_status_t status_ = ICBC_ERR_INVALID;
+    std::string error_;
+    std::deque<std::unique_ptr<Received>> inbox_;
+    std::vector<Pull> pulls_;
+    size_t sends_ = 0, sent_ = 0, send_errors_ = 0;
+    int lost_ = -1;
+};
+
+bool WaitTrunks(RouterThread &a, RouterThread &b, double timeout_ms = 10000)
+{
+    double end = NowMs() + timeout_ms;
+    while (NowMs() < end) {
+        if (a.Stats().trunks_up == 1 && b.Stats().trunks_up == 1) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+class RouterTest : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        setenv("UCX_TLS", "tcp", 1);
+        icbc_log_set_level(getenv("ICBC_LOG_LEVEL") ? ICBC_LOG_DEBUG : ICBC_LOG_ERROR);
+    }
+};
+
+const size_t kSizes[] = { 0, 1, 100, 4096, 8191, 8192, 8193, 65536, 1u << 20, 4u << 20 };
+
+// Sends every size from S to D (ordered) and checks arrival, order and bytes.
+void CheckFlow(Client &s, Client &d, uint16_t dst_cluster, uint32_t dst_rank, size_t seq0)
+{
+    std::vector<std::vector<uint8_t>> payloads;
+    size_t n = sizeof(kSizes) / sizeof(kSizes[0]);
+    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(seq0 + i, kSizes[i]));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, s.Send(dst_cluster, dst_rank, ICBC_ROUTE_F_ORDERED,
+                                  "inner-" + std::to_string(seq0 + i), payloads[i]));
+    // Both ends must progress: rendezvous sends complete when the router pulls.
+    double end = NowMs() + 30000;
+    while (d.Ready() < n && NowMs() < end) {
+        s.Progress();
+        d.Progress();
+    }
+    ASSERT_EQ(n, d.Ready());
+    ASSERT_TRUE(s.WaitSends());
+    for (size_t i = 0; i < n; i++) {
+        auto m = d.Pop();
+        EXPECT_EQ(ICBC_ROUTE_MSG, m->route.type);
+        EXPECT_EQ(kJob, m->route.job);
+        EXPECT_EQ(dst_rank, m->route.dst_rank);
+        EXPECT_EQ("inner-" + std::to_string(seq0 + i), m->inner) << "order broken at " << i;
+        ASSERT_EQ(kSizes[i], m->data.size());
+        EXPECT_TRUE(m->data == payloads[i]) << "payload of message " << i << " differs";
+    }
+}
+
+TEST_F(RouterTest, ForwardsBothWaysInOrder)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+
+    CheckFlow(ca, cb, 1, 1, 0);
+    CheckFlow(cb, ca, 0, 0, 100);
+
+    size_t n = sizeof(kSizes) / sizeof(kSizes[0]);
+    double settle = NowMs() + 3000;
+    while ((ra.Stats().msgs_out < n || rb.Stats().msgs_out < n) && NowMs() < settle)
+        ca.Progress();
+    icbc_router_stats_t sa = ra.Stats(), sb = rb.Stats();
+    EXPECT_EQ(n, sa.msgs_out);
+    EXPECT_EQ(n, sa.msgs_in);
+    EXPECT_EQ(n, sb.msgs_out);
+    EXPECT_EQ(n, sb.msgs_in);
+    EXPECT_EQ(1u, sa.registered);
+    EXPECT_EQ(1u, sb.registered);
+    EXPECT_EQ(0u, sa.unreachable);
+    EXPECT_EQ(0u, sa.buffered);
+}
+
+TEST_F(RouterTest, UnorderedMessagesAllArrive)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0", 0, 3), rb(rf.get(), "b0", 0, 3);
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 5);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    const size_t n = 40;
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, (i % 5) * 70000 + i));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, ca.Send(1, 5, 0, std::to_string(i), payloads[i]));
+    double end = NowMs() + 30000;
+    while (cb.Ready() < n && NowMs() < end) {
+        ca.Progress();
+        cb.Progress();
+    }
+    ASSERT_EQ(n, cb.Ready());
+    std::vector<bool> seen(n);
+    for (size_t i = 0; i < n; i++) {
+        auto m = cb.Pop();
+        size_t k = std::stoul(m->inner);
+        ASSERT_LT(k, n);
+        EXPECT_FALSE(seen[k]);
+        seen[k] = true;
+        EXPECT_TRUE(m->data == payloads[k]) << k;
+    }
+}
+
+TEST_F(RouterTest, LocalDeliveryInsideCluster)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0");
+    ASSERT_TRUE(ra.ok());
+    Client c0(rf.get(), 0, 0), c1(rf.get(), 0, 1);
+    ASSERT_EQ(ICBC_OK, c0.status()) << c0.error();
+    ASSERT_EQ(ICBC_OK, c1.status()) << c1.error();
+    CheckFlow(c0, c1, 0, 1, 0);
+    EXPECT_EQ(sizeof(kSizes) / sizeof(kSizes[0]), ra.Stats().msgs_local);
+}
+
+TEST_F(RouterTest, WrongKeyIsRefused)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0");
+    Client bad(rf.get(), 0, 3, su.dir + "/other.key");
+    EXPECT_EQ(ICBC_ERR_AUTH, bad.status());
+    EXPECT_NE(std::string::npos, bad.error().find("refused")) << bad.error();
+    EXPECT_NE(std::string::npos, bad.error().find("a0")) << bad.error();
+    double end = NowMs() + 5000;
+    while (ra.Stats().refused_fabric < 1 && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(1u, ra.Stats().refused_fabric);
+    EXPECT_EQ(0u, ra.Stats().registered);
+}
+
+TEST_F(RouterTest, UnreachableRouterIsAClearError)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    Client c(rf.get(), 0, 0, "", 2000); // no router running
+    EXPECT_NE(ICBC_OK, c.status());
+    EXPECT_NE(std::string::npos, c.error().find("router a0")) << c.error();
+    EXPECT_TRUE(c.error().find("unreachable") != std::string::npos ||
+                c.error().find("timeout") != std::string::npos)
+        << c.error();
+}
+
+TEST_F(RouterTest, TrunkWithWrongKeyIsRefused)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path), rfbad = LoadRf(su.rf_badkey_path);
+    RouterThread ra(rf.get(), "a0"), rb(rfbad.get(), "b0");
+    double end = NowMs() + 8000;
+    while ((ra.Stats().refused_trunk < 1 && rb.Stats().refused_trunk < 1) && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_GE(ra.Stats().refused_trunk + rb.Stats().refused_trunk, 1u);
+    EXPECT_EQ(0u, ra.Stats().trunks_up);
+    EXPECT_EQ(0u, rb.Stats().trunks_up);
+}
+
+TEST_F(RouterTest, UnknownDestinationGivesUnreachable)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 7);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    std::vector<uint8_t> small = MakePayload(1, 10), big = MakePayload(2, 100000);
+    ASSERT_EQ(ICBC_OK, ca.Send(1, 99, ICBC_ROUTE_F_ORDERED, "x", small)); // remote, unknown rank
+    ASSERT_EQ(ICBC_OK, ca.Send(0, 98, 0, "y", big));                      // local, unknown rank
+    ASSERT_EQ(ICBC_OK, ca.Send(9, 1, 0, "z", small));                     // no such cluster
+    ASSERT_TRUE(ca.WaitFor(3));
+    std::vector<uint32_t> lost_ranks;
+    for (int i = 0; i < 3; i++) {
+        auto m = ca.Pop();
+        EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, m->route.type);
+        EXPECT_EQ(7u, m->route.dst_rank);
+        ASSERT_EQ((size_t) ICBC_ROUTE_HDR_SIZE, m->inner.size());
+        icbc_route_hdr_t lost;
+        ASSERT_EQ(ICBC_OK, icbc_route_hdr_parse(m->inner.data(), m->inner.size(), &lost));
+        EXPECT_EQ(ICBC_ROUTE_MSG, lost.type);
+        EXPECT_EQ(7u, lost.src_rank);
+        lost_ranks.push_back(lost.dst_rank);
+    }
+    std::sort(lost_ranks.begin(), lost_ranks.end());
+    EXPECT_EQ((std::vector<uint32_t>{ 1, 98, 99 }), lost_ranks);
+    EXPECT_EQ(2u, ra.Stats().unreachable);
+    EXPECT_EQ(1u, rb.Stats().unreachable);
+}
+
+TEST_F(RouterTest, TrunkDownGivesUnreachable)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0");
+    auto rb = std::make_unique<RouterThread>(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, *rb));
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    rb->Stop();
+    double end = NowMs() + 5000;
+    while (ra.Stats().trunks_up != 0 && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<uint8_t> p = MakePayload(0, 64);
+    ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, "t", p));
+    ASSERT_TRUE(ca.WaitFor(1));
+    EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, ca.Pop()->route.type);
+}
+
+TEST_F(RouterTest, RouterLossIsReported)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    auto ra = std::make_unique<RouterThread>(rf.get(), "a0");
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ra->Stop();
+    ASSERT_TRUE(ca.WaitLost());
+    EXPECT_EQ(0, ca.lost());
+    EXPECT_FALSE(mx_client_router_alive(ca.client(), 0));
+    std::vector<uint8_t> p(10);
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, ca.Send(1, 1, 0, "", p));
+}
+
+TEST_F(RouterTest, MemoryBoundUnderFlood)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const size_t bound = 1u << 20;
+    RouterThread ra(rf.get(), "a0", bound, 2), rb(rf.get(), "b0", bound, 2);
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    // 24 MiB in 96 rendezvous messages of 256 KiB; the receiver starts late.
+    const size_t n = 96, len = 256u << 10;
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
+    double end = NowMs() + 500;
+    while (NowMs() < end) ca.Progress();
+    end = NowMs() + 60000;
+    while (cb.Ready() < n && NowMs() < end) {
+        ca.Progress();
+        cb.Progress();
+    }
+    ASSERT_EQ(n, cb.Ready());
+    for (size_t i = 0; i < n; i++) {
+        auto m = cb.Pop();
+        EXPECT_EQ(std::to_string(i), m->inner);
+        EXPECT_TRUE(m->data == payloads[i]) << i;
+    }
+    // Counters are published once per loop turn: let the last completions land.
+    double settle = NowMs() + 3000;
+    while ((ra.Stats().bytes_out < n * len || rb.Stats().bytes_in < n * len) && NowMs() < settle)
+        ca.Progress();
+    icbc_router_stats_t sa = ra.Stats(), sb = rb.Stats();
+    EXPECT_LE(sa.peak_buffered, bound);
+    EXPECT_LE(sb.peak_buffered, bound);
+    EXPECT_GT(sa.peak_buffered, 0u);
+    EXPECT_EQ(n * len, sa.bytes_out);
+    EXPECT_EQ(n * len, sb.bytes_in);
+}
+
+} // namespace
