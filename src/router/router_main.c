@@ -287,6 +287,7 @@ int main(int argc, char **argv)
     icbc_log_set_ident(ident);
     signal(SIGPIPE, SIG_IGN);
 
+    cfg.rf = rf;
     st = icbc_router_create(&cfg, &the_router, err, sizeof(err));
     if (st != ICBC_OK) {
         icbc_error("%s", err);

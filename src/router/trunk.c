@@ -407,9 +407,10 @@ static void cb_close(bt_conn_t *c, icbc_status_t status, const char *msg, void *
 
     if (r == NULL) return; /* already dropped; its destroy is on its way */
     CB_ENTER(r, c);
-    if (status == ICBC_ERR_AUTH) {
-        icbc_warn("router %s: refused trunk connection %s: %s", r->name, bt_conn_peer_text(c),
-                  msg ? msg : "authentication failed");
+    if (status == ICBC_ERR_AUTH && *(rt_conn_tag_t *) arg == CONN_ROUTER) {
+        /* bt_lib has logged the refusal with the address; count it. */
+        icbc_debug("router %s: refused trunk connection %s: %s", r->name, bt_conn_peer_text(c),
+                   msg ? msg : "authentication failed");
         r->st.refused_trunk++;
     }
     if (*(rt_conn_tag_t *) arg == CONN_STREAM) {
