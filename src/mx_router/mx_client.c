@@ -149,7 +149,7 @@ static icbc_status_t send_control(router_t *rt, uint8_t type, const void *inner,
     if (req == NULL) return ICBC_ERR_NO_MEMORY;
     req->cb = NULL;
     icbc_route_hdr_pack(&h, req->hdr);
-    memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, NULL, 0);
 }
 

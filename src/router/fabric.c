@@ -40,7 +40,7 @@ static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void 
     rt_msg_t *m;
 
     icbc_route_hdr_pack(&h, hdr);
-    memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    if (inner_len) memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     m = rt_msg_new(r, hdr, ICBC_ROUTE_HDR_SIZE + inner_len, &h, FROM_ROUTER);
     if (m == NULL) return;
     m->state = MSG_SENDING;

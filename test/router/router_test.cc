@@ -538,6 +538,10 @@ TEST_F(RouterTest, UnknownDestinationGivesUnreachable)
     }
     std::sort(lost_ranks.begin(), lost_ranks.end());
     EXPECT_EQ((std::vector<uint32_t>{ 1, 98, 99 }), lost_ranks);
+    // Counters are published once per loop turn: give them a moment.
+    double end = NowMs() + 3000;
+    while ((ra.Stats().unreachable < 2 || rb.Stats().unreachable < 1) && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     EXPECT_EQ(2u, ra.Stats().unreachable);
     EXPECT_EQ(1u, rb.Stats().unreachable);
 }
