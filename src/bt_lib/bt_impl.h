@@ -144,6 +144,7 @@ struct bt_listener {
     bt_conn_cbs_t cbs;
     bt_accept_cb_t accept_cb;
     void *arg;
+    int64_t retry_ms;             /* paused after EMFILE & co until then; 0: running */
     char addr_text[64];
 };
 
@@ -190,6 +191,7 @@ void bt_send_complete_done(bt_conn_t *c);
 
 /* ---- listen.c ---- */
 void bt_listener_on_events(bt_listener_t *l);
+void bt_listener_check_retry(bt_listener_t *l, int64_t now);
 
 /* ---- recv.c ---- */
 void bt_recv_progress(bt_conn_t *c);

@@ -34,7 +34,14 @@
  * it to wait: back-pressure, the socket is not read further until
  * bt_conn_resume); on_payload runs when the payload is complete.
  *
+ * Callbacks run only from bt_poller_wait (send completions also from
+ * bt_conn_destroy), never from inside bt_conn_send, bt_conn_resume or
+ * bt_conn_shutdown. Any callback may call bt_conn_send, bt_conn_shutdown,
+ * bt_conn_resume and bt_conn_destroy on any connection, its own included:
+ * destroyed objects are freed when the poller has finished dispatching.
+ *
  * Not thread-safe: one poller and its connections belong to one thread.
+ * See docs/bt_lib.md.
  */
 #ifndef BT_LIB_H
 #define BT_LIB_H
@@ -147,18 +154,31 @@ typedef struct bt_conn_cbs {
     /* The payload announced by the last on_header is complete (also for
      * DISCARD and for payload_len 0). */
     void (*on_payload)(bt_conn_t *c, void *arg);
-    /* The queue went from above max_queued/2 to below it: send again. */
+    /* The queue went from above max_queued/2 to at most max_queued/2 (it
+     * runs after every such crossing, so always after an ICBC_ERR_BUSY). */
     void (*on_writable)(bt_conn_t *c, void *arg);
-    /* The connection is gone (peer closed, error, bad frame, failed
-     * authentication, deadline); STATUS says why, MSG in words. Pending send
-     * completions run with an error status before this. The caller must
-     * call bt_conn_destroy (not from inside another callback of C). */
+    /* The connection is gone; STATUS says why, MSG in words (the same words
+     * bt_lib logged, with the peer's address, for errors):
+     *   ICBC_OK               orderly: the peer sent CLOSE, or our
+     *                         bt_conn_shutdown finished
+     *   ICBC_ERR_PEER_FAILED  the peer vanished (EOF without CLOSE, reset)
+     *   ICBC_ERR_AUTH         wrong key, or a non-bt_lib peer, before READY
+     *   ICBC_ERR_TIMEOUT      authentication deadline (opts.handshake_ms)
+     *   ICBC_ERR_INVALID      a bad frame after authentication
+     *   ICBC_ERR_UNREACHABLE  the TCP connect failed
+     * Completions of frames already written run first with ICBC_OK, then
+     * the unwritten ones with ICBC_ERR_PEER_FAILED, then this. The socket is
+     * already closed; the caller must still call bt_conn_destroy (it may do
+     * so from inside this callback). */
     void (*on_close)(bt_conn_t *c, icbc_status_t status, const char *msg, void *arg);
 } bt_conn_cbs_t;
 
 typedef void (*bt_send_cb_t)(bt_conn_t *c, icbc_status_t status, void *arg);
 
-/* Starts a non-blocking connect to ADDR; callbacks follow from the poller. */
+/* Starts a non-blocking connect to ADDR; callbacks follow from the poller.
+ * ICBC_ERR_UNREACHABLE if the connect fails at once; a later failure comes
+ * as on_close(ICBC_ERR_UNREACHABLE). The opts (key and id included) are
+ * copied. */
 icbc_status_t bt_connect(bt_poller_t *p, const struct sockaddr *addr, socklen_t addrlen,
                          const bt_opts_t *opts, const bt_conn_cbs_t *cbs, void *arg,
                          bt_conn_t **out);
@@ -166,17 +186,28 @@ icbc_status_t bt_connect(bt_poller_t *p, const struct sockaddr *addr, socklen_t 
 /* Queues one DATA frame. HDR (HDR_LEN bytes) is copied; the IOV payload is
  * referenced until CB (may be NULL) runs with ICBC_OK once the bytes went to
  * the kernel, or with an error if the connection died first.
- * ICBC_ERR_BUSY: the queue is over max_queued; wait for on_writable.
- * ICBC_ERR_PEER_FAILED: the connection is closed. Before authentication
- * completes, frames are queued and sent after it. */
+ * ICBC_ERR_BUSY: the queue holds max_queued bytes or more; wait for
+ * on_writable. A frame is accepted whenever the queue is below the limit,
+ * so one frame larger than max_queued still goes out.
+ * ICBC_ERR_PEER_FAILED: the connection is closed or shutting down.
+ * ICBC_ERR_INVALID: header above opts.max_hdr, payload above
+ * opts.max_payload (the limits this side would accept itself), more than
+ * 1024 payload pieces, NULL pointers.
+ * Bytes are written at once when the socket takes them; CB still runs from
+ * the next bt_poller_wait. Before authentication completes, frames are
+ * queued and sent after it. */
 icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len,
                            const struct iovec *iov, int iovcnt, bt_send_cb_t cb, void *cb_arg);
 
 /* Bytes queued and not yet written. */
 size_t bt_conn_queued(const bt_conn_t *c);
-/* After BT_RECV_WAIT: ask on_header again for the waiting frame. */
+/* After BT_RECV_WAIT: ask on_header again for the waiting frame (from the
+ * next bt_poller_wait). */
 void bt_conn_resume(bt_conn_t *c);
-/* Sends CLOSE after the queue drains, then closes. */
+/* Sends CLOSE after the queue drains and shuts the write side; DATA from
+ * the peer is still delivered until it closes too (or opts.handshake_ms
+ * passes), then on_close runs with ICBC_OK. Before authentication it
+ * closes at once. Later bt_conn_send calls get ICBC_ERR_PEER_FAILED. */
 void bt_conn_shutdown(bt_conn_t *c);
 /* Closes now; pending send callbacks run with ICBC_ERR_PEER_FAILED; no on_close. */
 void bt_conn_destroy(bt_conn_t *c);
@@ -192,7 +223,11 @@ int bt_conn_fd(const bt_conn_t *c);
  * argument with bt_conn_set_arg if needed; CBS of the listener apply. */
 typedef void (*bt_accept_cb_t)(bt_listener_t *l, bt_conn_t *c, void *arg);
 
-/* Listens on ADDR (port 0: any; see bt_listener_addr). */
+/* Listens on ADDR (port 0: any; see bt_listener_addr). Accepted
+ * connections start with ARG as their callbacks' argument. When accept
+ * fails for lack of descriptors or memory, the listener pauses for 100 ms
+ * instead of spinning. bt_listener_destroy stops accepting; connections
+ * already accepted live on. */
 icbc_status_t bt_listen(bt_poller_t *p, const struct sockaddr *addr, socklen_t addrlen,
                         const bt_opts_t *opts, const bt_conn_cbs_t *cbs, bt_accept_cb_t accept_cb,
                         void *arg, bt_listener_t **out);

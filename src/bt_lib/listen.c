@@ -12,6 +12,35 @@
 #include "icbc_log.h"
 
 #define BT_ACCEPTS_PER_EVENT 64
+#define BT_ACCEPT_PAUSE_MS 100
+
+static void set_interest(bt_listener_t *l, uint32_t events)
+{
+    struct epoll_event ev = { .events = events };
+
+    ev.data.ptr = l;
+    epoll_ctl(bt_poller_epfd(l->p), EPOLL_CTL_MOD, l->fd, &ev);
+}
+
+/* Out of descriptors or memory: the pending connection would wake the
+ * level-triggered poller again at once, so stop watching for a while. */
+static void pause_accepting(bt_listener_t *l, int err)
+{
+    icbc_warn("bt_lib: accept on %s: %s; not accepting for %d ms", l->addr_text, strerror(err),
+              BT_ACCEPT_PAUSE_MS);
+    set_interest(l, 0);
+    l->retry_ms = bt_now_ms() + BT_ACCEPT_PAUSE_MS;
+    bt_poller_deadline_changed(l->p, 1);
+}
+
+void bt_listener_check_retry(bt_listener_t *l, int64_t now)
+{
+    if (l->retry_ms == 0 || now < l->retry_ms)
+        return;
+    l->retry_ms = 0;
+    bt_poller_deadline_changed(l->p, -1);
+    set_interest(l, EPOLLIN);
+}
 
 icbc_status_t bt_listen(bt_poller_t *p, const struct sockaddr *addr, socklen_t addrlen,
                         const bt_opts_t *opts, const bt_conn_cbs_t *cbs, bt_accept_cb_t accept_cb,
@@ -90,7 +119,9 @@ void bt_listener_on_events(bt_listener_t *l)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accepting(l, errno);
+            else if (errno != EAGAIN && errno != EWOULDBLOCK)
                 icbc_warn("bt_lib: accept on %s: %s", l->addr_text, strerror(errno));
             return;
         }
@@ -125,6 +156,8 @@ void bt_listener_destroy(bt_listener_t *l)
 {
     if (l == NULL || l->w.dead)
         return;
+    if (l->retry_ms != 0)
+        bt_poller_deadline_changed(l->p, -1);
     bt_poller_unlink_listener(l->p, l);
     epoll_ctl(bt_poller_epfd(l->p), EPOLL_CTL_DEL, l->fd, NULL);
     close(l->fd);

@@ -239,6 +239,9 @@ static int next_timeout(bt_poller_t *p, int timeout_ms)
     for (bt_conn_t *c = p->conns; c != NULL; c = c->next)
         if (c->deadline_ms != 0 && c->deadline_ms < first)
             first = c->deadline_ms;
+    for (bt_listener_t *l = p->listeners; l != NULL; l = l->next)
+        if (l->retry_ms != 0 && l->retry_ms < first)
+            first = l->retry_ms;
     if (first == INT64_MAX)
         return timeout_ms;
     now = bt_now_ms();
@@ -263,6 +266,8 @@ static int run_timers(bt_poller_t *p)
             n++;
         }
     }
+    for (bt_listener_t *l = p->listeners; l != NULL; l = l->next)
+        bt_listener_check_retry(l, now);
     return n;
 }
 

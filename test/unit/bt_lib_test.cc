@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1015,6 +1016,33 @@ TEST_F(BtLib, LoopbackRates)
            "%.0f k frames/s with 64-byte frames\n", mbs, small / sec2 / 1000);
     RecordProperty("MiB_per_s_1MiB_frames", (int) mbs);
     RecordProperty("kframes_per_s_64B", (int) (small / sec2 / 1000));
+}
+
+TEST_F(BtLib, AcceptPausesWhenOutOfDescriptors)
+{
+    Listen();
+    rlimit old, low;
+    ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
+    testing::internal::CaptureStderr(); /* opens its file before the limit drops */
+    int probe = dup(0);                  /* the lowest free descriptor */
+    close(probe);
+    low = old;
+    low.rlim_cur = probe + 1; /* room for the raw socket, none for accept */
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ(0, connect(fd, reinterpret_cast<sockaddr *>(&addr), alen));
+    int rounds = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < end) {
+        bt_poller_wait(p, 50);
+        rounds++;
+    }
+    setrlimit(RLIMIT_NOFILE, &old);
+    std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(std::string::npos, log.find("not accepting")) << log;
+    EXPECT_LT(rounds, 100) << "the poller spun on the unacceptable connection";
+    EXPECT_TRUE(RunUntil([&] { return server.size() == 1; }));
+    close(fd);
 }
 
 } // namespace
