@@ -317,8 +317,9 @@ static void adopt(icbc_router_t *r, bt_conn_t *c)
         return;
     }
     if (t->nstreams != n || t->up || (t->streams && t->streams[k].conn)) {
-        /* The other side started over: what we had is stale. */
-        if (t->up || (t->streams && t->streams[k].conn)) trunk_down(t, "peer reconnected");
+        /* The other side started over: what we had is stale. Every old
+         * connection goes before the stream array may be replaced. */
+        if (t->streams) trunk_down(t, "peer reconnected");
         if (trunk_alloc_streams(t, n) != ICBC_OK) {
             refuse_conn(r, c, "out of memory");
             return;

@@ -754,3 +754,103 @@ TEST_F(RouterTest, ProgramDaemonAndPidfile)
                       su.dir + "/parent.log");
     EXPECT_EQ(1, WaitExit(bad));
 }
+
+// A raw UCX endpoint to a router's fabric address: what a stranger can do.
+class RawPeer {
+  public:
+    explicit RawPeer(const icbc_rf_router_t &rt)
+    {
+        ucp_config_t *config;
+        EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
+        ucp_params_t params = {};
+        params.field_mask = UCP_PARAM_FIELD_FEATURES;
+        params.features = UCP_FEATURE_AM;
+        EXPECT_EQ(UCS_OK, ucp_init(&params, config, &ctx_));
+        ucp_config_release(config);
+        ucp_worker_params_t wp = {};
+        EXPECT_EQ(UCS_OK, ucp_worker_create(ctx_, &wp, &worker_));
+        // The router's CHALLENGE arrives here; UCX 1.13 needs a handler for it.
+        ucp_am_handler_param_t hp = {};
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+        hp.id = ICBC_UCX_AM_ROUTE;
+        hp.cb = [](void *, const void *, size_t, void *, size_t,
+                   const ucp_am_recv_param_t *) -> ucs_status_t { return UCS_OK; };
+        EXPECT_EQ(UCS_OK, ucp_worker_set_am_recv_handler(worker_, &hp));
+        ucp_ep_params_t ep = {};
+        ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        ep.sockaddr.addr = (const struct sockaddr *) &rt.fabric.sa;
+        ep.sockaddr.addrlen = rt.fabric.salen;
+        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.err_handler.cb = [](void *arg, ucp_ep_h, ucs_status_t) { *(bool *) arg = true; };
+        ep.err_handler.arg = &failed_;
+        EXPECT_EQ(UCS_OK, ucp_ep_create(worker_, &ep, &ep_));
+    }
+    ~RawPeer()
+    {
+        ucp_request_param_t p = {};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        void *r = ucp_ep_close_nbx(ep_, &p);
+        while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(worker_);
+        if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+        ucp_worker_destroy(worker_);
+        ucp_cleanup(ctx_);
+    }
+    void Send(const std::string &hdr)
+    {
+        ucp_request_param_t p = {};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+        void *r = ucp_am_send_nbx(ep_, ICBC_UCX_AM_ROUTE, hdr.data(), hdr.size(), NULL, 0, &p);
+        while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(worker_);
+        if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+    }
+    // Progresses until the router closed the endpoint or TIMEOUT_MS passed.
+    bool WaitClosed(double timeout_ms)
+    {
+        double end = NowMs() + timeout_ms;
+        while (!failed_ && NowMs() < end) ucp_worker_progress(worker_);
+        return failed_;
+    }
+
+  private:
+    ucp_context_h ctx_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    ucp_ep_h ep_ = nullptr;
+    bool failed_ = false;
+};
+
+TEST_F(RouterTest, StrangersAreRefused)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"); // REGISTER deadline 2 s
+    const icbc_rf_router_t &rt = icbc_routerfile_cluster(rf.get(), 0)->routers[0];
+    {
+        RawPeer garbage(rt), wrong_type(rt), silent(rt);
+        garbage.Send(std::string(17, 'x'));
+        icbc_route_hdr_t h = {};
+        h.type = ICBC_ROUTE_MSG;
+        h.dst_cluster = 1;
+        uint8_t buf[ICBC_ROUTE_HDR_SIZE];
+        icbc_route_hdr_pack(&h, buf);
+        wrong_type.Send(std::string((const char *) buf, sizeof(buf)));
+        EXPECT_TRUE(garbage.WaitClosed(3000));
+        EXPECT_TRUE(wrong_type.WaitClosed(3000));
+        EXPECT_TRUE(silent.WaitClosed(5000)); // refused at the deadline
+    }
+    double end = NowMs() + 3000;
+    while (ra.Stats().refused_fabric < 3 && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(3u, ra.Stats().refused_fabric);
+    EXPECT_EQ(0u, ra.Stats().registered);
+    // The router still serves honest processes.
+    Client c0(rf.get(), 0, 0), c1(rf.get(), 0, 1);
+    ASSERT_EQ(ICBC_OK, c0.status()) << c0.error();
+    ASSERT_EQ(ICBC_OK, c1.status()) << c1.error();
+    CheckFlow(c0, c1, 0, 1, 0);
+}
