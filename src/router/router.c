@@ -231,6 +231,7 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         n = bt_poller_wait(r->poller, timeout);
         if (n < 0) goto poller_failed;
     }
+    rt_trunks_shutdown(r);
     r->st.peak_rss_kb = peak_rss_kb();
     publish(r);
     stats_line(r);

@@ -203,6 +203,8 @@ void rt_fabric_destroy(struct icbc_router *r);
 /* trunk.c */
 icbc_status_t rt_trunks_create(struct icbc_router *r, char *err, size_t errlen);
 void rt_trunks_destroy(struct icbc_router *r);
+/* Orderly end: CLOSE on every stream, then a bounded wait for the closes. */
+void rt_trunks_shutdown(struct icbc_router *r);
 void rt_trunk_timers(struct icbc_router *r, double now, double *next);
 rt_stream_t *rt_trunk_pick(struct icbc_router *r, const icbc_route_hdr_t *rh);
 icbc_status_t rt_stream_send(rt_stream_t *s, rt_msg_t *m); /* OK, BUSY, or failure */

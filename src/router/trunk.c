@@ -103,8 +103,11 @@ static void trunk_down(rt_trunk_t *t, const char *why)
     char name[160];
 
     if (t->up) {
-        icbc_warn("router %s: trunk to %s down: %s", r->name, trunk_name(t, name, sizeof(name)),
-                  why);
+        if (r->stopping)
+            icbc_info("router %s: trunk to %s closed", r->name, trunk_name(t, name, sizeof(name)));
+        else
+            icbc_warn("router %s: trunk to %s down: %s", r->name,
+                      trunk_name(t, name, sizeof(name)), why);
         r->st.trunks_up--;
     } else if (t->initiator) {
         t->failures++;
@@ -545,6 +548,27 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
         if (t->retry_at <= now) trunk_connect(t);
         else if (t->retry_at < *next) *next = t->retry_at;
     }
+}
+
+void rt_trunks_shutdown(icbc_router_t *r)
+{
+    double deadline = rt_now_ms() + 1000;
+    int open;
+
+    for (int i = 0; i < r->ntrunks; i++)
+        for (int k = 0; k < r->trunks[i].nstreams; k++)
+            if (r->trunks[i].streams[k].conn) bt_conn_shutdown(r->trunks[i].streams[k].conn);
+    do {
+        open = 0;
+        for (int i = 0; i < r->ntrunks; i++)
+            for (int k = 0; k < r->trunks[i].nstreams; k++)
+                if (r->trunks[i].streams[k].conn) open++;
+        if (open == 0) break;
+        mx_server_progress(r->fabric);
+        rt_pump_deferred(r);
+        if (bt_poller_wait(r->poller, 20) < 0) break;
+        rt_destroy_dead(r);
+    } while (rt_now_ms() < deadline);
 }
 
 void rt_trunks_destroy(icbc_router_t *r)

@@ -854,3 +854,53 @@ TEST_F(RouterTest, StrangersAreRefused)
     ASSERT_EQ(ICBC_OK, c1.status()) << c1.error();
     CheckFlow(c0, c1, 0, 1, 0);
 }
+
+TEST_F(RouterTest, TrunkComesBackAfterPeerRestart)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0");
+    auto rb = std::make_unique<RouterThread>(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, *rb));
+    rb->Stop();
+    rb = std::make_unique<RouterThread>(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, *rb, 15000)); // backoff is at most 5 s
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    CheckFlow(ca, cb, 1, 1, 0);
+}
+
+// Not a benchmark (loopback, shared cores), a sanity figure: prints the
+// rate of 4 MiB messages through two routers.
+TEST_F(RouterTest, ThroughputFigure)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    const size_t n = 64, len = 4u << 20, window = 8;
+    std::vector<uint8_t> payload = MakePayload(0, len);
+    size_t sent = 0, got = 0;
+    double t0 = NowMs();
+    while (got < n && NowMs() - t0 < 60000) {
+        while (sent < n && sent - got < window) {
+            ASSERT_EQ(ICBC_OK, ca.Send(1, 1, 0, "t", payload));
+            sent++;
+        }
+        ca.Progress();
+        cb.Progress();
+        while (cb.Ready() > 0) {
+            auto m = cb.Pop();
+            EXPECT_EQ(len, m->data.size());
+            got++;
+        }
+    }
+    double ms = NowMs() - t0;
+    ASSERT_EQ(n, got);
+    printf("[ figure   ] %zu x %zu B through two routers: %.1f ms, %.0f MB/s\n", n, len, ms,
+           n * len / ms / 1e3);
+}
