@@ -68,6 +68,7 @@ void rt_msg_free(rt_msg_t *m)
 
 void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
 {
+    if (q->kind == Q_WAIT) m->arrived = rt_now_ms();
     m->q = q;
     m->to_trunk = q->kind == Q_STREAM;
     q->bytes += m->len;
@@ -101,6 +102,7 @@ void rt_on_sent(void *arg, icbc_status_t status)
 
 void rt_pump(rt_queue_t *q)
 {
+    if (q->kind == Q_WAIT) return; /* trunk_check_up moves them on */
     while (!rt_list_empty(&q->msgs)) {
         rt_msg_t *m = RT_CONTAINER(q->msgs.next, rt_msg_t, qlink);
         icbc_status_t st;
@@ -154,18 +156,23 @@ void rt_pump_deferred(icbc_router_t *r)
     }
 }
 
+void rt_msg_fail(rt_msg_t *m, const char *why)
+{
+    if (m->q) {
+        rt_list_del(&m->qlink);
+        m->q->bytes -= m->len;
+        m->q = NULL;
+    }
+    if (m->state == MSG_PULLING) return; /* rt_on_pulled finishes it */
+    rt_unreachable(m->r, &m->rh, why);
+    rt_msg_free(m);
+}
+
 void rt_queue_fail(rt_queue_t *q)
 {
-    while (!rt_list_empty(&q->msgs)) {
-        rt_msg_t *m = RT_CONTAINER(q->msgs.next, rt_msg_t, qlink);
-
-        rt_list_del(&m->qlink);
-        q->bytes -= m->len;
-        m->q = NULL;
-        if (m->state == MSG_PULLING) continue; /* rt_on_pulled finishes it */
-        rt_unreachable(m->r, &m->rh, q->kind == Q_STREAM ? "trunk lost" : "destination lost");
-        rt_msg_free(m);
-    }
+    while (!rt_list_empty(&q->msgs))
+        rt_msg_fail(RT_CONTAINER(q->msgs.next, rt_msg_t, qlink),
+                    q->kind == Q_PEER ? "destination lost" : "trunk down");
 }
 
 rt_queue_t *rt_route(icbc_router_t *r, const icbc_route_hdr_t *rh)
@@ -175,7 +182,12 @@ rt_queue_t *rt_route(icbc_router_t *r, const icbc_route_hdr_t *rh)
         return p ? &p->out : NULL;
     } else {
         rt_stream_t *s = rt_trunk_pick(r, rh);
-        return s ? &s->q : NULL;
+        if (s) return &s->q;
+        /* No trunk up: wait for one, if this router has trunks there. */
+        if (r->cfg.trunk_wait_ms > 0 && rh->dst_cluster < icbc_routerfile_num_clusters(r->rf))
+            for (int i = 0; i < r->ntrunks; i++)
+                if (r->trunks[i].cluster == rh->dst_cluster) return &r->trunk_wait[rh->dst_cluster];
+        return NULL;
     }
 }
 

@@ -28,6 +28,7 @@ typedef struct icbc_router icbc_router_t;
 #define ICBC_ROUTER_STREAMS_DEFAULT 4
 #define ICBC_ROUTER_STREAMS_MAX 64
 #define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
+#define ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT 10000
 
 typedef struct icbc_router_config {
     const icbc_routerfile_t *rf; /* borrowed; must outlive the router */
@@ -41,6 +42,8 @@ typedef struct icbc_router_config {
     const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: UCX's choice */
     size_t rndv_thresh;          /* fabric payloads above this go by rendezvous; 0: 8 KiB */
     int register_ms;             /* REGISTER deadline after connect; 0: 5000 */
+    int trunk_wait_ms;           /* how long a message waits for a trunk to come up;
+                                  * 0: 10000; < 0: not at all */
 } icbc_router_config_t;
 
 typedef struct icbc_router_stats {

@@ -67,10 +67,12 @@ typedef struct rt_msg {
     size_t charged;           /* bytes charged to the memory bound */
     rt_msg_state_t state;
     rt_origin_t origin;
+    double arrived;           /* ms, monotonic: deadline of a wait for a trunk */
     int to_trunk;             /* stats: the output is a trunk */
 } rt_msg_t;
 
-typedef enum { Q_STREAM, Q_PEER } rt_queue_kind_t;
+/* Q_WAIT: messages for a cluster with no trunk up, waiting for one. */
+typedef enum { Q_STREAM, Q_PEER, Q_WAIT } rt_queue_kind_t;
 
 struct rt_queue {
     rt_list_t msgs;
@@ -143,6 +145,7 @@ struct icbc_router {
 
     rt_trunk_t *trunks;
     int ntrunks;
+    rt_queue_t *trunk_wait;   /* per cluster: messages waiting for a trunk (Q_WAIT) */
 
     mx_map_t registry;        /* (job, rank) -> rt_peer_t */
     mx_map_t unreach_logged;  /* (job, cluster << 32 | rank) already logged */
@@ -183,6 +186,9 @@ void rt_pump_later(struct icbc_router *r, rt_queue_t *q);
 void rt_pump_deferred(struct icbc_router *r);
 /* Every message of Q is undeliverable: UNREACHABLE to its source, freed. */
 void rt_queue_fail(rt_queue_t *q);
+/* M (in a queue or not) is undeliverable: UNREACHABLE to its source, freed
+ * (or, while its payload is being pulled, once the pull ends). */
+void rt_msg_fail(rt_msg_t *m, const char *why);
 /* The output queue for a message to (job, dst_cluster, dst_rank), or NULL. */
 rt_queue_t *rt_route(struct icbc_router *r, const icbc_route_hdr_t *rh);
 void rt_unreachable(struct icbc_router *r, const icbc_route_hdr_t *lost, const char *why);

@@ -41,6 +41,8 @@ static void usage(FILE *f)
 "  --rndv-thresh BYTES  fabric payloads above this go by UCX rendezvous\n"
 "                       (default 8Ki)\n"
 "  --register-timeout MS  a process must REGISTER within this time (default 5000)\n"
+"  --trunk-wait MS      how long a message waits for a trunk to its cluster to\n"
+"                       come up before UNREACHABLE (default 10000; 0: no wait)\n"
 "  --ucx-tls LIST       UCX transports when UCX_TLS is not set (default tcp)\n"
 "  --device DEV         UCX network device(s), as UCX_NET_DEVICES (default: UCX's)\n"
 "  --log-level L        error, warn, info or debug (default info; or\n"
@@ -157,7 +159,7 @@ static int daemonize(int fds[2])
 int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
-           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE };
+           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
@@ -168,6 +170,7 @@ int main(int argc, char **argv)
         { "rcvbuf", required_argument, NULL, O_RCVBUF },
         { "rndv-thresh", required_argument, NULL, O_RNDV },
         { "register-timeout", required_argument, NULL, O_REGTO },
+        { "trunk-wait", required_argument, NULL, O_TRUNKWAIT },
         { "ucx-tls", required_argument, NULL, O_TLS },
         { "device", required_argument, NULL, O_DEV },
         { "log-level", required_argument, NULL, O_LEVEL },
@@ -229,6 +232,11 @@ int main(int argc, char **argv)
             if (parse_size(optarg, 1, 3600000, &v) < 0)
                 bad_option("--register-timeout", optarg, "want 1 .. 3600000 ms");
             cfg.register_ms = (int) v;
+            break;
+        case O_TRUNKWAIT:
+            if (parse_size(optarg, 0, 3600000, &v) < 0)
+                bad_option("--trunk-wait", optarg, "want 0 .. 3600000 ms");
+            cfg.trunk_wait_ms = v ? (int) v : -1;
             break;
         case O_TLS: cfg.ucx_tls = optarg; break;
         case O_DEV: cfg.ucx_devices = optarg; break;

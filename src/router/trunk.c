@@ -138,6 +138,23 @@ static void trunk_check_up(rt_trunk_t *t)
     r->st.trunks_up++;
     icbc_info("router %s: trunk to %s up, %d streams", r->name, trunk_name(t, name, sizeof(name)),
               t->nstreams);
+    /* Messages that waited for a trunk to this cluster go now, in order. */
+    rt_queue_t *w = &r->trunk_wait[t->cluster];
+    while (!rt_list_empty(&w->msgs)) {
+        rt_msg_t *m = RT_CONTAINER(w->msgs.next, rt_msg_t, qlink);
+        rt_queue_t *q;
+
+        rt_list_del(&m->qlink);
+        w->bytes -= m->len;
+        m->q = NULL;
+        q = rt_route(r, &m->rh);
+        if (q == NULL || q == w) {
+            rt_msg_fail(m, "trunk down");
+            continue;
+        }
+        rt_enqueue(q, m);
+        rt_pump_later(r, q);
+    }
 }
 
 static icbc_status_t trunk_alloc_streams(rt_trunk_t *t, int n)
@@ -506,7 +523,9 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
     double now = rt_now_ms();
 
     r->trunks = calloc(nclusters * ICBC_RF_MAX_ROUTERS, sizeof(rt_trunk_t));
-    if (r->trunks == NULL) return ICBC_ERR_NO_MEMORY;
+    r->trunk_wait = calloc(nclusters, sizeof(rt_queue_t));
+    if (r->trunks == NULL || r->trunk_wait == NULL) return ICBC_ERR_NO_MEMORY;
+    for (size_t d = 0; d < nclusters; d++) rt_queue_init(&r->trunk_wait[d], Q_WAIT, NULL);
     for (size_t d = 0; d < nclusters; d++) {
         const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(r->rf, d);
         if ((int) d == r->cluster) continue;
@@ -537,6 +556,21 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
 
 void rt_trunk_timers(icbc_router_t *r, double now, double *next)
 {
+    size_t nclusters = icbc_routerfile_num_clusters(r->rf);
+
+    /* Waits for a trunk end after trunk_wait_ms (FIFO: arrival order). */
+    for (size_t d = 0; r->trunk_wait && d < nclusters; d++) {
+        rt_queue_t *w = &r->trunk_wait[d];
+        while (!rt_list_empty(&w->msgs)) {
+            rt_msg_t *m = RT_CONTAINER(w->msgs.next, rt_msg_t, qlink);
+            double due = m->arrived + r->cfg.trunk_wait_ms;
+            if (due > now) {
+                if (due < *next) *next = due;
+                break;
+            }
+            rt_msg_fail(m, "trunk down");
+        }
+    }
     for (int i = 0; i < r->ntrunks; i++) {
         rt_trunk_t *t = &r->trunks[i];
         int connecting = 0;
@@ -579,6 +613,10 @@ void rt_trunks_destroy(icbc_router_t *r)
         free(t->streams);
     }
     rt_destroy_dead(r);
+    for (size_t d = 0; r->trunk_wait && d < icbc_routerfile_num_clusters(r->rf); d++)
+        rt_queue_fail(&r->trunk_wait[d]);
+    free(r->trunk_wait);
+    r->trunk_wait = NULL;
     free(r->trunks);
     r->trunks = NULL;
     if (r->listener) bt_listener_destroy(r->listener);

@@ -135,7 +135,7 @@ RfPtr LoadRf(const std::string &path)
 class RouterThread {
   public:
     RouterThread(const icbc_routerfile_t *rf, const char *host, size_t max_memory = 0,
-                 int streams = 0)
+                 int streams = 0, int trunk_wait_ms = 300)
     {
         icbc_router_config_t cfg = {};
         char err[512] = "";
@@ -144,6 +144,7 @@ class RouterThread {
         cfg.max_memory = max_memory;
         cfg.streams = streams;
         cfg.register_ms = 2000;
+        cfg.trunk_wait_ms = trunk_wait_ms;
         EXPECT_EQ(ICBC_OK, icbc_router_create(&cfg, &r_, err, sizeof(err))) << err;
         if (r_) th_ = std::thread([this] { icbc_router_run(r_); });
     }
@@ -559,10 +560,15 @@ TEST_F(RouterTest, TrunkDownGivesUnreachable)
     double end = NowMs() + 5000;
     while (ra.Stats().trunks_up != 0 && NowMs() < end)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::vector<uint8_t> p = MakePayload(0, 64);
+    std::vector<uint8_t> p = MakePayload(0, 64), big = MakePayload(1, 1 << 20);
+    double t0 = NowMs();
     ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, "t", p));
-    ASSERT_TRUE(ca.WaitFor(1));
+    ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, "u", big));
+    ASSERT_TRUE(ca.WaitFor(2));
+    EXPECT_GE(NowMs() - t0, 250); // waited --trunk-wait (300 ms) for the trunk
     EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, ca.Pop()->route.type);
+    EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, ca.Pop()->route.type);
+    EXPECT_TRUE(ca.WaitSends());
 }
 
 TEST_F(RouterTest, RouterLossIsReported)
@@ -903,4 +909,35 @@ TEST_F(RouterTest, ThroughputFigure)
     ASSERT_EQ(n, got);
     printf("[ figure   ] %zu x %zu B through two routers: %.1f ms, %.0f MB/s\n", n, len, ms,
            n * len / ms / 1e3);
+}
+
+TEST_F(RouterTest, MessagesWaitForTheTrunkToComeUp)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0", 0, 0, 10000);
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    // Router a retries at 0, 0.1, 0.3, 0.7, 1.5, 3.1 s: after 1.6 s there is
+    // time to start router b and register the receiver before the trunk is up.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < 6; i++) payloads.push_back(MakePayload(i, i * 50000));
+    for (size_t i = 0; i < 6; i++)
+        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
+    RouterThread rb(rf.get(), "b0");
+    Client cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    double end = NowMs() + 15000;
+    while (cb.Ready() < 6 && NowMs() < end) {
+        ca.Progress();
+        cb.Progress();
+    }
+    ASSERT_EQ(6u, cb.Ready());
+    for (size_t i = 0; i < 6; i++) {
+        auto m = cb.Pop();
+        EXPECT_EQ(std::to_string(i), m->inner);
+        EXPECT_TRUE(m->data == payloads[i]) << i;
+    }
+    EXPECT_EQ(0u, ra.Stats().unreachable);
 }
