@@ -7,7 +7,8 @@
 # Stages (each skipped when already done and its inputs are unchanged):
 #   source     extract the MPICH source (default: Debian's source package)
 #   patch      apply contrib/mpich/patches/*.patch
-#   overlay    link src/mpid/icbc as src/mpid/ch4/netmod/icbc, src/icbc as its core/
+#   overlay    link src/mpid/icbc as src/mpid/ch4/netmod/icbc, src/icbc as its core/,
+#              src/bt_lib, src/mx_router and src/router beside it
 #   autogen    regenerate MPICH's build system (needed for a new netmod)
 #   configure  --with-device=ch4:icbc, Fortran on, dataloop datatype engine
 #   make       make -jN
@@ -91,6 +92,9 @@ for f in "$top"/src/mpid/icbc/*; do
     ln -sfn "$f" "$nm/$(basename "$f")"
 done
 ln -sfn "$top/src/icbc" "$nm/core"
+ln -sfn "$top/src/bt_lib" "$nm/bt_lib"
+ln -sfn "$top/src/mx_router" "$nm/mx_router"
+ln -sfn "$top/src/router" "$nm/router"
 for l in "$nm"/*; do   # drop links to files that no longer exist
     [ -L "$l" ] && [ ! -e "$l" ] && rm -f "$l"
 done

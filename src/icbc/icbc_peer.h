@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "icbc_bcard.h"
 #include "icbc_status.h"
 
 #ifdef __cplusplus
@@ -23,7 +24,7 @@ typedef enum {
     ICBC_PATH_SHM,         /* same node: MPICH's shared-memory module, not ours */
     ICBC_PATH_DIRECT,      /* same cluster: fabric transport */
     ICBC_PATH_ROUTED,      /* other ICBC cluster: through routers */
-    ICBC_PATH_TCP_DIRECT,  /* other cluster, policy alltoall: TCP between the processes */
+    ICBC_PATH_TCP_DIRECT,  /* TCP between the processes (policies alltoall and tcp) */
     ICBC_PATH_IMPI,        /* foreign cluster reached with IMPI */
 } icbc_path_t;
 
@@ -43,6 +44,8 @@ typedef struct icbc_peer {
     void *fabric_addr;         /* owned copy of its fabric address */
     size_t fabric_addr_len;
     void *ep;                  /* transport endpoint of the path, created on first use */
+    int ntcp;                  /* TCP endpoints from its business card */
+    icbc_bcard_tcp_t tcp[ICBC_BCARD_MAX_TCP];
 } icbc_peer_t;
 
 typedef struct icbc_peer_table {

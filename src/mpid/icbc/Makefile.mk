@@ -1,17 +1,41 @@
 # icbc netmod, overlaid as src/mpid/ch4/netmod/icbc; core/ is libicbc (src/icbc).
 if BUILD_CH4_NETMOD_ICBC
 
-AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/core
+AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/core \
+               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/bt_lib \
+               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/mx_router \
+               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/router
 
 mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_init.c \
                     src/mpid/ch4/netmod/icbc/icbc_am_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_delegate.c \
+                    src/mpid/ch4/netmod/icbc/icbc_xfer.c \
+                    src/mpid/ch4/netmod/icbc/icbc_xpath.c \
+                    src/mpid/ch4/netmod/icbc/icbc_router_embed.c \
                     src/mpid/ch4/netmod/icbc/core/status.c \
                     src/mpid/ch4/netmod/icbc/core/log.c \
                     src/mpid/ch4/netmod/icbc/core/bcard.c \
                     src/mpid/ch4/netmod/icbc/core/peer.c \
-                    src/mpid/ch4/netmod/icbc/core/wire.c
+                    src/mpid/ch4/netmod/icbc/core/wire.c \
+                    src/mpid/ch4/netmod/icbc/core/route.c \
+                    src/mpid/ch4/netmod/icbc/core/routerfile.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_client.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_server.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_map.c \
+                    src/mpid/ch4/netmod/icbc/router/router.c \
+                    src/mpid/ch4/netmod/icbc/router/fabric.c \
+                    src/mpid/ch4/netmod/icbc/router/trunk.c \
+                    src/mpid/ch4/netmod/icbc/router/forward.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/auth.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/conn.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/frame.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/listen.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/opts.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/poller.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/recv.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/send.c \
+                    src/mpid/ch4/netmod/icbc/bt_lib/sockopt.c
 
 errnames_txt_files += src/mpid/ch4/netmod/icbc/errnames.txt
 

@@ -11,6 +11,18 @@
 #define ICBC_AM_H_INCLUDED
 
 #include "icbc_impl.h"
+#include "icbc_xfer.h"
+
+/* Peers reached through routers or TCP take the transfer protocol of
+ * icbc_xfer.c instead of UCX end to end. */
+#define MPIDI_ICBC_PEER_IS_XPATH(peer) \
+    ((peer)->path == ICBC_PATH_ROUTED || (peer)->path == ICBC_PATH_TCP_DIRECT)
+
+MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm * comm, int rank)
+{
+    MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
+    return icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
+}
 
 /* Completion of an am_isend: release what the request owned, then tell MPIDIG. */
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request * sreq, ucs_status_t status)
@@ -23,11 +35,7 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request * sreq, ucs_
                                                       "**icbc_send %s",
                                                       ucs_status_string(status));
     }
-    MPL_free(amreq->hdr_buf);
-    amreq->hdr_buf = NULL;
-    MPL_free(amreq->pack_buf);
-    amreq->pack_buf = NULL;
-    MPIDIG_global.origin_cbs[amreq->handler_id] (sreq);
+    MPIDI_ICBC_am_isend_done_common(sreq);
 }
 
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_cb(void *request, ucs_status_t status,
@@ -83,6 +91,12 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
 
     MPIR_FUNC_ENTER;
 
+    peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
+    if (unlikely(peer && MPIDI_ICBC_PEER_IS_XPATH(peer))) {
+        mpi_errno = MPIDI_ICBC_xfer_am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count,
+                                             datatype, src_vci, dst_vci, sreq);
+        goto fn_exit;
+    }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
     MPIR_ERR_CHECK(mpi_errno);
 
@@ -167,6 +181,12 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
 
     MPIR_FUNC_ENTER;
 
+    peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
+    if (unlikely(peer && MPIDI_ICBC_PEER_IS_XPATH(peer))) {
+        mpi_errno = MPIDI_ICBC_xfer_send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci,
+                                             dst_vci);
+        goto fn_exit;
+    }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
     MPIR_ERR_CHECK(mpi_errno);
 

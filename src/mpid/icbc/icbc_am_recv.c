@@ -11,6 +11,7 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
+#include "icbc_xfer.h"
 
 /* Largest header the callback copies to an aligned stack buffer; larger ones
  * (RMA with flattened datatypes) go through the heap. */
@@ -55,6 +56,12 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
 
     MPIR_FUNC_ENTER;
 
+    if (amreq->xkind) {
+        /* matched RTS of a striped message: answer with a receive slot */
+        mpi_errno = MPIDI_ICBC_xfer_matched(rreq);
+        goto fn_exit;
+    }
+
     MPIDIG_get_recv_data(&is_contig, &is_gpu, &p_data, &p_data_sz, rreq);
     if (is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size) {
         dest = p_data;
@@ -88,6 +95,13 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
 ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
                                    void *data, size_t length, const ucp_am_recv_param_t * param)
 {
+    return MPIDI_ICBC_am_deliver(header, header_length, data, length,
+                                 (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0, -1);
+}
+
+ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
+                                   size_t length, int is_rndv, int src)
+{
     icbc_am_hdr_t wh;
     uint64_t stack_hdr[ICBC_RECV_STACK_HDR / sizeof(uint64_t)];
     void *am_hdr = stack_hdr;
@@ -95,11 +109,11 @@ ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_
     void *heap_data = NULL;
     uint32_t attr = 0;
     ucs_status_t ret = UCS_OK;
-    int is_rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
 
     if (icbc_am_hdr_parse(header, header_length, MPIDI_AM_HANDLERS_MAX,
                           (uint32_t) MPIDI_ICBC_global.peers.size, &wh) != ICBC_OK ||
-        wh.data_sz != length || MPIDIG_global.target_msg_cbs[wh.handler_id] == NULL) {
+        wh.kind != ICBC_MSG_AM || wh.data_sz != length || (src >= 0 && wh.src_rank != (uint32_t) src) ||
+        MPIDIG_global.target_msg_cbs[wh.handler_id] == NULL) {
         /* Not ours, damaged or from a newer peer: drop it, never trust it. */
         fprintf(stderr, "icbc: rank %d dropped a malformed active message (%zu header bytes, "
                 "%zu data bytes)\n", MPIR_Process.rank, header_length, length);

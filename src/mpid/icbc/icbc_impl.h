@@ -13,6 +13,7 @@
 
 #include "core/icbc_peer.h"
 #include "core/icbc_wire.h"
+#include "core/icbc_bcard.h"
 
 /* UCX active-message id used for all icbc traffic on the direct path. */
 #define MPIDI_ICBC_UCX_AM_ID 0
@@ -26,6 +27,7 @@ typedef struct {
     int yield_when_idle;
     int idle_polls;
     int finalizing;
+    int xpath;                /* routed or TCP paths in use: progress them */
 } MPIDI_ICBC_global_t;
 
 extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
@@ -40,6 +42,33 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p);
 ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
                                    void *data, size_t length, const ucp_am_recv_param_t * param);
 int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq);
+/* Delivery of one direct-path message (also routed whole messages that a
+ * router sent with UCX's rendezvous); SRC >= 0 must match the wire header. */
+ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
+                                   size_t length, int is_rndv, int src);
+
+/* Routed and TCP paths (icbc_xpath.c). */
+int MPIDI_ICBC_xpath_init_local(void);
+const icbc_bcard_tcp_t *MPIDI_ICBC_xpath_card_tcp(int *n);
+int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len);
+void MPIDI_ICBC_xpath_progress(void);
+void MPIDI_ICBC_xpath_finalize(void);
+
+/* Router thread on router hosts (icbc_router_embed.c). */
+int MPIDI_ICBC_router_embed_start(void);
+void MPIDI_ICBC_router_embed_stop(void);
+
+/* A send finished (any path): release what the request owned, tell MPIDIG. */
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request * sreq)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+
+    MPL_free(amreq->hdr_buf);
+    amreq->hdr_buf = NULL;
+    MPL_free(amreq->pack_buf);
+    amreq->pack_buf = NULL;
+    MPIDIG_global.origin_cbs[amreq->handler_id] (sreq);
+}
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm * comm, int rank,
                                                         icbc_peer_t ** peer_p, ucp_ep_h * ep_p)

@@ -7,6 +7,7 @@
 #include "icbc_impl.h"
 #include "mpidu_bc.h"
 #include "core/icbc_bcard.h"
+#include "icbc_xfer.h"
 
 #include <unistd.h>
 
@@ -21,14 +22,16 @@ cvars:
     - name        : MPIR_CVAR_CH4_ICBC_EAGER_LIMIT
       category    : CH4_ICBC
       type        : int
-      default     : 16384
+      default     : 65536
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Messages whose MPI header plus payload are at most this many bytes are
-        sent eagerly; larger payloads use the transport rendezvous and land
-        directly in the receive buffer. Capped at MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE.
+        Direct path: messages whose MPI header plus payload are at most this
+        many bytes are sent eagerly; larger payloads use UCX's rendezvous and
+        land directly in the receive buffer. Capped at
+        MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE (an unexpected eager message must
+        fit one of MPIDIG's buffers).
 
     - name        : MPIR_CVAR_CH4_ICBC_UCX_TLS
       category    : CH4_ICBC
@@ -142,6 +145,14 @@ int MPIDI_ICBC_init_local(int *tag_bits)
         MPIDI_ICBC_global.yield_when_idle = (cores > 0 && MPIR_Process.local_size > cores);
     }
 
+    /* router file, policy, TCP listener: before UCX, so their errors come first */
+    mpi_errno = MPIDI_ICBC_xpath_init_local();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_ICBC_xfer_init();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_ICBC_router_embed_start();
+    MPIR_ERR_CHECK(mpi_errno);
+
     status = ucp_config_read(NULL, NULL, &config);
     MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
                          "**icbc_ucx %s %s", "ucp_config_read", ucs_status_string(status));
@@ -219,20 +230,23 @@ static int exchange_cards(void)
     void *table = NULL;
     int recv_len = 0;
     int table_created = 0;
+    const icbc_bcard_tcp_t *tcp;
+    int ntcp;
     ucs_status_t status;
 
     status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
     MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
                          "**icbc_ucx %s %s", "ucp_worker_get_address", ucs_status_string(status));
     self_node_name(node, sizeof(node));
-    card_len = icbc_bcard_size(node, addr_len);
+    tcp = MPIDI_ICBC_xpath_card_tcp(&ntcp);
+    card_len = icbc_bcard_size_tcp(node, addr_len, ntcp);
     MPIR_ERR_CHKANDJUMP1(card_len > MPID_MAX_BC_SIZE, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
                          "**icbc_cfg %s", "UCX worker address does not fit a business card "
                          "(restrict MPIR_CVAR_CH4_ICBC_UCX_TLS)");
     card = MPL_malloc(card_len, MPL_MEM_ADDRESS);
     MPIR_ERR_CHKANDJUMP(card == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode(node, addr, addr_len, card, card_len, &card_len)
-                         != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+    MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode_tcp(node, addr, addr_len, tcp, ntcp, card, card_len,
+                                               &card_len) != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "cannot encode business card (node name too long?)");
 
     if (MPIR_CVAR_CH4_ICBC_FAULT_INJECT && !strcmp(MPIR_CVAR_CH4_ICBC_FAULT_INJECT, "bcard"))
@@ -260,7 +274,13 @@ static int exchange_cards(void)
                                                   bc.fabric_addr_len) != ICBC_OK,
                             mpi_errno, MPI_ERR_OTHER, "**nomem");
         peer->path = MPIDI_av_is_local(&MPIDIU_get_av(0, r)) ? ICBC_PATH_SHM : ICBC_PATH_DIRECT;
+        peer->ntcp = bc.ntcp;
+        memcpy(peer->tcp, bc.tcp, sizeof(bc.tcp));
     }
+
+    /* paths to other clusters; registration with the routers */
+    mpi_errno = MPIDI_ICBC_xpath_init_world(table, (size_t) recv_len);
+    MPIR_ERR_CHECK(mpi_errno);
 
   fn_exit:
     if (table_created)
@@ -344,12 +364,15 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     ucs_status_ptr_t *pending = NULL;
     int npending = 0;
 
-    MPIDI_ICBC_global.finalizing = 1;
-
     /* Every process must be past its last message before endpoints close:
      * a peer still sending to a closed endpoint would see an error. */
     mpi_errno = MPIR_pmi_barrier();
     MPIR_ERR_CHECK(mpi_errno);
+    MPIDI_ICBC_global.finalizing = 1;
+
+    MPIDI_ICBC_xpath_finalize();
+    MPIDI_ICBC_xfer_finalize();
+    MPIDI_ICBC_router_embed_stop();
 
     if (peers->size > 0) {
         pending = MPL_malloc(sizeof(*pending) * peers->size, MPL_MEM_OTHER);

@@ -28,6 +28,10 @@ typedef struct {
     void *bounce_buf;
     size_t rndv_size;
     int handler_id;
+    /* receiver of a striped message (icbc_xfer.c): sender and its cookie */
+    int xkind;
+    int xpeer;
+    uint64_t xcookie;
     uint64_t inline_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
 } MPIDI_ICBC_am_request_t;
 

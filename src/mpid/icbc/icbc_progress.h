@@ -16,6 +16,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
 {
     if (vci != 0)
         return MPI_SUCCESS;
+    if (unlikely(MPIDI_ICBC_global.xpath))
+        MPIDI_ICBC_xpath_progress();
     if (ucp_worker_progress(MPIDI_ICBC_global.worker)) {
         MPIDI_ICBC_global.idle_polls = 0;
     } else if (MPIDI_ICBC_global.yield_when_idle &&

@@ -25,7 +25,8 @@ AM_COND_IF([BUILD_CH4_NETMOD_ICBC],[
     AC_CHECK_LIB([ucp],[ucp_am_send_nbx],[],
                  [AC_MSG_ERROR([ch4:icbc needs libucp with the active-message nbx API (UCX >= 1.10)])],
                  [-lucs])
-    PAC_LIBS_ADD([-lucp -lucs])
+    AC_CHECK_LIB([crypto],[HMAC],[],[AC_MSG_ERROR([ch4:icbc needs libcrypto (libssl-dev)])])
+    PAC_LIBS_ADD([-lucp -lucs -lcrypto])
 ])dnl end AM_COND_IF(BUILD_CH4_NETMOD_ICBC,...)
 ])dnl end _BODY
 

@@ -1,0 +1,125 @@
+/*
+ * Embedded router: on a host that the router file lists as a router, the
+ * first compute process of the node runs the router core (src/router) in a
+ * thread of its own, so "every node is a router" needs no daemon. When a
+ * standalone icbc-router already holds the router's addresses, its
+ * listeners cannot open and the process simply uses that router.
+ *
+ * Started before the business-card exchange, whose barrier makes every
+ * router of the job listen before any process registers.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "core/icbc_routerfile.h"
+#include "router/router.h"
+
+#include <pthread.h>
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER
+      category    : CH4_ICBC
+      type        : int
+      default     : 1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        1: on a router host of the router file, the node's first process runs
+        the router in a thread when no icbc-router daemon holds the router's
+        addresses; the thread ends with that process. 0: never (routers are
+        daemons).
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY
+      category    : CH4_ICBC
+      type        : int
+      default     : 64
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Bound, in MiB, on the payload an embedded router buffers; senders are
+        held back (back-pressure) when it is reached.
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS
+      category    : CH4_ICBC
+      type        : int
+      default     : 4
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        TCP connections per trunk of an embedded router.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+static struct {
+    icbc_routerfile_t *rf;
+    icbc_router_t *router;
+    pthread_t thread;
+    int running;
+} E;
+
+static void *router_thread(void *arg)
+{
+    icbc_router_run(E.router);
+    return NULL;
+}
+
+int MPIDI_ICBC_router_embed_start(void)
+{
+    char err[ICBC_RF_ERR_LEN + 128];
+    char host[ICBC_RF_HOST_MAX + 1];
+    int cluster;
+
+    if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0)
+        return MPI_SUCCESS;
+    if (icbc_routerfile_load_env(&E.rf, err, sizeof(err)) != ICBC_OK)
+        return MPI_SUCCESS;     /* no router file: nothing to embed (errors come from xpath) */
+    if (icbc_routerfile_num_clusters(E.rf) < 2 ||
+        icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK ||
+        icbc_routerfile_find_router(E.rf, host, &cluster) == NULL)
+        goto none;
+
+    icbc_router_config_t cfg = {
+        .rf = E.rf,
+        .host = host,
+        .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
+        .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
+    };
+    if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
+        /* most likely a daemon holds the addresses: use it */
+        if (getenv("ICBC_LOG_LEVEL"))
+            fprintf(stderr, "icbc: rank %d runs no embedded router on %s: %s\n",
+                    MPIR_Process.rank, host, err);
+        goto none;
+    }
+    if (pthread_create(&E.thread, NULL, router_thread, NULL) != 0) {
+        icbc_router_destroy(E.router);
+        E.router = NULL;
+        goto none;
+    }
+    E.running = 1;
+    return MPI_SUCCESS;
+
+  none:
+    icbc_routerfile_free(E.rf);
+    E.rf = NULL;
+    return MPI_SUCCESS;
+}
+
+void MPIDI_ICBC_router_embed_stop(void)
+{
+    if (E.running) {
+        icbc_router_stop(E.router);
+        pthread_join(E.thread, NULL);
+        icbc_router_destroy(E.router);
+        E.running = 0;
+    }
+    if (E.rf)
+        icbc_routerfile_free(E.rf);
+    memset(&E, 0, sizeof(E));
+}
