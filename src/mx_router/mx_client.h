@@ -11,11 +11,13 @@
  * message naming the router and the cause (unreachable, refused, timeout).
  *
  * Messages from the routers (MSG, UNREACHABLE) arrive through on_msg. The
- * payload is either eager data or, if m->rndv, a UCX rendezvous descriptor
- * that must be pulled with mx_client_recv_data or dropped with
- * mx_client_data_release. Return 1 from on_msg to keep m->data beyond the
- * call (always for a descriptor that is not pulled inside the call), 0 if
- * done with it.
+ * payload is either eager data or, if m->rndv, a UCX rendezvous descriptor.
+ * Return 0 from on_msg when done with eager data (it is gone after the
+ * call), or 1 to keep m->data: then give eager data back with
+ * mx_client_data_release, and pull a descriptor with mx_client_recv_data
+ * (or drop it with mx_client_data_release) after on_msg returned. For a
+ * descriptor, always return 1. UNREACHABLE carries the lost message's route
+ * header as its inner header and no payload.
  *
  * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
  */

@@ -2,6 +2,7 @@
 #include "router.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,8 @@ static void on_fabric_fd(int fd, uint32_t events, void *arg)
     /* Nothing to do here: the loop drives UCX after every wake-up. */
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#include <stdarg.h>
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
