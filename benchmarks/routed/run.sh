@@ -64,6 +64,9 @@ Parts (--parts, comma-separated; default all but with --quick latency,bw):
             cluster), against min(R x NIC, WAN); target ratio >= --stripe-target
   mbw       icbc_mbw_mr with one rank per node, every pair crossing the WAN, per policy
   alltoall  icbc_alltoall with one rank per node, per policy
+  paths     examples/icbc_paths.c with one rank per node, per policy: which path rank 0
+            takes to every other node, with an 8 B latency and a 1 MiB bandwidth each
+            (not in the default set; the two-cluster demo uses it)
   The small-message target compares the aggregate latency with the alltoall (direct TCP)
   one for sizes up to --small-max: ratio <= --small-target.
 
@@ -84,7 +87,8 @@ MPI and routers:
                             ext0, direct TCP between the processes, as a reference)
   --stock-prefix PREFIX     (default /usr)
   --router PATH             icbc-router (default: PATH, PREFIX/bin, <repo>/_build)
-  --router-args "..."       extra icbc-router options, e.g. "--streams 4 --max-memory 64M"
+  --router-args "..."       extra icbc-router options, e.g. "--streams 4 --max-memory 64Mi";
+                            "--device fab0" is added unless it has a --device
   --no-router-daemons       start no daemons (routers embedded in the MPI processes)
   --router-wait SEC         time for the routers to listen and connect (default 20)
   --env "K=V ..."           extra environment for every rank
@@ -207,8 +211,8 @@ declare -A WANT=()
 IFS=',' read -ra _parts <<< "$PARTS"
 for p in "${_parts[@]}"; do
     case $p in
-        latency|bw|stripe|mbw|alltoall) WANT[$p]=1 ;;
-        *) die "--parts: unknown part '$p' (latency, bw, stripe, mbw, alltoall)" ;;
+        latency|bw|stripe|mbw|alltoall|paths) WANT[$p]=1 ;;
+        *) die "--parts: unknown part '$p' (latency, bw, stripe, mbw, alltoall, paths)" ;;
     esac
 done
 read -ra POLS <<< "$POLICIES"
@@ -272,17 +276,21 @@ if (( NEED_STOCK )); then
     read -r STOCK_MPICC STOCK_MPIEXEC STOCK_DEVICE < <(mpi_tools "$STOCK_PREFIX") \
         || die "no mpicc/mpiexec in $STOCK_PREFIX/bin (--stock-prefix)"
 fi
-if (( NEED_ROUTERS && ROUTER_DAEMONS )); then
-    (( ROUTERS >= 1 )) || die "policies aggregate/static and the stripe part need --routers >= 1"
+# Routers run during every series when they can (the same conditions for all policies);
+# they are required for aggregate, static and the stripe part.
+(( NEED_ROUTERS && ROUTERS < 1 )) && die "policies aggregate/static and the stripe part need --routers >= 1"
+if (( ROUTER_DAEMONS && ROUTERS >= 1 )); then
     if [[ -z $ROUTER ]]; then
         for c in "$(command -v icbc-router 2>/dev/null)" "$PREFIX/bin/icbc-router" \
                  "$REPO/_build/icbc-router" "$REPO/_build/src/router/icbc-router"; do
             [[ -n $c && -x $c ]] && { ROUTER=$c; break; }
         done
     fi
-    [[ -n $ROUTER && -x $ROUTER ]] \
+    [[ -n $ROUTER ]] || [[ $NEED_ROUTERS == 0 ]] \
         || die "icbc-router not found (PATH, $PREFIX/bin, $REPO/_build; --router PATH, or --no-router-daemons when the processes embed their routers)"
+    [[ -z $ROUTER || -x $ROUTER ]] || die "--router $ROUTER is not executable"
 fi
+[[ -n $ROUTER ]] || ROUTER_DAEMONS=0
 
 TESTBED=''
 for c in "$(command -v icbc-testbed 2>/dev/null)" "$PREFIX/bin/icbc-testbed" \
@@ -299,7 +307,7 @@ fi
 mkdir -p "$OUT/raw" "$BUILD/logs" || die "cannot create $OUT or $BUILD"
 OUT=$(cd "$OUT" && pwd)
 BUILD=$(cd "$BUILD" && pwd)
-rm -f "$OUT"/raw/routed_*.csv
+rm -f "$OUT"/raw/routed_*.csv "$OUT"/raw/routed_paths_*.txt
 EVENTS=$OUT/routed_events.txt
 SUMMARY=$OUT/routed_summary.txt
 ROUTER_STATS=$OUT/routed_routers.txt
@@ -321,12 +329,14 @@ for c in a b; do for ((i = 0; i < NODES; i++)); do NODE_LIST+=("$c$i"); done; do
 
 declare -A BIN=()
 compile_for() { # KIND MPICC
-    local kind=$1 mpicc=$2 b exe
+    local kind=$1 mpicc=$2 b exe src
     mkdir -p "$BUILD/$kind"
-    for b in latency bw mbw_mr alltoall; do
+    for b in latency bw mbw_mr alltoall paths; do
         exe=$BUILD/$kind/icbc_$b
-        "$mpicc" -O2 -Wall -I"$SRC" -o "$exe" "$SRC/icbc_$b.c" > "$BUILD/logs/compile_${kind}_$b.log" 2>&1 \
-            || { cat "$BUILD/logs/compile_${kind}_$b.log" >&2; die "compiling icbc_$b with $mpicc failed"; }
+        src=$SRC/icbc_$b.c
+        [[ $b == paths ]] && src=$REPO/examples/icbc_paths.c
+        "$mpicc" -O2 -Wall -I"$SRC" -o "$exe" "$src" > "$BUILD/logs/compile_${kind}_$b.log" 2>&1 \
+            || { cat "$BUILD/logs/compile_${kind}_$b.log" >&2; die "compiling $src with $mpicc failed"; }
         BIN[$kind.$b]=$exe
     done
     note "compiled the benchmarks with $mpicc into $BUILD/$kind"
@@ -346,8 +356,9 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     if [[ -f $MPI_PID_FILE ]]; then
-        kill -TERM -- "-$(cat "$MPI_PID_FILE")" 2>/dev/null
+        kill -KILL -- "-$(cat "$MPI_PID_FILE")" 2>/dev/null
         rm -f "$MPI_PID_FILE"
+        kill_leftovers
     fi
     (( ROUTERS_UP )) && stop_routers cleanup
     if (( TB_OWNED )); then
@@ -407,14 +418,16 @@ start_routers() {
     local r=$1 conf node c i log pid deadline ok port
     (( ROUTER_DAEMONS )) || { CUR_R=$r; return 0; }
     conf=$(routerfile "$r" aggregate)
+    local rargs=$ROUTER_ARGS
+    [[ " $rargs " == *" --device "* ]] || rargs="--device $FAB_DEV $rargs"
     for c in a b; do
         for ((i = 0; i < r; i++)); do
             node=$c$i
             log=$BUILD/logs/router-R$r-$node.log
-            echo "# $(date -u '+%F %T') $ROUTER --routerfile $conf --host $node $ROUTER_ARGS" > "$log"
+            echo "# $(date -u '+%F %T') $ROUTER --routerfile $conf --host $node $rargs" > "$log"
             # shellcheck disable=SC2086
             setsid "$TESTBED" exec --name "$TB_NAME" "$node" -- \
-                "$ROUTER" --routerfile "$conf" --host "$node" $ROUTER_ARGS >> "$log" 2>&1 < /dev/null &
+                "$ROUTER" --routerfile "$conf" --host "$node" $rargs >> "$log" 2>&1 < /dev/null &
             ROUTER_PID[$node]=$!
         done
     done
@@ -469,8 +482,10 @@ stop_routers() {
                 echo "$node: did not exit within 10 s of SIGTERM: killed"
             fi
             wait "$pid" 2>/dev/null
-            echo "$node: exit status $?, peak RSS (VmHWM) ${HWM[$node]:-?}"
-            grep -iE 'stats|peak|forwarded|refused|unreachable' "$log" | tail -3 | sed "s/^/$node:   /"
+            echo "$node: exit status $?, peak RSS (VmHWM before SIGTERM) ${HWM[$node]:-?}"
+            # the final stats line (bytes and messages each way, peak buffered bytes, peak RSS)
+            grep -E ': stats: ' "$log" | tail -1 | sed "s/^[^]]*] [a-z]*: /$node:   /"
+            grep -cE '(warn|error): ' "$log" | sed "s/^/$node:   warnings and errors in the log: /"
         done
     } >> "$ROUTER_STATS"
     ROUTER_PID=()
@@ -478,6 +493,23 @@ stop_routers() {
 }
 
 # ---- one run ------------------------------------------------------------------------------
+
+# kill_leftovers: benchmark processes and hydra proxies left in the node namespaces after a
+# killed run (mpiexec does not always take its remote processes with it); routers stay.
+kill_leftovers() {
+    local n pid exe b
+    for n in "${NODE_LIST[@]}"; do
+        for pid in $(ip netns pids "$TB_NAME-$n" 2>/dev/null); do
+            exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+            for b in "${BIN[@]}" hydra_pmi_proxy; do
+                if [[ $exe == "$b" || $exe == */"$b" || $exe == */hydra_pmi_proxy* ]]; then
+                    kill -KILL "$pid" 2>/dev/null && echo "killed leftover pid $pid ($exe) on $n" >&2
+                    break
+                fi
+            done
+        done
+    done
+}
 
 FAILED_RUNS=0
 RUN_NO=0
@@ -534,6 +566,7 @@ run_try() {
         mbw) prog=mbw_mr opts=$MBW_OPTS hosts=$HOSTS_ALL np=$((2 * NODES)) frac=1 ;;
         alltoall) prog=alltoall opts=$A2A_OPTS hosts=$HOSTS_ALL np=$((2 * NODES))
                   frac=$(awk -v m="$NODES" 'BEGIN { printf "%.4f", 0.95 * m / (2 * m - 1) }') ;;
+        paths) prog=paths opts='' hosts=$HOSTS_ALL np=$((2 * NODES)) frac=0 ;;
     esac
     if [[ $kind == stock ]]; then mpiexec=$STOCK_MPIEXEC want_dev=$STOCK_DEVICE
     else mpiexec=$ICBC_MPIEXEC want_dev=$ICBC_DEVICE; fi
@@ -552,7 +585,10 @@ run_try() {
     local pid=$! fin_since=0 hung=0 rc
     echo "$pid" > "$MPI_PID_FILE"
     while kill -0 "$pid" 2>/dev/null; do
-        if (( fin_since == 0 )) && grep -qs 'entering MPI_Finalize' "$err"; then fin_since=$SECONDS; fi
+        if (( fin_since == 0 )) && { grep -qs 'entering MPI_Finalize' "$err" ||
+                                     grep -qsE '^paths (succeeded|FAILED)$' "$csv"; }; then
+            fin_since=$SECONDS
+        fi
         if (( fin_since > 0 && SECONDS - fin_since > FIN_GRACE )); then
             hung=1
             kill -TERM -- "-$pid" 2>/dev/null; sleep 3; kill -KILL -- "-$pid" 2>/dev/null
@@ -562,12 +598,17 @@ run_try() {
     done
     wait "$pid"; rc=$?
     rm -f "$MPI_PID_FILE"
+    (( hung || rc == 124 || rc == 137 )) && kill_leftovers
     w1=$(wan_payload)
     mapfile -t tx1 < <(ext0_tx)
     local done_ok=0 rt_dev sent i line
     grep -q "icbc_$prog: all sizes done, entering MPI_Finalize" "$err" && done_ok=1
     rt_dev=$(sed -n "s/^icbc_$prog: .*; device: \([^;]*\).*/\1/p" "$err" | head -1)
     sent=$(sed -n "s/^icbc_$prog: payload bytes sent by all ranks: //p" "$err" | head -1)
+    if [[ $prog == paths ]]; then # a demo job, not a benchmark: its own success line
+        grep -q '^paths succeeded$' "$csv" && done_ok=1
+        rt_dev=$want_dev sent=0
+    fi
     TRY_CSV=$csv TRY_STATUS='' TRY_DETAIL=''
     if (( hung || rc == 124 || rc == 137 )); then
         if (( done_ok )); then
@@ -600,6 +641,7 @@ run_try() {
 run_one() {
     local part=$1 s=$2 r=$3 rep=$4 try raw kept='' t0
     raw=$OUT/raw/routed_${part}_${s}_R${r}_rep${rep}.csv
+    [[ $part == paths ]] && raw=$OUT/raw/routed_paths_${s}.txt
     rm -f "$raw"
     for try in 1 2; do
         t0=$SECONDS
@@ -622,13 +664,14 @@ run_one() {
 
 T_RUNS=$SECONDS
 SERIES_PARTS=()
-for p in latency bw mbw alltoall; do [[ -n ${WANT[$p]:-} ]] && SERIES_PARTS+=("$p"); done
+for p in paths latency bw mbw alltoall; do [[ -n ${WANT[$p]:-} ]] && SERIES_PARTS+=("$p"); done
 if (( ${#SERIES_PARTS[@]} )); then
-    (( NEED_ROUTERS )) && start_routers "$ROUTERS"
+    (( ROUTERS >= 1 )) && start_routers "$ROUTERS"
     for rep in $(seq 1 "$REPS"); do
         order=("${POLS[@]}")
         (( rep % 2 )) || order=($(printf '%s\n' "${POLS[@]}" | tac))
         for p in "${SERIES_PARTS[@]}"; do
+            [[ $p == paths ]] && (( rep > 1 )) && continue
             for s in "${order[@]}"; do run_one "$p" "$s" "$ROUTERS" "$rep"; done
         done
     done
@@ -655,7 +698,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "placement: p2p ranks on a$((NODES - 1)) and b$((NODES - 1)); mbw/alltoall one rank per node, $((2 * NODES)) ranks"
     (( NEED_ICBC )) && echo "icbc: $PREFIX ($ICBC_DEVICE)"
     (( NEED_STOCK )) && echo "stock: $STOCK_PREFIX ($STOCK_DEVICE), UCX_TLS=tcp,self UCX_NET_DEVICES=ext0"
-    (( NEED_ROUTERS )) && echo "routers: $( ((ROUTER_DAEMONS)) && echo "$ROUTER $ROUTER_ARGS" || echo "embedded (no daemons)")"
+    echo "routers: $( ((ROUTER_DAEMONS)) && echo "$ROUTER $ROUTER_ARGS" || echo "no daemons started")"
     echo "options: latency [$LAT_OPTS] bw [$BW_OPTS] stripe [$STRIPE_OPTS] mbw [$MBW_OPTS] alltoall [$A2A_OPTS]"
 } > "$SUMMARY"
 
@@ -703,6 +746,13 @@ compare_part() {
     (( PIPESTATUS[0] == 0 )) || REPORT_FAIL=1
 }
 
+if [[ -n ${WANT[paths]:-} ]]; then
+    for s in "${POLS[@]}"; do
+        f=$OUT/raw/routed_paths_$s.txt
+        { echo; echo "== paths under policy $s (examples/icbc_paths.c, one rank per node)"
+          if [[ -f $f ]]; then cat "$f"; else echo "NO DATA (see $EVENTS)"; fi; } | tee -a "$SUMMARY"
+    done
+fi
 [[ -n ${WANT[latency]:-} ]] && compare_part latency latency lower us 1 alltoall "$SMALL_TARGET" "$SMALL_MAX"
 [[ -n ${WANT[bw]:-} ]] && compare_part bw bandwidth higher MB/s 1 aggregate
 [[ -n ${WANT[mbw]:-} ]] && compare_part mbw "multi-pair bandwidth" higher MB/s 1 aggregate
