@@ -7,9 +7,9 @@
  * The path is the one design.md section 4 assigns: same node -> shm, same cluster ->
  * direct, other cluster -> routed (policies aggregate, static), tcp-direct (alltoall) or
  * tcp (policy tcp, also inside a cluster). The policy is the library's own value of
- * MPIR_CVAR_CH4_ICBC_POLICY when it has that control variable (read through MPI_T, so it
- * is what the netmod runs with), else the environment's. Every icbc control variable the
- * library exposes is listed too.
+ * MPIR_CVAR_CH4_ICBC_POLICY (read through MPI_T, so it is what the netmod runs with); when
+ * that is empty, the router file's policy line ($ICBC_ROUTERFILE), else aggregate. Every
+ * icbc control variable the library exposes is listed too.
  *
  * Clusters come from ICBC_CLUSTER (set by icbc-testbed's launcher), else the node name's
  * leading letters (a0 -> a). Ends with "paths succeeded" or "paths FAILED".
@@ -85,6 +85,22 @@ static int icbc_cvars(char *policy, int len)
     if (listed) printf("\n");
     MPI_T_finalize();
     return listed;
+}
+
+/* The policy line of the router file, if any. */
+static int routerfile_policy(char *policy, int len)
+{
+    const char *path = getenv("ICBC_ROUTERFILE");
+    char line[512], word[64];
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof(line), f))
+        if (sscanf(line, " policy %63s", word) == 1) {
+            snprintf(policy, len, "%s", word);
+            found = 1;
+        }
+    if (f) fclose(f);
+    return found;
 }
 
 static const char *path_to(const struct where *me, const struct where *peer, const char *policy)
@@ -171,10 +187,10 @@ int main(int argc, char **argv)
             snprintf(policy, sizeof(policy), "-");
             printf("no icbc control variables: not an icbc library, no paths to show\n");
         } else if (!policy[0]) {
-            const char *e = getenv("MPIR_CVAR_CH4_ICBC_POLICY");
-            snprintf(policy, sizeof(policy), "%s", e && *e ? e : "aggregate");
-            printf("policy %s (from the environment; the library has no POLICY variable)\n",
-                   policy);
+            if (routerfile_policy(policy, sizeof(policy)))
+                printf("policy %s (the router file's)\n", policy);
+            else
+                printf("policy %s (default)\n", strcpy(policy, "aggregate"));
         } else {
             printf("policy %s (the library's MPIR_CVAR_CH4_ICBC_POLICY)\n", policy);
         }

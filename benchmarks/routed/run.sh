@@ -89,7 +89,10 @@ MPI and routers:
   --router PATH             icbc-router (default: PATH, PREFIX/bin, <repo>/_build)
   --router-args "..."       extra icbc-router options, e.g. "--streams 4 --max-memory 64Mi";
                             "--device fab0" is added unless it has a --device
-  --no-router-daemons       start no daemons (routers embedded in the MPI processes)
+  --no-router-daemons       start no daemons: the first rank on each router node runs its
+                            router in a thread (MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER); only
+                            nodes with ranks then route. With daemons, the ranks get
+                            MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
   --router-wait SEC         time for the routers to listen and connect (default 20)
   --env "K=V ..."           extra environment for every rank
 
@@ -542,6 +545,8 @@ series_env() {
         echo "UCX_NET_DEVICES=ext0"
     else
         echo "MPIR_CVAR_CH4_ICBC_POLICY=$s"
+        # with daemons, a router that died must not be replaced by one embedded in a rank
+        (( ROUTER_DAEMONS )) && echo "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0"
         echo "ICBC_ROUTERFILE=$(routerfile "$r" "$s")"
         echo "MPIR_CVAR_CH4_ICBC_UCX_TLS=tcp"
         echo "MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=$FAB_DEV"
