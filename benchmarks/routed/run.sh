@@ -39,7 +39,7 @@ ROUTER_WAIT=20
 TIMEOUT=900
 FIN_GRACE=20
 EXTRA_ENV=''
-LAT_OPTS='' BW_OPTS='' STRIPE_OPTS='' MBW_OPTS='' A2A_OPTS=''
+LAT_OPTS='' BW_OPTS='' STRIPE_OPTS='' MBW_OPTS='' A2A_OPTS='' STRESS_OPTS='--quick'
 STRIPE_SIZE=8M
 STRIPE_TARGET=0.92
 SMALL_TARGET=1.25
@@ -67,6 +67,9 @@ Parts (--parts, comma-separated; default all but with --quick latency,bw):
   paths     examples/icbc_paths.c with one rank per node, per policy: which path rank 0
             takes to every other node, with an 8 B latency and a 1 MiB bandwidth each
             (not in the default set; the two-cluster demo uses it)
+  stress    test/mpi/stress.c with one rank per node, per policy: random traffic between
+            all ranks with checked payloads (--stress-opts, default --quick); any
+            mismatch fails the run (not in the default set)
   The small-message target compares the aggregate latency with the alltoall (direct TCP)
   one for sizes up to --small-max: ratio <= --small-target.
 
@@ -105,6 +108,7 @@ Measurement:
   --stripe-size SIZE        (default 8M)
   --latency-opts "..." --bw-opts "..." --stripe-opts "..." --mbw-opts "..."
   --alltoall-opts "..."     options of the benchmark programs (replace the defaults below)
+  --stress-opts "..."       options of the stress test (default --quick)
   --stripe-target R         (default 0.92)  --small-target R (default 1.25)
   --small-max SIZE          (default 1K)
   --timeout SEC             bound of one mpiexec (default 900)
@@ -168,6 +172,7 @@ while (( $# )); do
         --stripe-opts) STRIPE_OPTS=${2?}; shift 2 ;;
         --mbw-opts) MBW_OPTS=${2?}; shift 2 ;;
         --alltoall-opts) A2A_OPTS=${2?}; shift 2 ;;
+        --stress-opts) STRESS_OPTS=${2?}; shift 2 ;;
         --stripe-target) STRIPE_TARGET=${2:?}; shift 2 ;;
         --small-target) SMALL_TARGET=${2:?}; shift 2 ;;
         --small-max) SMALL_MAX=${2:?}; shift 2 ;;
@@ -214,8 +219,8 @@ declare -A WANT=()
 IFS=',' read -ra _parts <<< "$PARTS"
 for p in "${_parts[@]}"; do
     case $p in
-        latency|bw|stripe|mbw|alltoall|paths) WANT[$p]=1 ;;
-        *) die "--parts: unknown part '$p' (latency, bw, stripe, mbw, alltoall, paths)" ;;
+        latency|bw|stripe|mbw|alltoall|paths|stress) WANT[$p]=1 ;;
+        *) die "--parts: unknown part '$p' (latency, bw, stripe, mbw, alltoall, paths, stress)" ;;
     esac
 done
 read -ra POLS <<< "$POLICIES"
@@ -310,7 +315,7 @@ fi
 mkdir -p "$OUT/raw" "$BUILD/logs" || die "cannot create $OUT or $BUILD"
 OUT=$(cd "$OUT" && pwd)
 BUILD=$(cd "$BUILD" && pwd)
-rm -f "$OUT"/raw/routed_*.csv "$OUT"/raw/routed_paths_*.txt
+rm -f "$OUT"/raw/routed_*.csv "$OUT"/raw/routed_paths_*.txt "$OUT"/raw/routed_stress_*.txt
 EVENTS=$OUT/routed_events.txt
 SUMMARY=$OUT/routed_summary.txt
 ROUTER_STATS=$OUT/routed_routers.txt
@@ -334,11 +339,12 @@ declare -A BIN=()
 compile_for() { # KIND MPICC
     local kind=$1 mpicc=$2 b exe src
     mkdir -p "$BUILD/$kind"
-    for b in latency bw mbw_mr alltoall paths; do
+    for b in latency bw mbw_mr alltoall paths stress; do
         exe=$BUILD/$kind/icbc_$b
         src=$SRC/icbc_$b.c
         [[ $b == paths ]] && src=$REPO/examples/icbc_paths.c
-        "$mpicc" -O2 -Wall -I"$SRC" -o "$exe" "$src" > "$BUILD/logs/compile_${kind}_$b.log" 2>&1 \
+        [[ $b == stress ]] && src=$REPO/test/mpi/stress.c
+        "$mpicc" -O2 -Wall -I"$SRC" -I"$REPO/test/mpi" -o "$exe" "$src" > "$BUILD/logs/compile_${kind}_$b.log" 2>&1 \
             || { cat "$BUILD/logs/compile_${kind}_$b.log" >&2; die "compiling $src with $mpicc failed"; }
         BIN[$kind.$b]=$exe
     done
@@ -572,6 +578,7 @@ run_try() {
         alltoall) prog=alltoall opts=$A2A_OPTS hosts=$HOSTS_ALL np=$((2 * NODES))
                   frac=$(awk -v m="$NODES" 'BEGIN { printf "%.4f", 0.95 * m / (2 * m - 1) }') ;;
         paths) prog=paths opts='' hosts=$HOSTS_ALL np=$((2 * NODES)) frac=0 ;;
+        stress) prog=stress opts=$STRESS_OPTS hosts=$HOSTS_ALL np=$((2 * NODES)) frac=0.25 ;;
     esac
     if [[ $kind == stock ]]; then mpiexec=$STOCK_MPIEXEC want_dev=$STOCK_DEVICE
     else mpiexec=$ICBC_MPIEXEC want_dev=$ICBC_DEVICE; fi
@@ -591,7 +598,7 @@ run_try() {
     echo "$pid" > "$MPI_PID_FILE"
     while kill -0 "$pid" 2>/dev/null; do
         if (( fin_since == 0 )) && { grep -qs 'entering MPI_Finalize' "$err" ||
-                                     grep -qsE '^paths (succeeded|FAILED)$' "$csv"; }; then
+                                     grep -qsE '^(paths (succeeded|FAILED)|No Errors|Found [0-9]+ errors)$' "$csv"; }; then
             fin_since=$SECONDS
         fi
         if (( fin_since > 0 && SECONDS - fin_since > FIN_GRACE )); then
@@ -613,6 +620,10 @@ run_try() {
     if [[ $prog == paths ]]; then # a demo job, not a benchmark: its own success line
         grep -q '^paths succeeded$' "$csv" && done_ok=1
         rt_dev=$want_dev sent=0
+    elif [[ $prog == stress ]]; then # a test: "No Errors", and the bytes it received
+        grep -q '^No Errors$' "$csv" && done_ok=1
+        rt_dev=$want_dev
+        sent=$(sed -n 's/^stress: .* \([0-9]*\) payload bytes received.*/\1/p' "$csv" | head -1)
     fi
     TRY_CSV=$csv TRY_STATUS='' TRY_DETAIL=''
     if (( hung || rc == 124 || rc == 137 )); then
@@ -647,6 +658,7 @@ run_one() {
     local part=$1 s=$2 r=$3 rep=$4 try raw kept='' t0
     raw=$OUT/raw/routed_${part}_${s}_R${r}_rep${rep}.csv
     [[ $part == paths ]] && raw=$OUT/raw/routed_paths_${s}.txt
+    [[ $part == stress ]] && raw=$OUT/raw/routed_stress_${s}_rep${rep}.txt
     rm -f "$raw"
     for try in 1 2; do
         t0=$SECONDS
@@ -669,7 +681,7 @@ run_one() {
 
 T_RUNS=$SECONDS
 SERIES_PARTS=()
-for p in paths latency bw mbw alltoall; do [[ -n ${WANT[$p]:-} ]] && SERIES_PARTS+=("$p"); done
+for p in paths stress latency bw mbw alltoall; do [[ -n ${WANT[$p]:-} ]] && SERIES_PARTS+=("$p"); done
 if (( ${#SERIES_PARTS[@]} )); then
     (( ROUTERS >= 1 )) && start_routers "$ROUTERS"
     for rep in $(seq 1 "$REPS"); do
@@ -757,6 +769,18 @@ if [[ -n ${WANT[paths]:-} ]]; then
         { echo; echo "== paths under policy $s (examples/icbc_paths.c, one rank per node)"
           if [[ -f $f ]]; then cat "$f"; else echo "NO DATA (see $EVENTS)"; fi; } | tee -a "$SUMMARY"
     done
+fi
+if [[ -n ${WANT[stress]:-} ]]; then
+    {
+        echo
+        echo "== stress test (test/mpi/stress.c $STRESS_OPTS, one rank per node) per policy"
+        for s in "${POLS[@]}"; do
+            for f in "$OUT"/raw/routed_stress_"$s"_rep*.txt; do
+                [[ -f $f ]] || { echo "$s: NO DATA (see $EVENTS)"; continue; }
+                r=${f##*_rep}; echo "$s rep ${r%.txt}: $(grep -E '^stress: [0-9]+ messages' "$f" | sed 's/^stress: //') $(tail -1 "$f")"
+            done
+        done
+    } | tee -a "$SUMMARY"
 fi
 [[ -n ${WANT[latency]:-} ]] && compare_part latency latency lower us 1 alltoall "$SMALL_TARGET" "$SMALL_MAX"
 [[ -n ${WANT[bw]:-} ]] && compare_part bw bandwidth higher MB/s 1 aggregate
