@@ -65,7 +65,7 @@ typedef struct {
     size_t len;
     uint32_t slot;
     uint32_t gen;
-    uint64_t am_hdr[64];        /* AM: aligned copy of the MPI header */
+    uint64_t am_hdr[4096 / 8];  /* AM: aligned copy of the MPI header */
     uint16_t handler_id;
     uint8_t src_vci, dst_vci;
     uint16_t am_hdr_sz;

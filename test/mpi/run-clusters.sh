@@ -1,0 +1,152 @@
+#!/bin/bash
+# MPI-level tests across two emulated clusters joined by the WAN emulator,
+# under every policy, with embedded routers and with icbc-router daemons,
+# plus the failure paths: a router killed mid-transfer, a process with the
+# wrong key.
+#
+#   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
+#
+# Ranks alternate between the clusters (a0 b0 a1 b1), so every pair i, i^1 of
+# the tests crosses the WAN. Prints PASS/FAIL per test and ends with
+# "N passed, N failed".
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+prefix="$top/_install"
+name=mc
+limit=240
+keep=0
+quick=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) prefix=$2; shift 2 ;;
+        --name) name=$2; shift 2 ;;
+        --timeout) limit=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        --quick) quick=1; shift ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run-clusters.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+prefix=$(cd "$prefix" && pwd)
+testbed="$prefix/bin/icbc-testbed"
+[ -x "$testbed" ] || testbed="$top/contrib/testbed/icbc-testbed"
+work="$top/_build/test-clusters"
+mkdir -p "$work"
+state=/run/icbc-testbed/$name
+
+pass=0; fail=0
+report() { # name status detail
+    if [ "$2" = 0 ]; then pass=$((pass + 1)); echo "PASS $1 $3"; else fail=$((fail + 1)); echo "FAIL $1 $3"; fi
+}
+
+stop_daemons() {
+    for n in a0 b0; do
+        [ -f "$work/router-$n.pid" ] && kill "$(cat "$work/router-$n.pid")" 2>/dev/null
+        rm -f "$work/router-$n.pid"
+    done
+    sleep 1
+}
+cleanup() { stop_daemons; [ $keep = 1 ] || "$testbed" down --name "$name" >/dev/null 2>&1; }
+trap cleanup EXIT
+"$testbed" down --name "$name" >/dev/null 2>&1
+"$testbed" up --name "$name" --clusters 2 --nodes 2 --routers 1 --nic-rate 1gbit \
+    --wan-rate 2gbit --delay 1ms > "$work/testbed.log" 2>&1 \
+    || { echo "FAIL testbed-up (see $work/testbed.log)"; echo "0 passed, 1 failed"; exit 1; }
+# shellcheck disable=SC1090
+. "$state/env"
+export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
+export HYDRA_LAUNCHER_AUTOFORK=0
+printf 'a0\nb0\na1\nb1\n' > "$work/hosts"
+
+for src in "$top"/test/mpi/*.c; do
+    exe="$work/$(basename "$src" .c)"
+    "$prefix/bin/mpicc" -O2 -I"$top/test/mpi" -o "$exe" "$src" > "$exe.build.log" 2>&1 \
+        || report "build-$(basename "$src" .c)" 1 "(see $exe.build.log)"
+done
+
+# run NAME NP EXPECT [ENV...] [-- ARG...]: EXPECT "ok" (exit 0 and "No Errors") or
+# "error:<regex>" (non-zero exit within the limit, output matching regex).
+run() {
+    local tname=$1 np=$2 expect=$3; shift 3
+    local exe="$work/${tname%%:*}" log="$work/$tname.log" start rc envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    start=$(date +%s)
+    env "${envs[@]}" timeout -k 5 "$limit" "$prefix/bin/mpiexec" -f "$work/hosts" -n "$np" \
+        "$exe" "$@" > "$log" 2>&1
+    rc=$?
+    local secs=$(( $(date +%s) - start ))
+    if [ "$expect" = ok ]; then
+        if [ $rc = 0 ] && grep -q '^No Errors$' "$log"; then
+            report "$tname" 0 "(${secs}s)"
+        else
+            report "$tname" 1 "(rc $rc, ${secs}s; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
+        fi
+    else
+        local re=${expect#error:}
+        if [ $rc = 124 ] || [ $rc = 137 ]; then
+            report "$tname" 1 "(hung: killed after ${limit}s; see $log)"
+        elif [ $rc != 0 ] && grep -qE "$re" "$log"; then
+            report "$tname" 0 "(failed as expected with rc $rc in ${secs}s)"
+        else
+            report "$tname" 1 "(rc $rc, expected an error matching '$re'; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
+        fi
+    fi
+}
+
+start_daemons() {
+    for n in a0 b0; do
+        "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
+            --routerfile "$state/routers.conf" --host "$n" --device fab0 --daemon \
+            --pidfile "$work/router-$n.pid" --logfile "$work/router-$n.log" \
+            --max-memory 16M --stats-interval 0 \
+            || { report "router-start-$n" 1 "(see $work/router-$n.log)"; return 1; }
+    done
+    sleep 1
+}
+
+# -- embedded routers (the first process on a0 and b0 runs one) -------------
+for pol in aggregate static alltoall tcp; do
+    run "p2p_sizes:$pol" 4 ok MPIR_CVAR_CH4_ICBC_POLICY=$pol
+done
+run rma_coll:aggregate 4 ok MPIR_CVAR_CH4_ICBC_POLICY=aggregate
+run stress:aggregate 4 ok MPIR_CVAR_CH4_ICBC_POLICY=aggregate -- --quick
+if [ $quick = 0 ]; then
+    run rma_coll:alltoall 4 ok MPIR_CVAR_CH4_ICBC_POLICY=alltoall
+    run stress:static 4 ok MPIR_CVAR_CH4_ICBC_POLICY=static -- --quick --seed 3
+    run stress:alltoall 4 ok MPIR_CVAR_CH4_ICBC_POLICY=alltoall -- --quick --seed 4
+    run stress:tcp 4 ok MPIR_CVAR_CH4_ICBC_POLICY=tcp -- --quick --seed 5
+    run p2p_sizes:small-chunks 4 ok MPIR_CVAR_CH4_ICBC_CHUNK_SIZE=4096
+fi
+
+# -- a process that does not know the key is refused --------------------------
+mkdir -p "$work/badkey"
+sed "s|^key .*|key $work/badkey/routers.key|" "$state/routers.conf" > "$work/badkey/routers.conf"
+( umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/badkey/routers.key" )
+start_daemons
+run p2p_sizes:wrong-key 2 'error:(refused|REGISTER|authenticat)' \
+    ICBC_ROUTERFILE="$work/badkey/routers.conf" MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
+
+# -- icbc-router daemons ---------------------------------------------------------
+run p2p_sizes:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
+run stress:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --quick --seed 6
+
+# -- a router dies with striped transfers in flight: MPI error, not a hang -------
+(
+    sleep 4
+    [ -f "$work/router-a0.pid" ] && kill -9 "$(cat "$work/router-a0.pid")"
+) &
+killer=$!
+limit_saved=$limit; limit=90
+run stress:router-killed 2 'error:(icbc|router|unreachable|lost)' \
+    MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --seed 7
+limit=$limit_saved
+wait $killer 2>/dev/null
+grep -E 'lost router|router.*lost|stalled|unreachable' "$work/stress:router-killed.log" | head -3 | sed 's/^/    /'
+stop_daemons
+for n in a0 b0; do
+    [ -f "$work/router-$n.log" ] && grep -E 'stats|peak' "$work/router-$n.log" | tail -1 | sed "s/^/    router $n: /"
+done
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
