@@ -2,8 +2,10 @@
 # ICBC quick start, on a fresh Debian 12 machine, as root:
 #
 #   ./quickstart.sh demo   install what is needed, build and install into ./_install
-#                          (skipping what is already done), then run the demo job
-#                          on emulated nodes (network namespaces) through the icbc netmod
+#                          (skipping what is already done), then the two-cluster demo:
+#                          two emulated clusters (network namespaces) with routers, the
+#                          inter-cluster bandwidth under the policies aggregate, static
+#                          and alltoall side by side
 #   ./quickstart.sh test   the same set-up, then every test suite; ends with
 #                          "N passed, N failed" and exits non-zero on any failure
 #
@@ -68,28 +70,8 @@ build_all() {
 
 demo() {
     build_all
-    local tb="$prefix/bin/icbc-testbed" name=demo
-    step "testbed: one cluster of two emulated nodes joined by an unshaped fabric link"
-    "$tb" down --name "$name" > /dev/null 2>&1 || true
-    "$tb" up --name "$name" --clusters 1 --nodes 2
-    trap '"$tb" down --name '"$name"' > /dev/null 2>&1 || true' EXIT
-    mkdir -p "$build/demo"
-    "$prefix/bin/mpicc" -O2 -o "$build/demo/icbc_demo" "$top/examples/icbc_demo.c"
-    step "MPI job: 4 ranks over nodes a0 and a1 (mpiexec from $prefix, ranks placed round-robin)"
-    (
-        # shellcheck disable=SC1091
-        . "/run/icbc-testbed/$name/env"
-        export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
-        echo "+ mpiexec -n 4 $build/demo/icbc_demo"
-        timeout 120 "$prefix/bin/mpiexec" -n 4 "$build/demo/icbc_demo"
-    )
-    step "what happened"
-    cat <<TXT
-  Each rank ran in its own namespace node (a0, a1); ranks on different nodes
-  talked through the icbc netmod over UCX's TCP transport on the fabric
-  interface fab0 (UCX shared memory is off between nodes), ranks on the same
-  node through MPICH's shared-memory module. The payloads above were verified.
-TXT
+    step "two-cluster demo: 2 clusters x 4 emulated nodes, 4 routers each, NIC 100 Mbit/s, WAN 400 Mbit/s"
+    "$top/examples/two-cluster-demo.sh" --prefix "$prefix"
 }
 
 run_suite() { # name command...: runs a suite, keeps its log, adds its counts
@@ -119,8 +101,8 @@ unit_tests() {
         local t="normal"; [ "$dir" = "$build/asan" ] && t="asan+ubsan"
         if make -C "$dir" -j"$jobs" check > "$logs/unit-$t.log" 2>&1; then :; fi
         local tp tf
-        tp=$(grep -hE '^\[  PASSED  \] [0-9]+ test' "$dir"/test/unit/*.log 2>/dev/null | sed -E 's/.* ([0-9]+) test.*/\1/' | awk '{s+=$1} END {print s+0}')
-        tf=$(grep -hE '^\[  FAILED  \] [0-9]+ test' "$dir"/test/unit/*.log 2>/dev/null | sed -E 's/.* ([0-9]+) test.*/\1/' | awk '{s+=$1} END {print s+0}')
+        tp=$(grep -hE '^\[  PASSED  \] [0-9]+ test' "$dir"/test/*/*.log 2>/dev/null | sed -E 's/.* ([0-9]+) test.*/\1/' | awk '{s+=$1} END {print s+0}')
+        tf=$(grep -hE '^\[  FAILED  \] [0-9]+ test' "$dir"/test/*/*.log 2>/dev/null | sed -E 's/.* ([0-9]+) test.*/\1/' | awk '{s+=$1} END {print s+0}')
         if ! grep -q '^# FAIL: *0' "$logs/unit-$t.log" || ! grep -q '^# ERROR: *0' "$logs/unit-$t.log"; then
             [ "$tf" -gt 0 ] || tf=1
             tail -n 40 "$logs/unit-$t.log"
@@ -138,6 +120,7 @@ tests() {
     run_suite unit unit_tests
     [ -x "$top/test/testbed/run.sh" ] && run_suite testbed "$top/test/testbed/run.sh"
     run_suite mpi "$top/test/mpi/run.sh" --prefix "$prefix"
+    run_suite clusters "$top/test/mpi/run-clusters.sh" --prefix "$prefix" --quick
     [ -x "$top/test/mpich/run-testsuite.sh" ] && \
         run_suite mpich-testsuite "$top/test/mpich/run-testsuite.sh" --ci --mpi "$prefix" --label icbc
     step "summary"
