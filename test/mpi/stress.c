@@ -49,6 +49,8 @@ struct opts {
     int batch;           /* messages per batch; 0: 8 per rank */
     int verbose;
     int corrupt;         /* flip a received byte before the check (tests the check) */
+    double stall;        /* report requests open this long (seconds; 0: never) */
+    int print_plan;      /* rank 0 lists every message first */
 };
 
 static void usage(void)
@@ -67,6 +69,10 @@ static void usage(void)
            "  --quick           CI profile: --count 2000 --max-size 1M --total 64M\n"
            "                    (later options override it)\n"
            "  --verbose         a line per batch from rank 0\n"
+           "  --print-plan      rank 0 lists every message (batch, ranks, tag, size, send and\n"
+           "                    receive mode, layouts) before running\n"
+           "  --stall-report S  after S seconds without completing a batch, every rank lists\n"
+           "                    its open requests on stderr (default 60; 0: never)\n"
            "  --corrupt         flip one byte of the first non-empty message every rank\n"
            "                    receives, before the check (the run must then fail)\n"
            "  --help            this text\n"
@@ -109,7 +115,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 static int parse_opts(int argc, char **argv, int rank, struct opts *o)
 {
     *o = (struct opts) { .count = 10000, .seed = 1, .max_size = 16 * MiB, .total = GiB,
-                         .open_max = 4 * MiB };
+                         .open_max = 4 * MiB, .stall = 60 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long l;
@@ -123,12 +129,15 @@ static int parse_opts(int argc, char **argv, int rank, struct opts *o)
         } else if (!strcmp(a, "--verbose")) {
             o->verbose = 1;
             continue;
+        } else if (!strcmp(a, "--print-plan")) {
+            o->print_plan = 1;
+            continue;
         } else if (!strcmp(a, "--corrupt")) {
             o->corrupt = 1;
             continue;
         }
         static const char *const with_value[] = { "--count", "--seed", "--max-size", "--total",
-                                                  "--wildcard-max", "--batch" };
+                                                  "--wildcard-max", "--batch", "--stall-report" };
         int known = 0;
         for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
             known |= !strcmp(a, with_value[k]);
@@ -150,6 +159,11 @@ static int parse_opts(int argc, char **argv, int rank, struct opts *o)
             bad = parse_size(v, &o->max_size) || o->max_size > GiB;
         else if (!strcmp(a, "--total")) bad = parse_size(v, &o->total);
         else if (!strcmp(a, "--wildcard-max")) bad = parse_size(v, &o->open_max);
+        else if (!strcmp(a, "--stall-report")) {
+            char *end;
+            o->stall = strtod(v, &end);
+            bad = end == v || *end != '\0' || !(o->stall >= 0 && o->stall <= 1e6);
+        }
         else { /* --batch */
             bad = parse_long(v, 1, MAX_BATCH, &l);
             o->batch = (int) l;
@@ -534,6 +548,26 @@ static void layout_free(struct layout *l)
     l->disp = l->len = NULL;
 }
 
+/* --print-plan (an open receive's layout is built for the batch's largest open message,
+ * not for this one's size as listed). */
+static void list_plan(const struct plan *p)
+{
+    for (long i = 0; i < p->count; i++) {
+        const struct msg *m = &p->m[i];
+        struct layout ls, lr;
+        int ok = layout_make(&ls, m->send_layout, m->base, m->n) == 0 &&
+                 layout_make(&lr, m->recv_layout, m->base, m->n) == 0;
+        printf("plan: message %ld batch %ld: %d -> %d tag %d, %zu x %s (%zu B), %s (%s) -> %s%s "
+               "(%s)\n", i, i / p->batch, m->src, m->dst, m->tag, m->n, base_name[m->base],
+               m->n * base_size[m->base], send_name[m->send_mode],
+               ok ? layout_name[ls.kind] : "?", recv_name[m->recv_mode],
+               m->recv_mode != RECV_EARLY && m->recv_blocking ? " blocking" : "",
+               ok ? layout_name[lr.kind] : "?");
+        if (ok) layout_free(&ls), layout_free(&lr);
+    }
+    fflush(stdout);
+}
+
 /* ---- payload ---------------------------------------------------------------------------- */
 
 /* Element i of a message: at most 8 bytes of a hash. Doubles keep bit 62 clear so they are
@@ -732,6 +766,35 @@ static void verify_recv(struct tally *t, const struct plan *p, struct recvop *r,
         }
 }
 
+/* What each request of a batch is for, to report one that never completes. */
+struct reqdesc {
+    const char *op;
+    long id;
+};
+
+static inline void note_req(struct reqdesc *what, int i, const char *op, long id)
+{
+    what[i].op = op, what[i].id = id;
+}
+
+static double stall_secs = 60; /* --stall-report */
+
+/* Once per batch, after stall_secs without completion: which requests are still open. */
+static void stall_check(const struct plan *p, long b, const struct reqdesc *what,
+                        const MPI_Request *reqs, int nreq, double since, int *reported)
+{
+    if (*reported || stall_secs <= 0 || MPI_Wtime() - since < stall_secs) return;
+    *reported = 1;
+    for (int i = 0; i < nreq; i++) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        const struct msg *m = &p->m[what[i].id];
+        fprintf(stderr, "[rank %d] stalled %.0f s in batch %ld: %s of message %ld (%d -> %d, "
+                "tag %d, %zu x %s, %s, %s) not complete\n", my_rank, stall_secs, b, what[i].op,
+                what[i].id, m->src, m->dst, m->tag, m->n, base_name[m->base],
+                send_name[m->send_mode], recv_name[m->recv_mode]);
+    }
+}
+
 static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckcomm,
                       struct tally *t)
 {
@@ -744,6 +807,7 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     /* requests: one per send, checksum send, receive and checksum receive */
     MPI_Request *reqs = malloc(sizeof(MPI_Request) * 4 * (size_t) nmsg);
     MPI_Status *stats = malloc(sizeof(MPI_Status) * 4 * (size_t) nmsg);
+    struct reqdesc *what = malloc(sizeof(*what) * 4 * (size_t) nmsg);
     int nreq = 0, nsend = 0, nrecv = 0, nck = 0;
     size_t open_cap = 0;
 
@@ -752,6 +816,7 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         const struct msg *m = &p->m[id];
         if (m->dst != my_rank) continue;
         ck_of[m->tag] = nck;
+        note_req(what, nreq, "checksum receive", id);
         MPI_Irecv(&cks[nck++], 3, MPI_UINT64_T, m->src, m->tag, ckcomm, &reqs[nreq++]);
         if (recv_is_open(m->recv_mode) && m->n > open_cap) open_cap = m->n;
         if (m->recv_mode != RECV_EARLY) continue;
@@ -760,6 +825,7 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         make_layout(&r->lay, m->recv_layout, m->base, m->n, id);
         r->buf = alloc_buf(&r->lay, RECV_SENTINEL);
         r->req = nreq;
+        note_req(what, nreq, "early Irecv", id);
         MPI_Irecv(r->buf, r->lay.count, r->lay.type, m->src, m->tag, comm, &reqs[nreq++]);
     }
 
@@ -773,7 +839,9 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         s->buf = alloc_buf(&s->lay, SEND_GAP_FILL);
         s->sum = fill_send(&s->lay, s->buf, m->pattern);
         s->ck = (struct ck) { s->sum, m->n, (uint64_t) id };
+        note_req(what, nreq, "checksum Isend", id);
         MPI_Isend(&s->ck, 3, MPI_UINT64_T, m->dst, m->tag, ckcomm, &reqs[nreq++]);
+        note_req(what, nreq, send_name[m->send_mode], id);
         switch (m->send_mode) {
         case SEND_ISEND:
             MPI_Isend(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm, &reqs[nreq++]);
@@ -809,23 +877,32 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
                 MPI_Recv(r->buf, r->lay.count, r->lay.type, src, tag, comm, &r->st);
             } else {
                 r->req = nreq;
+                note_req(what, nreq, recv_name[mode], id);
                 MPI_Irecv(r->buf, r->lay.count, r->lay.type, src, tag, comm, &reqs[nreq++]);
             }
         }
     }
 
-    /* Complete everything: in some batches with MPI_Waitall, in others piecewise with
-     * MPI_Waitsome, so completion order varies too. */
+    /* Complete everything: in some batches all at once, in others piecewise, so completion
+     * order varies too. Polling (MPI_Testall, MPI_Testsome) rather than waiting, so that a
+     * request that never completes is reported with what it was for. */
+    double since = MPI_Wtime();
+    int reported = 0;
     if (b % 3 != 2) {
-        MPI_Waitall(nreq, reqs, stats);
+        int flag = 0;
+        while (!flag) {
+            MPI_Testall(nreq, reqs, &flag, stats);
+            if (!flag) stall_check(p, b, what, reqs, nreq, since, &reported);
+        }
     } else {
         int left = nreq, outcount, *idx = malloc(sizeof(int) * (size_t) (nreq ? nreq : 1));
         MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t) (nreq ? nreq : 1));
         while (left > 0) {
-            MPI_Waitsome(nreq, reqs, &outcount, idx, st);
+            MPI_Testsome(nreq, reqs, &outcount, idx, st);
             if (outcount == MPI_UNDEFINED) break;
             for (int k = 0; k < outcount; k++) stats[idx[k]] = st[k];
             left -= outcount;
+            if (left > 0) stall_check(p, b, what, reqs, nreq, since, &reported);
         }
         free(idx), free(st);
     }
@@ -868,6 +945,7 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     }
     for (int k = 0; k < nrecv; k++) layout_free(&recvs[k].lay), free(recvs[k].buf);
     free(taken), free(sends), free(recvs), free(cks), free(ck_of), free(reqs), free(stats);
+    free(what);
 }
 
 /* ---- main ----------------------------------------------------------------------------- */
@@ -908,8 +986,10 @@ int main(int argc, char **argv)
     }
 
     corrupt_next = o.corrupt;
+    stall_secs = o.stall;
     build_plan(&o, nranks, &p);
     if (my_rank == 0) print_plan(&o, &p, nranks);
+    if (my_rank == 0 && o.print_plan) list_plan(&p);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_dup(MPI_COMM_WORLD, &ckcomm);
 
