@@ -414,7 +414,7 @@ routerfile() {
 # in_ns NODE CMD...: run CMD in node NODE's namespace (no hostname change needed)
 in_ns() { local n=$1; shift; ip netns exec "$TB_NAME-$n" "$@"; }
 
-# router_port NODE SIDE: the port of NODE's fabric or wan address in the router file
+# router_port FILE NODE SIDE: the port of the fabric or wan address of router NODE in FILE
 router_port() {
     awk -v n="$2" -v side="$3" '$1 == "router" && $2 == n {
         for (i = 3; i <= NF; i++) if (index($i, side "=") == 1) { sub(/.*:/, "", $i); print $i } }' "$1"

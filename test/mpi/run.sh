@@ -49,13 +49,16 @@ for src in "$top"/test/mpi/*.c "$top"/examples/icbc_demo.c; do
     fi
 done
 
-# run NAME NP EXPECT [ENV...]: EXPECT is "ok" (exit 0 and "No Errors"/"succeeded")
-# or "error:<regex>" (non-zero exit within the limit and output matching regex).
+# run NAME NP EXPECT [ENV...] [-- ARG...]: EXPECT is "ok" (exit 0 and "No Errors"/"succeeded")
+# or "error:<regex>" (non-zero exit within the limit and output matching regex); ARGs
+# after "--" go to the test program.
 run() {
     local tname=$1 np=$2 expect=$3; shift 3
-    local exe="$work/${tname%%:*}" log="$work/$tname.log" start rc
+    local exe="$work/${tname%%:*}" log="$work/$tname.log" start rc envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
     start=$(date +%s)
-    env "$@" timeout -k 5 "$limit" "$prefix/bin/mpiexec" -n "$np" "$exe" > "$log" 2>&1
+    env "${envs[@]}" timeout -k 5 "$limit" "$prefix/bin/mpiexec" -n "$np" "$exe" "$@" > "$log" 2>&1
     rc=$?
     local secs=$(( $(date +%s) - start ))
     if [ "$expect" = ok ]; then
@@ -87,6 +90,9 @@ run spawn_error 2 ok
 run p2p_sizes:bad-device 2 'error:icbc.*(nosuchdev0|[Dd]evice|unreachable|No such)' MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
 run p2p_sizes:corrupt-card 2 'error:business card of rank [0-9]+ is corrupt' MPIR_CVAR_CH4_ICBC_FAULT_INJECT=bcard
 run peer_death 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)'
+run stress:quick 4 ok -- --quick
+run stress:quick-rendezvous 3 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=0 -- --quick --seed 2
+run stress:corrupt 2 'error:payload mismatch' -- --quick --count 200 --corrupt
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
