@@ -17,6 +17,19 @@
  * (RMA with flattened datatypes) go through the heap. */
 #define ICBC_RECV_STACK_HDR 256
 
+/* A receive whose payload came through this netmod completes. MPIDIG keeps
+ * one unexpected queue for shm and netmod: an MPI_ANY_SOURCE receive posted
+ * through shm may take our unexpected rendezvous message and mark it local,
+ * and its completion (e.g. the synchronous-send acknowledgement) would then
+ * go out through shm to a remote rank. The data came from the network, so
+ * the replies must go back through it. */
+static void recv_mark_remote(MPIR_Request * rreq)
+{
+#ifndef MPIDI_CH4_DIRECT_NETMOD
+    MPIDI_REQUEST(rreq, is_local) = 0;
+#endif
+}
+
 static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -25,6 +38,7 @@ static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
 
     amreq->bounce_buf = NULL;
     amreq->rndv_desc = NULL;
+    recv_mark_remote(rreq);
     MPIDIG_recv_setup(rreq);
     if (status != UCS_OK) {
         rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,

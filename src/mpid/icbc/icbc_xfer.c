@@ -102,6 +102,16 @@ static struct {
     double last_scan;
 } X;
 
+/* A receive whose payload came through this netmod completes (see
+ * icbc_am_recv.c).
+ */
+static void recv_mark_remote(MPIR_Request * rreq)
+{
+#ifndef MPIDI_CH4_DIRECT_NETMOD
+    MPIDI_REQUEST(rreq, is_local) = 0;
+#endif
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -476,6 +486,7 @@ static void slot_complete(int i, int err)
     MPIR_Request *rreq = s->rreq;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
 
+    recv_mark_remote(rreq);
     MPIDIG_recv_setup(rreq);
     if (err) {
         rreq->status.MPI_ERROR = err;
