@@ -6,10 +6,11 @@
  *
  * The path is the one design.md section 4 assigns: same node -> shm, same cluster ->
  * direct, other cluster -> routed (policies aggregate, static), tcp-direct (alltoall) or
- * tcp (policy tcp, also inside a cluster). The policy is the library's own value of
- * MPIR_CVAR_CH4_ICBC_POLICY (read through MPI_T, so it is what the netmod runs with); when
- * that is empty, the router file's policy line ($ICBC_ROUTERFILE), else aggregate. Every
- * icbc control variable the library exposes is listed too.
+ * tcp (policy tcp, also inside a cluster). The policy is MPIR_CVAR_CH4_ICBC_POLICY from the
+ * environment, else the router file's policy line ($ICBC_ROUTERFILE), else aggregate (the
+ * netmod's order). The icbc control variables the library exposes through MPI_T are listed
+ * too; they also tell an icbc library from another MPI. (MPICH 4.0.2's MPI_T reads string
+ * variables as their defaults, so the policy is not taken from there.)
  *
  * Clusters come from ICBC_CLUSTER (set by icbc-testbed's launcher), else the node name's
  * leading letters (a0 -> a). Ends with "paths succeeded" or "paths FAILED".
@@ -46,9 +47,9 @@ static void whereami(struct where *w)
     }
 }
 
-/* Prints the icbc control variables the library has; stores the policy's value. Returns
- * how many there are (0: the library has no icbc netmod). */
-static int icbc_cvars(char *policy, int len)
+/* Prints the icbc control variables the library has. Returns how many there are (0: the
+ * library has no icbc netmod). */
+static int icbc_cvars(void)
 {
     int provided, num;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
@@ -65,10 +66,10 @@ static int icbc_cvars(char *policy, int len)
             continue;
         MPI_T_cvar_handle h;
         int count;
-        char value[256] = "?";
+        char value[64] = "?", *text = NULL;
         if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) continue;
-        if (dt == MPI_CHAR && count < (int) sizeof(value)) {
-            MPI_T_cvar_read(h, value);
+        if (dt == MPI_CHAR && count > 0 && (text = calloc((size_t) count + 1, 1)) != NULL) {
+            MPI_T_cvar_read(h, text);
         } else if (dt == MPI_INT && count == 1) {
             int v;
             MPI_T_cvar_read(h, &v);
@@ -79,8 +80,9 @@ static int icbc_cvars(char *policy, int len)
             snprintf(value, sizeof(value), "%u", v);
         }
         MPI_T_cvar_handle_free(&h);
-        printf("%s %s=%s", listed++ ? "," : "icbc control variables:", name + 19, value);
-        if (!strcmp(name, "MPIR_CVAR_CH4_ICBC_POLICY")) snprintf(policy, len, "%s", value);
+        printf("%s %s=%s", listed++ ? "," : "icbc control variables (MPI_T):", name + 19,
+               text ? text : value);
+        free(text);
     }
     if (listed) printf("\n");
     MPI_T_finalize();
@@ -182,17 +184,17 @@ int main(int argc, char **argv)
         char *nl = strchr(lib, '\n');
         if (nl) *nl = '\0';
         printf("%s\n", lib);
-        int icbc = icbc_cvars(policy, sizeof(policy));
-        if (!icbc) {
+        const char *env = getenv("MPIR_CVAR_CH4_ICBC_POLICY");
+        if (!icbc_cvars()) {
             snprintf(policy, sizeof(policy), "-");
             printf("no icbc control variables: not an icbc library, no paths to show\n");
-        } else if (!policy[0]) {
-            if (routerfile_policy(policy, sizeof(policy)))
-                printf("policy %s (the router file's)\n", policy);
-            else
-                printf("policy %s (default)\n", strcpy(policy, "aggregate"));
+        } else if (env && *env) {
+            printf("policy %s (MPIR_CVAR_CH4_ICBC_POLICY)\n",
+                   strncpy(policy, env, sizeof(policy) - 1));
+        } else if (routerfile_policy(policy, sizeof(policy))) {
+            printf("policy %s (the router file's)\n", policy);
         } else {
-            printf("policy %s (the library's MPIR_CVAR_CH4_ICBC_POLICY)\n", policy);
+            printf("policy %s (default)\n", strcpy(policy, "aggregate"));
         }
         printf("%d ranks:", size);
         for (int r = 0; r < size; r++) printf(" %d@%s/%s", r, all[r].node, all[r].cluster);

@@ -104,20 +104,22 @@ def rate(t):
 rows = [r for r in csv.reader(l for l in open(path) if not l.startswith("#"))]
 head, rows = rows[0], rows[1:]
 pols = [p for p in ("aggregate", "static", "alltoall") if p in head]
+missing = [p for p in ("aggregate", "static", "alltoall") if p not in head]
+if missing:
+    print(f"(no valid bandwidth run under: {', '.join(missing)}; see routed_events.txt)")
 def fmt(n):
     n = int(n)
     for unit, s in (("M", 20), ("K", 10)):
         if n >= 1 << s and n % (1 << s) == 0:
             return f"{n >> s} {unit}iB"
     return f"{n} B"
+ratios = [p for p in pols if p != "aggregate"] if "aggregate" in pols else []
 print(f"{'size':>8}" + "".join(f"{p + ' MB/s':>16}" for p in pols)
-      + "".join(f"{p + '/aggr':>16}" for p in pols if p != "aggregate"))
+      + "".join(f"{p + '/aggr':>16}" for p in ratios))
 for r in rows:
     v = dict(zip(head, r))
     line = f"{fmt(v['size']):>8}" + "".join(f"{float(v[p]):16.2f}" for p in pols)
-    for p in pols:
-        if p == "aggregate":
-            continue
+    for p in ratios:
         try:
             line += f"{float(v[p]) / float(v['aggregate']):16.3f}"
         except (ValueError, ZeroDivisionError):

@@ -45,6 +45,7 @@ STRIPE_TARGET=0.92
 SMALL_TARGET=1.25
 SMALL_MAX=1K
 FAB_DEV=fab0
+YIELD=auto
 
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 note() { echo "[$(date +%H:%M:%S)] $*"; }
@@ -98,6 +99,10 @@ MPI and routers:
                             MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
   --router-wait SEC         time for the routers to listen and connect (default 20)
   --env "K=V ..."           extra environment for every rank
+  --yield auto|0|1          MPIR_CVAR_CH4_ICBC_YIELD for the icbc ranks (default auto: 1
+                            when the run's ranks plus the router daemons outnumber the
+                            host's cores, as on a 2-core host: busy-polling ranks would
+                            otherwise starve the routers and the WAN emulator they need)
 
 Measurement:
   --reps N                  repetitions, interleaved over the policies (default 3; quick 1)
@@ -162,6 +167,7 @@ while (( $# )); do
         --no-router-daemons) ROUTER_DAEMONS=0; shift ;;
         --router-wait) ROUTER_WAIT=${2:?}; shift 2 ;;
         --env) EXTRA_ENV=${2?}; shift 2 ;;
+        --yield) YIELD=${2:?}; shift 2 ;;
         --reps) REPS=${2:?}; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --parts) PARTS=${2:?}; shift 2 ;;
@@ -193,6 +199,7 @@ posint "$NODES" && (( NODES >= 1 && NODES <= 99 )) || die "--nodes must be 1..99
 posint "$TIMEOUT" || die "--timeout must be a positive number of seconds"
 posint "$FIN_GRACE" || die "--finalize-grace must be a positive number of seconds"
 posint "$ROUTER_WAIT" || die "--router-wait must be a positive number of seconds"
+[[ $YIELD == auto || $YIELD == 0 || $YIELD == 1 ]] || die "--yield takes auto, 0 or 1"
 [[ $TB_NAME =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "--testbed-name: 1-8 of [a-z0-9], starting with a letter"
 for t in "$STRIPE_TARGET" "$SMALL_TARGET"; do
     [[ $t =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "targets are positive numbers, not '$t'"
@@ -543,9 +550,9 @@ ext0_tx() { # prints the ext0 tx bytes of every node, in NODE_LIST order
     done
 }
 
-# series_env SERIES R: KEY=VALUE lines of the ranks' environment
+# series_env SERIES R NP: KEY=VALUE lines of the environment of the NP ranks
 series_env() {
-    local s=$1 r=$2 kv
+    local s=$1 r=$2 np=$3 kv y=$YIELD
     if [[ $s == stock ]]; then
         echo "UCX_TLS=tcp,self"
         echo "UCX_NET_DEVICES=ext0"
@@ -553,6 +560,10 @@ series_env() {
         echo "MPIR_CVAR_CH4_ICBC_POLICY=$s"
         # with daemons, a router that died must not be replaced by one embedded in a rank
         (( ROUTER_DAEMONS )) && echo "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0"
+        if [[ $y == auto ]]; then
+            y=0; (( np + (ROUTER_DAEMONS ? 2 * CUR_R : 0) > $(nproc) )) && y=1
+        fi
+        echo "MPIR_CVAR_CH4_ICBC_YIELD=$y"
         echo "ICBC_ROUTERFILE=$(routerfile "$r" "$s")"
         echo "MPIR_CVAR_CH4_ICBC_UCX_TLS=tcp"
         echo "MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=$FAB_DEV"
@@ -584,7 +595,7 @@ run_try() {
     else mpiexec=$ICBC_MPIEXEC want_dev=$ICBC_DEVICE; fi
     local tag=${part}_${s}_R${r}_rep${rep}_try${try}
     local csv=$BUILD/logs/$tag.csv err=$BUILD/logs/$tag.err genv=() kv
-    while IFS= read -r kv; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done < <(series_env "$s" "$r")
+    while IFS= read -r kv; do genv+=(-genv "${kv%%=*}" "${kv#*=}"); done < <(series_env "$s" "$r" "$np")
     rm -f "$csv" "$err"
     RUN_NO=$((RUN_NO + 1))
     local w0 w1 tx0 tx1
