@@ -41,10 +41,23 @@ size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp)
     return icbc_bcard_size(node, fabric_addr_len) + 1 + (size_t) ntcp * ICBC_BCARD_TCP_SIZE;
 }
 
+static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
+                            const icbc_bcard_tcp_t *tcp, int ntcp, int with_count, void *buf,
+                            size_t cap, size_t *len_p);
+
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p)
 {
-    return icbc_bcard_encode_tcp(node, fabric_addr, fabric_addr_len, NULL, 0, buf, cap, len_p);
+    return encode(node, fabric_addr, fabric_addr_len, NULL, 0, 0, buf, cap, len_p);
+}
+
+/* Always writes the count, also 0: whatever pads the card after it (PMI
+ * fills slots of different lengths) is then never read as endpoints. */
+icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
+                                    size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
+                                    void *buf, size_t cap, size_t *len_p)
+{
+    return encode(node, fabric_addr, fabric_addr_len, tcp, ntcp, 1, buf, cap, len_p);
 }
 
 static int valid_tcp(const icbc_bcard_tcp_t *t)
@@ -53,9 +66,9 @@ static int valid_tcp(const icbc_bcard_tcp_t *t)
         (t->family == 4 || t->family == 6) && t->port != 0;
 }
 
-icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
-                                    size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
-                                    void *buf, size_t cap, size_t *len_p)
+static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
+                            const icbc_bcard_tcp_t *tcp, int ntcp, int with_count, void *buf,
+                            size_t cap, size_t *len_p)
 {
     size_t n = strlen(node);
     uint8_t *p = buf;
@@ -66,7 +79,7 @@ icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
     for (int i = 0; i < ntcp; i++)
         if (!valid_tcp(&tcp[i]))
             return ICBC_ERR_INVALID;
-    if ((ntcp ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp) :
+    if ((with_count ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp) :
          icbc_bcard_size(node, fabric_addr_len)) > cap)
         return ICBC_ERR_INVALID;
     put32(p, ICBC_BCARD_MAGIC);
@@ -77,7 +90,7 @@ icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
     if (fabric_addr_len > 0)
         memcpy(p + ICBC_BCARD_HEADER_SIZE + n, fabric_addr, fabric_addr_len);
     *len_p = ICBC_BCARD_HEADER_SIZE + n + fabric_addr_len;
-    if (ntcp) {
+    if (with_count) {
         uint8_t *q = p + *len_p;
         *q++ = (uint8_t) ntcp;
         for (int i = 0; i < ntcp; i++, q += ICBC_BCARD_TCP_SIZE) {
@@ -136,7 +149,7 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
     card->ntcp = 0;
 
     size_t off = ICBC_BCARD_HEADER_SIZE + n + m;
-    if (off < len && p[off] != 0) {
+    if (off < len) {
         int k = p[off++];
         if (k > ICBC_BCARD_MAX_TCP)
             return bad(err, errlen, "too many TCP endpoints");

@@ -169,3 +169,19 @@ TEST(BusinessCard, BadTcpEndpointsAreRejected)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(BusinessCard, CountIsWrittenSoPaddingIsNeverReadAsEndpoints)
+{
+    std::vector<uint8_t> buf(icbc_bcard_size_tcp("a1", 4, 0));
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, buf.data(), buf.size(), &len));
+    EXPECT_EQ(buf.size(), len);
+    buf.resize(512, 0xff);  /* padding that is not zero */
+    icbc_bcard_t card;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
+    EXPECT_EQ(0, card.ntcp);
+}
+
+}  // namespace

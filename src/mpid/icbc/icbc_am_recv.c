@@ -30,6 +30,27 @@ static void recv_mark_remote(MPIR_Request * rreq)
 #endif
 }
 
+/* The receive layout of RREQ as MPIDIG gives it to a transport that copies
+ * asynchronously. For a non-contiguous buffer larger than the message,
+ * MPIDIG sizes the iovec array for the whole buffer but fills it only for
+ * the message's bytes; the unfilled tail would later be summed as buffer
+ * space. Keep only the entries that hold the message. */
+void MPIDI_ICBC_get_recv_layout(MPIR_Request * rreq, int *is_contig, int *is_gpu, void **p_data,
+                                MPI_Aint * p_data_sz)
+{
+    MPIDIG_get_recv_data(is_contig, is_gpu, p_data, p_data_sz, rreq);
+    if (!*is_contig) {
+        MPIDIG_rreq_async_t *p = &(MPIDIG_REQUEST(rreq, req->recv_async));
+        MPI_Aint covered = 0;
+        int i;
+
+        for (i = 0; i < p->iov_num && covered < p->in_data_sz; i++)
+            covered += p->iov_ptr[i].iov_len;
+        p->iov_num = i;
+        *p_data_sz = i;
+    }
+}
+
 static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -76,7 +97,7 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
         goto fn_exit;
     }
 
-    MPIDIG_get_recv_data(&is_contig, &is_gpu, &p_data, &p_data_sz, rreq);
+    MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
     if (is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size) {
         dest = p_data;
     } else {

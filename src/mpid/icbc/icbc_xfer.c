@@ -112,6 +112,10 @@ static void recv_mark_remote(MPIR_Request * rreq)
 #endif
 }
 
+/* MPIDIG's receive layout, trimmed to the message (icbc_am_recv.c). */
+void MPIDI_ICBC_get_recv_layout(MPIR_Request * rreq, int *is_contig, int *is_gpu, void **p_data,
+                                MPI_Aint * p_data_sz);
+
 static double now(void)
 {
     struct timespec ts;
@@ -515,7 +519,7 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq)
     s->src = amreq->xpeer;
     s->size = amreq->rndv_size;
     s->t_last = now();
-    MPIDIG_get_recv_data(&is_contig, &is_gpu, &p_data, &p_data_sz, rreq);
+    MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
     if (is_contig && !is_gpu && (size_t) p_data_sz >= s->size) {
         s->dest = p_data;
     } else {
