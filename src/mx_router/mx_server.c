@@ -216,6 +216,10 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
     mx_map_init(&s->by_ep);
     format_addr(opts->addr, addr, sizeof(addr));
 
+    /* A router restarted (or an embedded one started by the next job) must
+     * get its fixed address back while old connections sit in TIME_WAIT;
+     * this is a transport setting, read from the environment only. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) goto ucx_fail;
     /* The router talks to processes on other nodes only: a network transport. */

@@ -99,7 +99,7 @@ start_daemons() {
         "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
             --routerfile "$state/routers.conf" --host "$n" --device fab0 --daemon \
             --pidfile "$work/router-$n.pid" --logfile "$work/router-$n.log" \
-            --max-memory 16M --stats-interval 0 \
+            --max-memory 16M \
             || { report "router-start-$n" 1 "(see $work/router-$n.log)"; return 1; }
     done
     sleep 1

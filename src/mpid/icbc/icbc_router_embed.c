@@ -14,6 +14,7 @@
 #include "router/router.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -89,6 +90,10 @@ int MPIDI_ICBC_router_embed_start(void)
         .host = host,
         .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
         .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
+        /* the router's fabric side must use the device its processes use */
+        .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES &&
+                        MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) ?
+            MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES : NULL,
     };
     if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
         /* most likely a daemon holds the addresses: use it */
@@ -114,6 +119,16 @@ int MPIDI_ICBC_router_embed_start(void)
 void MPIDI_ICBC_router_embed_stop(void)
 {
     if (E.running) {
+        /* Let the processes of the cluster close their connections first:
+         * the side that closes first keeps the TIME_WAIT, and the router's
+         * fixed address must be free for the next job. */
+        icbc_router_stats_t st;
+        for (int i = 0; i < 300; i++) {
+            icbc_router_get_stats(E.router, &st);
+            if (st.registered == 0)
+                break;
+            usleep(10000);
+        }
         icbc_router_stop(E.router);
         pthread_join(E.thread, NULL);
         icbc_router_destroy(E.router);
