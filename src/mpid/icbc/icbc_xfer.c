@@ -100,6 +100,8 @@ static struct {
     MPI_Aint threshold;
     double timeout;
     double last_scan;
+    double failed_at;           /* first path failure, 0: none */
+    char failure[160];
 } X;
 
 /* A receive whose payload came through this netmod completes (see
@@ -784,8 +786,30 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
 
 /* ---- progress and failures --------------------------------------------- */
 
+/* Receives already posted for a peer whose path died would wait forever:
+ * MPIDIG cannot fail them. Transfers in flight have ended in MPI errors;
+ * after a grace period that lets those errors reach the application, the
+ * job ends with a message naming the cause (a routed path has no failover
+ * yet). */
+#define FAILURE_GRACE_SECONDS 5.0
+
+static void abort_after_failure(double t)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (no failover of routed "
+             "paths)", MPIR_Process.rank, X.failure);
+    fprintf(stderr, "%s\n", msg);
+    MPID_Abort(NULL, MPI_ERR_OTHER, 1, msg);
+}
+
 void MPIDI_ICBC_xfer_progress(void)
 {
+    if (unlikely(X.failed_at > 0)) {
+        double t = now();
+        if (t - X.failed_at > FAILURE_GRACE_SECONDS && !MPIDI_ICBC_global.finalizing)
+            abort_after_failure(t);
+    }
     if (X.blocked) {
         for (int i = 0; i < X.nsends && X.blocked; i++)
             if (X.sends[i].sreq && X.sends[i].blocked)
@@ -824,9 +848,15 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
 
     if (peer == NULL)
         return;
-    if (peer->state != ICBC_PEER_FAILED && !MPIDI_ICBC_global.finalizing)
+    if (peer->state != ICBC_PEER_FAILED && !MPIDI_ICBC_global.finalizing) {
         fprintf(stderr, "icbc: rank %d lost its path to rank %d (node %s): %s\n",
                 MPIR_Process.rank, rank, peer->node, why);
+        if (X.failed_at == 0) {
+            X.failed_at = now();
+            snprintf(X.failure, sizeof(X.failure), "lost the path to rank %d (node %s): %s",
+                     rank, peer->node, why);
+        }
+    }
     peer->state = ICBC_PEER_FAILED;
     for (int i = 0; i < X.nslots; i++)
         if (X.slots[i].rreq && X.slots[i].src == rank)
