@@ -278,8 +278,13 @@ static int exchange_cards(void)
         memcpy(peer->tcp, bc.tcp, sizeof(bc.tcp));
     }
 
-    /* paths to other clusters; registration with the routers */
-    mpi_errno = MPIDI_ICBC_xpath_init_world(table, (size_t) recv_len);
+    /* Paths to other clusters; registration with the routers. The job id
+     * comes from rank 0's card, exactly its encoded bytes: what pads a slot
+     * of the table differs between nodes. */
+    icbc_peer_t *peer0 = icbc_peer_get(&MPIDI_ICBC_global.peers, 0);
+    size_t card0_len = icbc_bcard_size_tcp(peer0->node, peer0->fabric_addr_len, peer0->ntcp);
+    MPIR_Assert(card0_len <= (size_t) recv_len);
+    mpi_errno = MPIDI_ICBC_xpath_init_world(table, card0_len);
     MPIR_ERR_CHECK(mpi_errno);
 
   fn_exit:
