@@ -5,6 +5,12 @@
 # wrong key.
 #
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
+#                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full]
+#
+# With --mpich-dirs, MPICH's own test/mpi directories also run with their
+# ranks alternating between two one-node clusters (every message between
+# ranks crosses the routers), through test/mpich/run-testsuite.sh; the CI
+# subset of each directory (--mpich-list ci, default) or its whole testlist.
 #
 # Ranks alternate between the clusters (a0 b0 a1 b1), so every pair i, i^1 of
 # the tests crosses the WAN. Prints PASS/FAIL per test and ends with
@@ -16,6 +22,8 @@ name=mc
 limit=240
 keep=0
 quick=0
+mpich_dirs=
+mpich_list=ci
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=$2; shift 2 ;;
@@ -23,7 +31,9 @@ while [ $# -gt 0 ]; do
         --timeout) limit=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --mpich-dirs) mpich_dirs=$2; shift 2 ;;
+        --mpich-list) mpich_list=$2; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-clusters.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -147,6 +157,36 @@ stop_daemons
 for n in a0 b0; do
     [ -f "$work/router-$n.log" ] && grep -E 'stats|peak' "$work/router-$n.log" | tail -1 | sed "s/^/    router $n: /"
 done
+
+# -- MPICH's test suite with ranks alternating between two clusters -------------
+if [ -n "$mpich_dirs" ]; then
+    "$testbed" down --name "$name" >/dev/null 2>&1
+    ts=${name}s
+    "$testbed" down --name "$ts" >/dev/null 2>&1
+    if "$testbed" up --name "$ts" --clusters 2 --nodes 1 --routers 1 --nic-rate 1gbit \
+        --wan-rate 2gbit --delay 1ms > "$work/testbed-suite.log" 2>&1; then
+        name=$ts; state=/run/icbc-testbed/$ts
+        start_daemons
+        sel=(--ci)
+        [ "$mpich_list" = full ] && sel=(--retries 1)
+        "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" \
+            --dirs "$mpich_dirs" --testbed "$ts" --env MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
+            --out "$work/mpich-2clusters" > "$work/mpich-2clusters.log" 2>&1
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/mpich-2clusters.log" | tail -1)
+        sed -n '/^dir /,/^all /p' "$work/mpich-2clusters.log" | sed 's/^/    /'
+        sp=${line%% passed*}; sf=${line#*passed, }; sf=${sf%% failed*}
+        if [ -n "$line" ]; then
+            pass=$((pass + sp)); fail=$((fail + sf))
+            echo "mpich-2clusters: $line (see $work/mpich-2clusters.log)"
+        else
+            report mpich-2clusters 1 "(no summary; see $work/mpich-2clusters.log)"
+        fi
+        stop_daemons
+        "$testbed" down --name "$ts" >/dev/null 2>&1
+    else
+        report testbed-suite-up 1 "(see $work/testbed-suite.log)"
+    fi
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

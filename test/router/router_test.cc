@@ -412,9 +412,17 @@ TEST_F(RouterTest, ForwardsBothWaysInOrder)
     CheckFlow(cb, ca, 0, 0, 100);
 
     size_t n = sizeof(kSizes) / sizeof(kSizes[0]);
-    double settle = NowMs() + 3000;
-    while ((ra.Stats().msgs_out < n || rb.Stats().msgs_out < n) && NowMs() < settle)
+    /* counters move when the routers' sends complete, which may be after the
+     * clients saw the data: wait for both directions to settle */
+    double settle = NowMs() + 10000;
+    for (;;) {
+        icbc_router_stats_t a = ra.Stats(), b = rb.Stats();
+        if ((a.msgs_out >= n && b.msgs_out >= n && a.msgs_in >= n && b.msgs_in >= n &&
+             a.buffered == 0 && b.buffered == 0) || NowMs() > settle)
+            break;
         ca.Progress();
+        cb.Progress();
+    }
     icbc_router_stats_t sa = ra.Stats(), sb = rb.Stats();
     EXPECT_EQ(n, sa.msgs_out);
     EXPECT_EQ(n, sa.msgs_in);
