@@ -22,4 +22,4 @@ include_icbc_HEADERS += src/icbc/icbc_bcard.h src/icbc/icbc_peer.h src/icbc/icbc
 
 # Route header of routed and TCP messages, router registration proof.
 libicbc_la_SOURCES += src/icbc/route.c
-include_icbc_HEADERS += src/icbc/icbc_route.h
+include_icbc_HEADERS += src/icbc/icbc_route.h src/icbc/icbc_bytes.h

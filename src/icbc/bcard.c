@@ -1,35 +1,9 @@
 /* Business card encoding and parsing; see icbc_bcard.h for the layout. */
 #include "icbc_bcard.h"
+#include "icbc_bytes.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htonl(v);
-    memcpy(p, &v, 4);
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    v = htons(v);
-    memcpy(p, &v, 2);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return ntohl(v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return ntohs(v);
-}
 
 size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
 {
@@ -82,10 +56,10 @@ static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fa
     if ((with_count ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp) :
          icbc_bcard_size(node, fabric_addr_len)) > cap)
         return ICBC_ERR_INVALID;
-    put32(p, ICBC_BCARD_MAGIC);
-    put16(p + 4, ICBC_BCARD_VERSION);
-    put16(p + 6, (uint16_t) n);
-    put32(p + 8, (uint32_t) fabric_addr_len);
+    icbc_put32(p, ICBC_BCARD_MAGIC);
+    icbc_put16(p + 4, ICBC_BCARD_VERSION);
+    icbc_put16(p + 6, (uint16_t) n);
+    icbc_put32(p + 8, (uint32_t) fabric_addr_len);
     memcpy(p + ICBC_BCARD_HEADER_SIZE, node, n);
     if (fabric_addr_len > 0)
         memcpy(p + ICBC_BCARD_HEADER_SIZE + n, fabric_addr, fabric_addr_len);
@@ -96,7 +70,7 @@ static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fa
         for (int i = 0; i < ntcp; i++, q += ICBC_BCARD_TCP_SIZE) {
             q[0] = tcp[i].role;
             q[1] = tcp[i].family;
-            put16(q + 2, tcp[i].port);
+            icbc_put16(q + 2, tcp[i].port);
             memcpy(q + 4, tcp[i].addr, 16);
         }
         *len_p = (size_t) (q - p);
@@ -127,12 +101,12 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
 
     if (buf == NULL || len < ICBC_BCARD_HEADER_SIZE)
         return bad(err, errlen, "card shorter than its header");
-    if (get32(p) != ICBC_BCARD_MAGIC)
+    if (icbc_get32(p) != ICBC_BCARD_MAGIC)
         return bad(err, errlen, "bad magic (not an ICBC business card)");
-    if (get16(p + 4) != ICBC_BCARD_VERSION)
+    if (icbc_get16(p + 4) != ICBC_BCARD_VERSION)
         return bad(err, errlen, "unsupported card version");
-    n = get16(p + 6);
-    m = get32(p + 8);
+    n = icbc_get16(p + 6);
+    m = icbc_get32(p + 8);
     if (n == 0 || n > ICBC_BCARD_MAX_NAME)
         return bad(err, errlen, "node name length out of range");
     if (m > len - ICBC_BCARD_HEADER_SIZE || n > len - ICBC_BCARD_HEADER_SIZE - m)
@@ -159,7 +133,7 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
             icbc_bcard_tcp_t *t = &card->tcp[i];
             t->role = p[off];
             t->family = p[off + 1];
-            t->port = get16(p + off + 2);
+            t->port = icbc_get16(p + off + 2);
             memcpy(t->addr, p + off + 4, 16);
             if (!valid_tcp(t))
                 return bad(err, errlen, "malformed TCP endpoint");

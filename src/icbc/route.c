@@ -1,55 +1,11 @@
 /* Route header and the router registration proof; see icbc_route.h. */
 #include "icbc_route.h"
+#include "icbc_bytes.h"
 
-#include <arpa/inet.h>
 #include <string.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-
-static uint64_t hton64(uint64_t v)
-{
-    return ((uint64_t) htonl((uint32_t) v) << 32) | htonl((uint32_t) (v >> 32));
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    v = htons(v);
-    memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htonl(v);
-    memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    v = hton64(v);
-    memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return ntohs(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return ntohl(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return hton64(v);
-}
 
 void icbc_route_hdr_pack(const icbc_route_hdr_t *hdr, void *buf)
 {
@@ -57,15 +13,15 @@ void icbc_route_hdr_pack(const icbc_route_hdr_t *hdr, void *buf)
 
     p[0] = ICBC_ROUTE_VERSION;
     p[1] = hdr->type;
-    put16(p + 2, hdr->flags);
-    put16(p + 4, hdr->src_cluster);
-    put16(p + 6, hdr->dst_cluster);
-    put32(p + 8, hdr->src_rank);
-    put32(p + 12, hdr->dst_rank);
-    put64(p + 16, hdr->job);
-    put32(p + 24, hdr->inner_len);
-    put32(p + 28, 0);
-    put64(p + 32, hdr->payload_len);
+    icbc_put16(p + 2, hdr->flags);
+    icbc_put16(p + 4, hdr->src_cluster);
+    icbc_put16(p + 6, hdr->dst_cluster);
+    icbc_put32(p + 8, hdr->src_rank);
+    icbc_put32(p + 12, hdr->dst_rank);
+    icbc_put64(p + 16, hdr->job);
+    icbc_put32(p + 24, hdr->inner_len);
+    icbc_put32(p + 28, 0);
+    icbc_put64(p + 32, hdr->payload_len);
 }
 
 static int known_type(uint8_t type)
@@ -91,18 +47,18 @@ icbc_status_t icbc_route_hdr_parse(const void *buf, size_t len, icbc_route_hdr_t
         !known_type(p[1]))
         return ICBC_ERR_INVALID;
     hdr->type = p[1];
-    hdr->flags = get16(p + 2);
+    hdr->flags = icbc_get16(p + 2);
     if (hdr->flags & ~(ICBC_ROUTE_F_ORDERED | ICBC_ROUTE_F_OK))
         return ICBC_ERR_INVALID;
-    hdr->src_cluster = get16(p + 4);
-    hdr->dst_cluster = get16(p + 6);
-    hdr->src_rank = get32(p + 8);
-    hdr->dst_rank = get32(p + 12);
-    hdr->job = get64(p + 16);
-    hdr->inner_len = get32(p + 24);
-    if (get32(p + 28) != 0 || hdr->inner_len > ICBC_ROUTE_INNER_MAX)
+    hdr->src_cluster = icbc_get16(p + 4);
+    hdr->dst_cluster = icbc_get16(p + 6);
+    hdr->src_rank = icbc_get32(p + 8);
+    hdr->dst_rank = icbc_get32(p + 12);
+    hdr->job = icbc_get64(p + 16);
+    hdr->inner_len = icbc_get32(p + 24);
+    if (icbc_get32(p + 28) != 0 || hdr->inner_len > ICBC_ROUTE_INNER_MAX)
         return ICBC_ERR_INVALID;
-    hdr->payload_len = get64(p + 32);
+    hdr->payload_len = icbc_get64(p + 32);
     if (hdr->payload_len > ICBC_ROUTE_PAYLOAD_MAX)
         return ICBC_ERR_INVALID;
     return ICBC_OK;
@@ -121,8 +77,8 @@ icbc_status_t icbc_route_register_mac(const unsigned char *key, size_t keylen,
         return ICBC_ERR_INVALID;
     memcpy(msg, label, sizeof(label) - 1);
     memcpy(msg + sizeof(label) - 1, nonce, ICBC_ROUTE_NONCE_SIZE);
-    put64(msg + sizeof(label) - 1 + ICBC_ROUTE_NONCE_SIZE, job);
-    put32(msg + sizeof(label) - 1 + ICBC_ROUTE_NONCE_SIZE + 8, rank);
+    icbc_put64(msg + sizeof(label) - 1 + ICBC_ROUTE_NONCE_SIZE, job);
+    icbc_put32(msg + sizeof(label) - 1 + ICBC_ROUTE_NONCE_SIZE + 8, rank);
     if (HMAC(EVP_sha256(), key, (int) keylen, msg, sizeof(msg), mac, &maclen) == NULL ||
         maclen != ICBC_ROUTE_MAC_SIZE)
         return ICBC_ERR_INVALID;

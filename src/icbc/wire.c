@@ -1,13 +1,9 @@
 /* ICBC active-message wire header; see icbc_wire.h for the layout. */
 #include "icbc_wire.h"
+#include "icbc_bytes.h"
 
 #include <arpa/inet.h>
 #include <string.h>
-
-static uint64_t hton64(uint64_t v)
-{
-    return ((uint64_t) htonl((uint32_t) v) << 32) | htonl((uint32_t) (v >> 32));
-}
 
 void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf)
 {
@@ -27,16 +23,16 @@ void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf)
     v32 = htonl(hdr->src_rank);
     memcpy(p + 8, &v32, 4);
     memset(p + 12, 0, 4);
-    v64 = hton64(hdr->data_sz);
+    v64 = icbc_hton64(hdr->data_sz);
     memcpy(p + 16, &v64, 8);
     if (hdr->kind != ICBC_MSG_AM) {
-        v64 = hton64(hdr->cookie);
+        v64 = icbc_hton64(hdr->cookie);
         memcpy(p + 24, &v64, 8);
         v32 = htonl(hdr->slot);
         memcpy(p + 32, &v32, 4);
         v32 = htonl(hdr->gen);
         memcpy(p + 36, &v32, 4);
-        v64 = hton64(hdr->offset);
+        v64 = icbc_hton64(hdr->offset);
         memcpy(p + 40, &v64, 8);
     }
 }
@@ -63,7 +59,7 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     memcpy(&v32, p + 8, 4);
     hdr->src_rank = ntohl(v32);
     memcpy(&v64, p + 16, 8);
-    hdr->data_sz = hton64(v64);
+    hdr->data_sz = icbc_hton64(v64);
     memcpy(&v32, p + 12, 4);
     if (v32 != 0 || hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
         return ICBC_ERR_INVALID;
@@ -74,13 +70,13 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     hdr->offset = 0;
     if (hdr->kind != ICBC_MSG_AM) {
         memcpy(&v64, p + 24, 8);
-        hdr->cookie = hton64(v64);
+        hdr->cookie = icbc_hton64(v64);
         memcpy(&v32, p + 32, 4);
         hdr->slot = ntohl(v32);
         memcpy(&v32, p + 36, 4);
         hdr->gen = ntohl(v32);
         memcpy(&v64, p + 40, 8);
-        hdr->offset = hton64(v64);
+        hdr->offset = icbc_hton64(v64);
         if ((hdr->kind == ICBC_MSG_CTS || hdr->kind == ICBC_MSG_CHUNK) && hdr->am_hdr_sz != 0)
             return ICBC_ERR_INVALID;
         if (hdr->kind == ICBC_MSG_CTS && hdr->data_sz != 0)

@@ -1,0 +1,56 @@
+/*
+ * Network-order fields of ICBC's wire formats (business card, wire header,
+ * route header): unaligned loads and stores of 16, 32 and 64 bits.
+ */
+#ifndef ICBC_BYTES_H
+#define ICBC_BYTES_H
+
+#include <arpa/inet.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t icbc_hton64(uint64_t v)
+{
+    return ((uint64_t) htonl((uint32_t) v) << 32) | htonl((uint32_t) (v >> 32));
+}
+
+static inline void icbc_put16(uint8_t *p, uint16_t v)
+{
+    v = htons(v);
+    memcpy(p, &v, 2);
+}
+
+static inline void icbc_put32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+}
+
+static inline void icbc_put64(uint8_t *p, uint64_t v)
+{
+    v = icbc_hton64(v);
+    memcpy(p, &v, 8);
+}
+
+static inline uint16_t icbc_get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return ntohs(v);
+}
+
+static inline uint32_t icbc_get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return ntohl(v);
+}
+
+static inline uint64_t icbc_get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return icbc_hton64(v);
+}
+
+#endif /* ICBC_BYTES_H */
