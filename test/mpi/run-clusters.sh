@@ -44,10 +44,8 @@ work="$top/_build/test-clusters"
 mkdir -p "$work"
 state=/run/icbc-testbed/$name
 
-pass=0; fail=0
-report() { # name status detail
-    if [ "$2" = 0 ]; then pass=$((pass + 1)); echo "PASS $1 $3"; else fail=$((fail + 1)); echo "FAIL $1 $3"; fi
-}
+# shellcheck disable=SC1091
+. "$top/test/mpi/runlib.sh"
 
 stop_daemons() {
     for n in a0 b0; do
@@ -67,42 +65,13 @@ trap cleanup EXIT
 export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
 export HYDRA_LAUNCHER_AUTOFORK=0
 printf 'a0\nb0\na1\nb1\n' > "$work/hosts"
+mpiexec_args=(-f "$work/hosts")
 
 for src in "$top"/test/mpi/*.c; do
     exe="$work/$(basename "$src" .c)"
     "$prefix/bin/mpicc" -O2 -I"$top/test/mpi" -o "$exe" "$src" > "$exe.build.log" 2>&1 \
         || report "build-$(basename "$src" .c)" 1 "(see $exe.build.log)"
 done
-
-# run NAME NP EXPECT [ENV...] [-- ARG...]: EXPECT "ok" (exit 0 and "No Errors") or
-# "error:<regex>" (non-zero exit within the limit, output matching regex).
-run() {
-    local tname=$1 np=$2 expect=$3; shift 3
-    local exe="$work/${tname%%:*}" log="$work/$tname.log" start rc envs=()
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
-    [ $# -gt 0 ] && shift
-    start=$(date +%s)
-    env "${envs[@]}" timeout -k 5 "$limit" "$prefix/bin/mpiexec" -f "$work/hosts" -n "$np" \
-        "$exe" "$@" > "$log" 2>&1
-    rc=$?
-    local secs=$(( $(date +%s) - start ))
-    if [ "$expect" = ok ]; then
-        if [ $rc = 0 ] && grep -q '^No Errors$' "$log"; then
-            report "$tname" 0 "(${secs}s)"
-        else
-            report "$tname" 1 "(rc $rc, ${secs}s; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
-        fi
-    else
-        local re=${expect#error:}
-        if [ $rc = 124 ] || [ $rc = 137 ]; then
-            report "$tname" 1 "(hung: killed after ${limit}s; see $log)"
-        elif [ $rc != 0 ] && grep -qE "$re" "$log"; then
-            report "$tname" 0 "(failed as expected with rc $rc in ${secs}s)"
-        else
-            report "$tname" 1 "(rc $rc, expected an error matching '$re'; see $log)"; tail -n 5 "$log" | sed 's/^/    /'
-        fi
-    fi
-}
 
 start_daemons() {
     for n in a0 b0; do
