@@ -10,7 +10,8 @@
 # With --mpich-dirs, MPICH's own test/mpi directories also run with their
 # ranks alternating between two one-node clusters (every message between
 # ranks crosses the routers), through test/mpich/run-testsuite.sh; the CI
-# subset of each directory (--mpich-list ci, default) or its whole testlist.
+# subset of each directory (--mpich-list ci, default: test/mpich/ci-subset-2clusters)
+# or its whole testlist (--mpich-list full).
 #
 # Ranks alternate between the clusters (a0 b0 a1 b1), so every pair i, i^1 of
 # the tests crosses the WAN. Prints PASS/FAIL per test and ends with
@@ -136,7 +137,7 @@ if [ -n "$mpich_dirs" ]; then
         --wan-rate 2gbit --delay 1ms > "$work/testbed-suite.log" 2>&1; then
         name=$ts; state=/run/icbc-testbed/$ts
         start_daemons
-        sel=(--ci)
+        sel=(--list "$top/test/mpich/ci-subset-2clusters" --retries 1)
         [ "$mpich_list" = full ] && sel=(--retries 1)
         "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" \
             --dirs "$mpich_dirs" --testbed "$ts" --env MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
