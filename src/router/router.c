@@ -33,7 +33,12 @@ static void on_stop_fd(int fd, uint32_t events, void *arg)
 
 static void on_fabric_fd(int fd, uint32_t events, void *arg)
 {
-    /* Nothing to do here: the loop drives UCX after every wake-up. */
+    icbc_router_t *r = arg;
+
+    /* The loop drives UCX after every wake-up. The descriptor stays readable
+     * until ucp_worker_arm() clears it, so the loop must not count this event
+     * as work, or it would spin without ever re-arming. */
+    r->fabric_events++;
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -223,11 +228,10 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         /* bt_lib runs deferred work (send completions) at the start of a
          * wait; that work may start UCX operations, so only block once a
          * non-blocking turn found nothing to do. */
+        r->fabric_events = 0;
         n = bt_poller_wait(r->poller, 0);
-        if (n != 0) {
-            if (n < 0) goto poller_failed;
-            continue;
-        }
+        if (n < 0) goto poller_failed;
+        if (n > r->fabric_events) continue;
         if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY) continue;
         timeout = next > now ? (int) (next - now) + 1 : 0;
         n = bt_poller_wait(r->poller, timeout);
