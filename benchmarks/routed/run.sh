@@ -540,7 +540,7 @@ event() {
 wan_payload() {
     sleep 0.25 # the stats file is rewritten every 100 ms
     awk '$1 == "dir" { for (i = 2; i <= NF; i++) if ($i ~ /^payload=/) { sub(/payload=/, "", $i); s += $i } }
-         END { printf "%d\n", s }' "$TB_STATE/wan.stats" 2>/dev/null || echo 0
+         END { printf "%.0f\n", s }' "$TB_STATE/wan.stats" 2>/dev/null || echo 0
 }
 
 ext0_tx() { # prints the ext0 tx bytes of every node, in NODE_LIST order

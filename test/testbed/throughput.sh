@@ -40,7 +40,7 @@ if iperf3_run a0 "$(tb_ext_ip b0)" 6 "$TB_TMP/wan.json"; then
         { b += $col["bytes_a_b"]; p += $col["payload_a_b"]
           if ($col["bytes_a_b"] > m) m = $col["bytes_a_b"]; n++
           if (NR == 3) st = $1 - prev; prev = $1 }
-        END { printf "%d %d %d %d %.6f\n", b, p, m, n, st }' "$csv")
+        END { printf "%.0f %.0f %.0f %d %.6f\n", b, p, m, n, st }' "$csv")
     diff=$(awk -v a="$tpay" -v b="$rbytes" 'BEGIN { printf "%.2f", 100 * (a - b) / b }')
     info "trace: $rows rows of ${step}s, a->b frame bytes $tbytes, payload $tpay; iperf3 received $rbytes bytes ($diff%)"
     if awk -v s="$step" 'BEGIN { exit !(s > 0.000999 && s < 0.001001) }'; then
