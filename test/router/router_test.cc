@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -164,6 +165,16 @@ class RouterThread {
         return st;
     }
     bool ok() const { return r_ != nullptr; }
+    // CPU time the router's thread has used so far, in seconds.
+    double CpuSeconds()
+    {
+        clockid_t cid;
+        struct timespec ts;
+        if (r_ == nullptr || pthread_getcpuclockid(th_.native_handle(), &cid) != 0 ||
+            clock_gettime(cid, &ts) != 0)
+            return -1;
+        return ts.tv_sec + ts.tv_nsec / 1e9;
+    }
 
   private:
     icbc_router_t *r_ = nullptr;
@@ -432,6 +443,32 @@ TEST_F(RouterTest, ForwardsBothWaysInOrder)
     EXPECT_EQ(1u, sb.registered);
     EXPECT_EQ(0u, sa.unreachable);
     EXPECT_EQ(0u, sa.buffered);
+}
+
+// A router with nothing to forward sleeps in epoll. After traffic the UCX
+// event descriptor is readable until the worker is re-armed; a loop that took
+// that as work would spin at a full core and starve the processes it serves.
+TEST_F(RouterTest, IdleRouterSleeps)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    CheckFlow(ca, cb, 1, 1, 0);
+    CheckFlow(cb, ca, 0, 0, 100);
+
+    double a0 = ra.CpuSeconds(), b0 = rb.CpuSeconds();
+    ASSERT_GE(a0, 0);
+    ASSERT_GE(b0, 0);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    double a = ra.CpuSeconds() - a0, b = rb.CpuSeconds() - b0;
+    // A spinning loop uses close to 2 s here; a sleeping one a few ms.
+    EXPECT_LT(a, 0.2) << "router a used " << a << " s of CPU in 2 s idle";
+    EXPECT_LT(b, 0.2) << "router b used " << b << " s of CPU in 2 s idle";
 }
 
 TEST_F(RouterTest, UnorderedMessagesAllArrive)
