@@ -58,6 +58,7 @@ run spawn_error 2 ok
 run p2p_sizes:bad-device 2 'error:icbc.*(nosuchdev0|[Dd]evice|unreachable|No such)' MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
 run p2p_sizes:corrupt-card 2 'error:business card of rank [0-9]+ is corrupt' MPIR_CVAR_CH4_ICBC_FAULT_INJECT=bcard
 run peer_death 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)'
+run peer_death:peer-errors 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)' MPIR_CVAR_CH4_ICBC_PEER_ERRORS=1
 run stress:quick 4 ok -- --quick
 run stress:quick-rendezvous 3 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=0 -- --quick --seed 2
 run stress:corrupt 2 'error:payload mismatch' -- --quick --count 200 --corrupt
