@@ -408,16 +408,32 @@ void CheckFlow(Client &s, Client &d, uint16_t dst_cluster, uint32_t dst_rank, si
     }
 }
 
+// Routers a0 and b0 with their trunk up, and one process registered on each
+// side (cluster a rank 0, cluster b rank 1).
+struct RoutedPair {
+    TwoClusters su;
+    RfPtr rf;
+    RouterThread ra, rb;
+    std::unique_ptr<Client> ca, cb;
+
+    RoutedPair() : rf(LoadRf(su.rf_path)), ra(rf.get(), "a0"), rb(rf.get(), "b0") {}
+    void Connect()
+    {
+        ASSERT_TRUE(ra.ok() && rb.ok());
+        ASSERT_TRUE(WaitTrunks(ra, rb));
+        ca.reset(new Client(rf.get(), 0, 0));
+        cb.reset(new Client(rf.get(), 1, 1));
+        ASSERT_EQ(ICBC_OK, ca->status()) << ca->error();
+        ASSERT_EQ(ICBC_OK, cb->status()) << cb->error();
+    }
+};
+
 TEST_F(RouterTest, ForwardsBothWaysInOrder)
 {
-    TwoClusters su;
-    RfPtr rf = LoadRf(su.rf_path);
-    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
-    ASSERT_TRUE(ra.ok() && rb.ok());
-    ASSERT_TRUE(WaitTrunks(ra, rb));
-    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
-    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
-    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    RoutedPair p;
+    ASSERT_NO_FATAL_FAILURE(p.Connect());
+    RouterThread &ra = p.ra, &rb = p.rb;
+    Client &ca = *p.ca, &cb = *p.cb;
 
     CheckFlow(ca, cb, 1, 1, 0);
     CheckFlow(cb, ca, 0, 0, 100);
@@ -450,16 +466,11 @@ TEST_F(RouterTest, ForwardsBothWaysInOrder)
 // that as work would spin at a full core and starve the processes it serves.
 TEST_F(RouterTest, IdleRouterSleeps)
 {
-    TwoClusters su;
-    RfPtr rf = LoadRf(su.rf_path);
-    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
-    ASSERT_TRUE(ra.ok() && rb.ok());
-    ASSERT_TRUE(WaitTrunks(ra, rb));
-    Client ca(rf.get(), 0, 0), cb(rf.get(), 1, 1);
-    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
-    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
-    CheckFlow(ca, cb, 1, 1, 0);
-    CheckFlow(cb, ca, 0, 0, 100);
+    RoutedPair p;
+    ASSERT_NO_FATAL_FAILURE(p.Connect());
+    RouterThread &ra = p.ra, &rb = p.rb;
+    CheckFlow(*p.ca, *p.cb, 1, 1, 0);
+    CheckFlow(*p.cb, *p.ca, 0, 0, 100);
 
     double a0 = ra.CpuSeconds(), b0 = rb.CpuSeconds();
     ASSERT_GE(a0, 0);
