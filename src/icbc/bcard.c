@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define ICBC_BCARD_MACHINE_SIZE 8
+
 size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
 {
     return ICBC_BCARD_HEADER_SIZE + strlen(node) + fabric_addr_len;
@@ -12,26 +14,27 @@ size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
 
 size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp)
 {
-    return icbc_bcard_size(node, fabric_addr_len) + 1 + (size_t) ntcp * ICBC_BCARD_TCP_SIZE;
+    return icbc_bcard_size(node, fabric_addr_len) + 1 + (size_t) ntcp * ICBC_BCARD_TCP_SIZE +
+        ICBC_BCARD_MACHINE_SIZE;
 }
 
 static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
-                            const icbc_bcard_tcp_t *tcp, int ntcp, int with_count, void *buf,
-                            size_t cap, size_t *len_p);
+                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine,
+                            int with_count, void *buf, size_t cap, size_t *len_p);
 
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p)
 {
-    return encode(node, fabric_addr, fabric_addr_len, NULL, 0, 0, buf, cap, len_p);
+    return encode(node, fabric_addr, fabric_addr_len, NULL, 0, 0, 0, buf, cap, len_p);
 }
 
 /* Always writes the count, also 0: whatever pads the card after it (PMI
  * fills slots of different lengths) is then never read as endpoints. */
 icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
                                     size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
-                                    void *buf, size_t cap, size_t *len_p)
+                                    uint64_t machine, void *buf, size_t cap, size_t *len_p)
 {
-    return encode(node, fabric_addr, fabric_addr_len, tcp, ntcp, 1, buf, cap, len_p);
+    return encode(node, fabric_addr, fabric_addr_len, tcp, ntcp, machine, 1, buf, cap, len_p);
 }
 
 static int valid_tcp(const icbc_bcard_tcp_t *t)
@@ -41,8 +44,8 @@ static int valid_tcp(const icbc_bcard_tcp_t *t)
 }
 
 static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
-                            const icbc_bcard_tcp_t *tcp, int ntcp, int with_count, void *buf,
-                            size_t cap, size_t *len_p)
+                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine,
+                            int with_count, void *buf, size_t cap, size_t *len_p)
 {
     size_t n = strlen(node);
     uint8_t *p = buf;
@@ -73,6 +76,9 @@ static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fa
             icbc_put16(q + 2, tcp[i].port);
             memcpy(q + 4, tcp[i].addr, 16);
         }
+        icbc_put32(q, (uint32_t) (machine >> 32));
+        icbc_put32(q + 4, (uint32_t) machine);
+        q += ICBC_BCARD_MACHINE_SIZE;
         *len_p = (size_t) (q - p);
     }
     return ICBC_OK;
@@ -121,6 +127,7 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
     card->fabric_addr = m ? p + ICBC_BCARD_HEADER_SIZE + n : NULL;
     card->fabric_addr_len = m;
     card->ntcp = 0;
+    card->machine = 0;
 
     size_t off = ICBC_BCARD_HEADER_SIZE + n + m;
     if (off < len) {
@@ -139,6 +146,54 @@ icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
                 return bad(err, errlen, "malformed TCP endpoint");
         }
         card->ntcp = k;
+        if (len - off >= ICBC_BCARD_MACHINE_SIZE)
+            card->machine = (uint64_t) icbc_get32(p + off) << 32 | icbc_get32(p + off + 4);
     }
     return ICBC_OK;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* XOR-fold the 128 bits of a UUID "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+uint64_t icbc_bcard_machine_id_parse(const char *uuid)
+{
+    uint64_t half[2] = { 0, 0 };
+    int digits = 0;
+
+    if (uuid == NULL)
+        return 0;
+    for (const char *c = uuid; *c && *c != '\n'; c++) {
+        int v = hex_value(*c);
+        if (*c == '-')
+            continue;
+        if (v < 0 || digits == 32)
+            return 0;
+        half[digits / 16] = half[digits / 16] << 4 | (uint64_t) v;
+        digits++;
+    }
+    if (digits != 32)
+        return 0;
+    return half[0] ^ half[1];
+}
+
+uint64_t icbc_bcard_machine_id(void)
+{
+    char text[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    if (f == NULL)
+        return 0;
+    if (fgets(text, sizeof(text), f) == NULL)
+        text[0] = '\0';
+    fclose(f);
+    return icbc_bcard_machine_id_parse(text);
 }

@@ -13,11 +13,17 @@
  *   12+n+m  1     number k of TCP endpoints (0..ICBC_BCARD_MAX_TCP; absent = 0)
  *   then k  20    TCP endpoint: role (icbc_bcard_tcp_role_t), family (4 or 6),
  *                 port, address (4 or 16 bytes, zero-padded to 16)
+ *   then    8     machine id (absent = 0, unknown)
  *
  * The TCP endpoints are where the process accepts bt_lib connections for the
  * alltoall and tcp policies: one reached from other clusters (WAN side), one
  * from its own cluster (fabric side). Zero padding after the fabric address
  * reads as "no TCP endpoints".
+ *
+ * The machine id tells which processes share one operating system and so
+ * its cores, also when they sit on different emulated nodes (network
+ * namespaces of one host): MPI's node is the network identity, the machine
+ * is the CPU budget.
  */
 #ifndef ICBC_BCARD_H
 #define ICBC_BCARD_H
@@ -57,6 +63,7 @@ typedef struct icbc_bcard {
     size_t fabric_addr_len;
     int ntcp;
     icbc_bcard_tcp_t tcp[ICBC_BCARD_MAX_TCP];
+    uint64_t machine;                    /* 0: unknown */
 } icbc_bcard_t;
 
 /* Bytes needed to encode a card with this node name and address. */
@@ -66,11 +73,18 @@ size_t icbc_bcard_size(const char *node, size_t fabric_addr_len);
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p);
 
-/* The same with NTCP TCP endpoints (0..ICBC_BCARD_MAX_TCP) appended. */
+/* The same with NTCP TCP endpoints (0..ICBC_BCARD_MAX_TCP) and the machine
+ * id appended. */
 size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp);
 icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
                                     size_t fabric_addr_len, const icbc_bcard_tcp_t *tcp, int ntcp,
-                                    void *buf, size_t cap, size_t *len_p);
+                                    uint64_t machine, void *buf, size_t cap, size_t *len_p);
+
+/* This machine's id: the kernel's boot id (one per running kernel, shared
+ * by all its network namespaces), folded to 64 bits; 0 when unreadable. */
+uint64_t icbc_bcard_machine_id(void);
+/* The same from the text of a boot id (a UUID); 0 when malformed. */
+uint64_t icbc_bcard_machine_id_parse(const char *uuid);
 
 /* The endpoint with ROLE, or NULL. */
 const icbc_bcard_tcp_t *icbc_bcard_find_tcp(const icbc_bcard_t *card, icbc_bcard_tcp_role_t role);

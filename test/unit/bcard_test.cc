@@ -127,7 +127,7 @@ TEST(BusinessCard, TcpEndpointsRoundTrip)
     tcp[1].addr[15] = 1;
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("b3", 5, 2));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("b3", "addr5", 5, tcp, 2, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("b3", "addr5", 5, tcp, 2, 0x1122334455667788ull, buf.data(), buf.size(), &len));
     EXPECT_EQ(buf.size(), len);
     buf.resize(1024, 0);
     icbc_bcard_t card;
@@ -140,6 +140,7 @@ TEST(BusinessCard, TcpEndpointsRoundTrip)
     const icbc_bcard_tcp_t *f = icbc_bcard_find_tcp(&card, ICBC_BCARD_TCP_FABRIC);
     ASSERT_NE(nullptr, f);
     EXPECT_EQ(6, f->family);
+    EXPECT_EQ(0x1122334455667788ull, card.machine);
 }
 
 TEST(BusinessCard, BadTcpEndpointsAreRejected)
@@ -150,7 +151,7 @@ TEST(BusinessCard, BadTcpEndpointsAreRejected)
     tcp.port = 1;
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("a0", 3, 1));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
     size_t k = ICBC_BCARD_HEADER_SIZE + 2 + 3;
     icbc_bcard_t card;
     char why[128];
@@ -158,14 +159,14 @@ TEST(BusinessCard, BadTcpEndpointsAreRejected)
     bad[k] = 9;  /* count too large */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     bad = buf;
-    bad.resize(bad.size() - 1);  /* truncated entry */
+    bad.resize(bad.size() - 8 - 1);  /* no machine id, truncated entry */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     bad = buf;
     bad[k + 2] = 5;  /* family */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     EXPECT_STREQ("malformed TCP endpoint", why);
     tcp.port = 0;
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, buf.data(), buf.size(), &len));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
 }
 
 }  // namespace
@@ -176,12 +177,39 @@ TEST(BusinessCard, CountIsWrittenSoPaddingIsNeverReadAsEndpoints)
 {
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("a1", 4, 0));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
     EXPECT_EQ(buf.size(), len);
     buf.resize(512, 0xff);  /* padding that is not zero */
     icbc_bcard_t card;
     ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
     EXPECT_EQ(0, card.ntcp);
+    EXPECT_EQ(42u, card.machine);
+}
+
+TEST(BusinessCard, CardWithoutMachineIdHasUnknownMachine)
+{
+    std::vector<uint8_t> buf(icbc_bcard_size_tcp("a1", 4, 0));
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
+    buf.resize(len - 8);
+    icbc_bcard_t card;
+    ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
+    EXPECT_EQ(0u, card.machine);
+}
+
+TEST(BusinessCard, MachineIdFoldsTheBootId)
+{
+    EXPECT_EQ(0x0123456789abcdefull ^ 0xfedcba9876543210ull,
+              icbc_bcard_machine_id_parse("01234567-89ab-cdef-FEDC-BA9876543210\n"));
+    EXPECT_EQ(0u, icbc_bcard_machine_id_parse(""));
+    EXPECT_EQ(0u, icbc_bcard_machine_id_parse("01234567-89ab-cdef-fedc-ba987654321"));   /* short */
+    EXPECT_EQ(0u, icbc_bcard_machine_id_parse("01234567-89ab-cdef-fedc-ba98765432100")); /* long */
+    EXPECT_EQ(0u, icbc_bcard_machine_id_parse("0123456g-89ab-cdef-fedc-ba9876543210"));
+    EXPECT_EQ(0u, icbc_bcard_machine_id_parse(nullptr));
+    /* one kernel, one id: the same on every call, and known on Linux */
+    uint64_t id = icbc_bcard_machine_id();
+    EXPECT_NE(0u, id);
+    EXPECT_EQ(id, icbc_bcard_machine_id());
 }
 
 }  // namespace

@@ -153,12 +153,8 @@ int MPIDI_ICBC_init_local(int *tag_bits)
                                             MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
     if (MPIDI_ICBC_global.eager_limit < 0)
         MPIDI_ICBC_global.eager_limit = 0;
-    if (MPIR_CVAR_CH4_ICBC_YIELD >= 0) {
-        MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD;
-    } else {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        MPIDI_ICBC_global.yield_when_idle = (cores > 0 && MPIR_Process.local_size > cores);
-    }
+    /* until the cards tell how many processes share this machine */
+    MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
 
     /* router file, policy, TCP listener: before UCX, so their errors come first */
     mpi_errno = MPIDI_ICBC_xpath_init_local();
@@ -232,6 +228,19 @@ static int create_worker(void)
     return mpi_errno;
 }
 
+/* Yield when idle if asked to, or by default when more processes of this job
+ * share the machine than it has cores: emulated nodes of one host are
+ * several MPI nodes but one set of cores, so MPI's local size undercounts. */
+static void set_yield_when_idle(int procs_on_machine)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (MPIR_CVAR_CH4_ICBC_YIELD >= 0)
+        MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
+    else
+        MPIDI_ICBC_global.yield_when_idle = cores > 0 && procs_on_machine > cores;
+}
+
 /* Exchange business cards and fill the peer table. */
 static int exchange_cards(void)
 {
@@ -247,6 +256,8 @@ static int exchange_cards(void)
     int table_created = 0;
     const icbc_bcard_tcp_t *tcp;
     int ntcp;
+    uint64_t machine = icbc_bcard_machine_id();
+    int same_machine = 0;
     ucs_status_t status;
 
     status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
@@ -260,8 +271,8 @@ static int exchange_cards(void)
                          "(restrict MPIR_CVAR_CH4_ICBC_UCX_TLS)");
     card = MPL_malloc(card_len, MPL_MEM_ADDRESS);
     MPIR_ERR_CHKANDJUMP(card == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode_tcp(node, addr, addr_len, tcp, ntcp, card, card_len,
-                                               &card_len) != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+    MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode_tcp(node, addr, addr_len, tcp, ntcp, machine, card,
+                                               card_len, &card_len) != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "cannot encode business card (node name too long?)");
 
     if (MPIR_CVAR_CH4_ICBC_FAULT_INJECT && !strcmp(MPIR_CVAR_CH4_ICBC_FAULT_INJECT, "bcard"))
@@ -291,7 +302,9 @@ static int exchange_cards(void)
         peer->path = MPIDI_av_is_local(&MPIDIU_get_av(0, r)) ? ICBC_PATH_SHM : ICBC_PATH_DIRECT;
         peer->ntcp = bc.ntcp;
         memcpy(peer->tcp, bc.tcp, sizeof(bc.tcp));
+        same_machine += (machine != 0 && bc.machine == machine);
     }
+    set_yield_when_idle(machine != 0 ? same_machine : MPIR_Process.local_size);
 
     /* Paths to other clusters; registration with the routers. The job id
      * comes from rank 0's card, exactly its encoded bytes: what pads a slot
