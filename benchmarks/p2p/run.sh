@@ -28,6 +28,7 @@ REPS=3
 OUT=$REPO/benchmarks/results
 BUILD=$REPO/_build/bench-p2p
 TB_NAME=bench
+PIN=yes
 TIMEOUT=900
 FIN_GRACE=20
 QUIET_WAIT=0
@@ -82,6 +83,10 @@ Options:
                               (default 0: do not wait; the use is recorded either way)
   --quiet-max PCT             (default 15)
   --testbed-name NAME         icbc-testbed name (default bench)
+  --pin yes|no                pin rank r to CPU r mod nproc with taskset, on both sides
+                              (default yes): the two namespace nodes share the host's
+                              cores, and an unpinned pair sometimes shares one core or
+                              migrates, which moves a latency by 20-30% between runs
   --lat-target R              latency target: A/B <= R at every size (default 1.10)
   --bw-target R               bandwidth target: A/B >= R (default 0.95) ...
   --bw-target-from SIZE       ... for sizes >= SIZE (default 64K)
@@ -126,6 +131,7 @@ while (( $# )); do
         --timeout) TIMEOUT=${2:?}; shift 2 ;;
         --finalize-grace) FIN_GRACE=${2:?}; shift 2 ;;
         --testbed-name) TB_NAME=${2:?}; shift 2 ;;
+        --pin) PIN=${2:?}; shift 2 ;;
         --quiet-wait) QUIET_WAIT=${2:?}; shift 2 ;;
         --quiet-max) QUIET_MAX=${2:?}; shift 2 ;;
         --lat-target) LAT_TARGET=${2:?}; shift 2 ;;
@@ -137,6 +143,7 @@ while (( $# )); do
 done
 
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive number"
+[[ $PIN == yes || $PIN == no ]] || die "--pin takes yes or no"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds"
 [[ $FIN_GRACE =~ ^[1-9][0-9]*$ ]] || die "--finalize-grace must be a positive number of seconds"
 [[ $QUIET_WAIT =~ ^[0-9]+$ ]] || die "--quiet-wait must be a number of seconds"
@@ -152,6 +159,7 @@ BW_OPTS="--stat $STAT${BW_OPTS:+ $BW_OPTS}"
 [[ -x $PY ]] || die "$PY not found (Debian python3 with python3-matplotlib)"
 $PY -c 'import matplotlib' 2>/dev/null || die "matplotlib missing for $PY (apt-get install python3-matplotlib)"
 command -v timeout >/dev/null || die "timeout (coreutils) not found"
+[[ $PIN == no ]] || command -v taskset >/dev/null || die "taskset (util-linux) not found"
 
 # ---- the two installs -------------------------------------------------------------------
 
@@ -237,6 +245,14 @@ for x in A B; do
         "$mpicc" -O2 -Wall -I"$SRC" -o "$exe" "$SRC/icbc_$b.c" > "$BUILD/logs/compile_${label}_$b.log" 2>&1 \
             || { cat "$BUILD/logs/compile_${label}_$b.log" >&2; die "compiling icbc_$b with $mpicc failed"; }
         BIN[$x.$b]=$exe
+        if [[ $PIN == yes ]]; then
+            # the rank comes from the process manager's environment (PMI_RANK: hydra,
+            # OMPI_COMM_WORLD_RANK: Open MPI)
+            printf '#!/bin/sh\nr=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\nexec taskset -c $((r %% %d)) "%s" "$@"\n' \
+                "$(nproc)" "$exe" > "$exe.pinned"
+            chmod +x "$exe.pinned"
+            BIN[$x.$b]=$exe.pinned
+        fi
     done
     echo "$label: $(ldd "$BUILD/$label/icbc_latency" | grep -E 'libmpi|libucp' | awk '{print $1" -> "$3}' | tr '\n' ' ')" \
         >> "$BUILD/logs/libraries.txt"
@@ -277,7 +293,7 @@ kill_leftovers() {
         for pid in $(ip netns pids "$ns" 2>/dev/null); do
             exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
             for b in "${BIN[@]}"; do
-                if [[ $exe == "$b" || $exe == */hydra_pmi_proxy* ]]; then
+                if [[ $exe == "${b%.pinned}" || $exe == */hydra_pmi_proxy* ]]; then
                     kill -KILL "$pid" 2>/dev/null && echo "killed leftover pid $pid ($exe) in $ns" >&2
                     break
                 fi
@@ -505,7 +521,7 @@ report_one() {
             --meta "command=$CMDLINE" --meta "date=$START_DATE" --meta "machine=$MACHINE" \
             --meta "load average at start/end=$LOAD_START / $LOAD_END" \
             --meta "host CPU busy (other processes) in the second before each run, %=${BUSY_ALL# }" \
-            --meta "testbed=icbc-testbed up --name $TB_NAME --clusters 1 --nodes 2; mpiexec -n 2 -ppn 1 (nodes a0, a1)" \
+            --meta "testbed=icbc-testbed up --name $TB_NAME --clusters 1 --nodes 2; mpiexec -n 2 -ppn 1 (nodes a0, a1); ranks pinned to CPUs r mod nproc: $PIN" \
             --meta "$A_LABEL=$A_PREFIX ($A_DEVICE); env ${A_ENVL[*]}" \
             --meta "$B_LABEL=$B_PREFIX ($B_DEVICE); env ${B_ENVL[*]}" \
             --meta "benchmark=icbc_$b $( [[ $b == latency ]] && echo "$LAT_OPTS" || echo "$BW_OPTS")" \
