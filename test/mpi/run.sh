@@ -53,6 +53,8 @@ run p2p_sizes:eager64k 4 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=65536
 run p2p_sizes:all-rendezvous 2 ok MPIR_CVAR_CH4_ICBC_EAGER_LIMIT=0
 run p2p_sizes:yield 6 ok MPIR_CVAR_CH4_ICBC_YIELD=1
 run rma_coll 4 ok
+run idle_wait:yield 2 ok MPIR_CVAR_CH4_ICBC_YIELD=1 -- --max-cpu 0.25
+run idle_wait:busy-poll 2 ok MPIR_CVAR_CH4_ICBC_YIELD=0 -- --min-cpu 0.6
 run rma_coll:3ranks 3 ok
 run spawn_error 2 ok
 run p2p_sizes:bad-device 2 'error:icbc.*(nosuchdev0|[Dd]evice|unreachable|No such)' MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0

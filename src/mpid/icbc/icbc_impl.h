@@ -25,7 +25,9 @@ typedef struct {
     size_t max_am_header;     /* largest UCX AM header (wire + MPIDIG header) */
     MPI_Aint eager_limit;     /* header + payload at or below: eager; above: rendezvous */
     int yield_when_idle;
-    int idle_polls;
+    unsigned idle_polls;      /* empty polls in a row (icbc_progress.h) */
+    int seen_progress_count;  /* MPIDI_VCI(0).progress_count at the last poll */
+    long idle_sleep_ns;       /* sleep per empty poll after a long idle run; 0: only yield */
     int finalizing;
     int xpath;                /* routed or TCP paths in use: progress them */
 } MPIDI_ICBC_global_t;
@@ -51,8 +53,12 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
 int MPIDI_ICBC_xpath_init_local(void);
 const icbc_bcard_tcp_t *MPIDI_ICBC_xpath_card_tcp(int *n);
 int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len);
-void MPIDI_ICBC_xpath_progress(void);
+/* Returns how many events it handled (0: nothing happened). */
+int MPIDI_ICBC_xpath_progress(void);
 void MPIDI_ICBC_xpath_finalize(void);
+
+/* An empty progress poll in yield-when-idle mode (icbc_init.c). */
+void MPIDI_ICBC_progress_idle(void);
 
 /* Router thread on router hosts (icbc_router_embed.c). */
 int MPIDI_ICBC_router_embed_start(void);

@@ -9,6 +9,8 @@
 #include "core/icbc_bcard.h"
 #include "icbc_xfer.h"
 
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -67,8 +69,24 @@ cvars:
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
         Yield the processor when progress finds nothing to do: 1 always, 0
-        never, -1 (default) when this node runs more MPI processes than it
-        has online cores.
+        never, -1 (default) when more MPI processes of the job share this
+        machine (one kernel; emulated nodes in network namespaces of one host
+        count together) than it has online cores.
+
+    - name        : MPIR_CVAR_CH4_ICBC_IDLE_SLEEP
+      category    : CH4_ICBC
+      type        : int
+      default     : 50
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        With yield-when-idle on (MPIR_CVAR_CH4_ICBC_YIELD): microseconds a
+        process sleeps per progress poll once it has found nothing to do for
+        256 polls in a row (until something happens). Yielding alone leaves a
+        waiting process on the CPU whenever the scheduler picks it again.
+        Processes with other ranks on their node (shared memory) only yield.
+        0: never sleep, only yield.
 
     - name        : MPIR_CVAR_CH4_ICBC_PEER_ERRORS
       category    : CH4_ICBC
@@ -239,6 +257,36 @@ static void set_yield_when_idle(int procs_on_machine)
         MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
     else
         MPIDI_ICBC_global.yield_when_idle = cores > 0 && procs_on_machine > cores;
+    /* Shared-memory traffic with ranks of the same node makes progress this
+     * netmod does not see (a large message moves cell by cell): a rank with
+     * such peers only yields. */
+    MPIDI_ICBC_global.idle_sleep_ns = MPIR_Process.local_size > 1 ? 0 :
+        MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 1000000) * 1000L;
+}
+
+/* Empty polls before an idle process yields, and before it sleeps: a reply
+ * is often a few microseconds away, and a sleep costs at least the timer's
+ * slack (50 us by default) on the next message. */
+#define MPIDI_ICBC_IDLE_POLLS_BEFORE_YIELD 16
+#define MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP 256
+
+void MPIDI_ICBC_progress_idle(void)
+{
+    if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP)
+        MPIDI_ICBC_global.idle_polls++;
+    if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_YIELD)
+        return;
+    if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP ||
+        MPIDI_ICBC_global.idle_sleep_ns == 0) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns };
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec = ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+    }
+    nanosleep(&ts, NULL);
 }
 
 /* Exchange business cards and fill the peer table. */

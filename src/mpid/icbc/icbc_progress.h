@@ -1,30 +1,34 @@
 /*
- * Progress: drive the UCX worker. When more processes than cores share a
- * node, a busy-polling process steals the core its peer needs to answer; with
- * yield-when-idle on, a process gives up its time slice after a run of idle
- * polls (MPIR_CVAR_CH4_ICBC_YIELD).
+ * Progress: drive the UCX worker (and the routed and TCP paths). When more
+ * processes than cores share a machine, a busy-polling process steals the
+ * core its peer, a router or the WAN emulator needs; with yield-when-idle on
+ * (MPIR_CVAR_CH4_ICBC_YIELD), an empty poll goes to MPIDI_ICBC_progress_idle,
+ * which spins briefly, then yields, then sleeps (MPIR_CVAR_CH4_ICBC_IDLE_SLEEP).
  */
 #ifndef ICBC_PROGRESS_H_INCLUDED
 #define ICBC_PROGRESS_H_INCLUDED
 
 #include "icbc_impl.h"
-#include <sched.h>
-
-#define MPIDI_ICBC_IDLE_POLLS_BEFORE_YIELD 16
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
 {
+    unsigned work = 0;
+
     if (vci != 0)
         return MPI_SUCCESS;
     if (unlikely(MPIDI_ICBC_global.xpath))
-        MPIDI_ICBC_xpath_progress();
-    if (ucp_worker_progress(MPIDI_ICBC_global.worker)) {
-        MPIDI_ICBC_global.idle_polls = 0;
-    } else if (MPIDI_ICBC_global.yield_when_idle &&
-               ++MPIDI_ICBC_global.idle_polls >= MPIDI_ICBC_IDLE_POLLS_BEFORE_YIELD) {
-        MPIDI_ICBC_global.idle_polls = 0;
-        sched_yield();
+        work = (unsigned) MPIDI_ICBC_xpath_progress();
+    work += ucp_worker_progress(MPIDI_ICBC_global.worker);
+    /* requests completed elsewhere (shared memory, MPIDIG) are work too */
+    int count = MPL_atomic_relaxed_load_int(&MPIDI_VCI(0).progress_count);
+    if (count != MPIDI_ICBC_global.seen_progress_count) {
+        MPIDI_ICBC_global.seen_progress_count = count;
+        work++;
     }
+    if (work)
+        MPIDI_ICBC_global.idle_polls = 0;
+    else if (MPIDI_ICBC_global.yield_when_idle)
+        MPIDI_ICBC_progress_idle();
     return MPI_SUCCESS;
 }
 

@@ -743,11 +743,14 @@ int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len)
     return mpi_errno;
 }
 
-void MPIDI_ICBC_xpath_progress(void)
+int MPIDI_ICBC_xpath_progress(void)
 {
+    int events = 0;
+
     if (P.poller)
-        bt_poller_wait(P.poller, 0);
+        events = bt_poller_wait(P.poller, 0);
     MPIDI_ICBC_xfer_progress();
+    return events > 0 ? events : 0;
 }
 
 int MPIDI_ICBC_xpath_active(void)
