@@ -6,12 +6,14 @@
 #
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
 #                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full]
+#                            [--mpich-policies "aggregate static ..."]
 #
 # With --mpich-dirs, MPICH's own test/mpi directories also run with their
 # ranks alternating between two one-node clusters (every message between
 # ranks crosses the routers), through test/mpich/run-testsuite.sh; the CI
 # subset of each directory (--mpich-list ci, default: test/mpich/ci-subset-2clusters)
-# or its whole testlist (--mpich-list full).
+# or its whole testlist (--mpich-list full), once per policy of
+# --mpich-policies (default: the router file's policy, aggregate).
 #
 # Ranks alternate between the clusters (a0 b0 a1 b1), so every pair i, i^1 of
 # the tests crosses the WAN. Prints PASS/FAIL per test and ends with
@@ -25,6 +27,7 @@ keep=0
 quick=0
 mpich_dirs=
 mpich_list=ci
+mpich_policies=
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=$2; shift 2 ;;
@@ -34,7 +37,8 @@ while [ $# -gt 0 ]; do
         --quick) quick=1; shift ;;
         --mpich-dirs) mpich_dirs=$2; shift 2 ;;
         --mpich-list) mpich_list=$2; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --mpich-policies) mpich_policies=$2; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-clusters.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -139,18 +143,24 @@ if [ -n "$mpich_dirs" ]; then
         start_daemons
         sel=(--list "$top/test/mpich/ci-subset-2clusters" --retries 1)
         [ "$mpich_list" = full ] && sel=(--retries 1)
-        "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" \
-            --dirs "$mpich_dirs" --testbed "$ts" --env MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
-            --out "$work/mpich-2clusters" > "$work/mpich-2clusters.log" 2>&1
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/mpich-2clusters.log" | tail -1)
-        sed -n '/^dir /,/^all /p' "$work/mpich-2clusters.log" | sed 's/^/    /'
-        sp=${line%% passed*}; sf=${line#*passed, }; sf=${sf%% failed*}
-        if [ -n "$line" ]; then
-            pass=$((pass + sp)); fail=$((fail + sf))
-            echo "mpich-2clusters: $line (see $work/mpich-2clusters.log)"
-        else
-            report mpich-2clusters 1 "(no summary; see $work/mpich-2clusters.log)"
-        fi
+        for pol in ${mpich_policies:-router-file}; do
+            tag=mpich-2clusters; penv=()
+            if [ "$pol" != router-file ]; then
+                tag=mpich-2clusters-$pol; penv=(--env "MPIR_CVAR_CH4_ICBC_POLICY=$pol")
+            fi
+            "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" \
+                --dirs "$mpich_dirs" --testbed "$ts" --env MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
+                "${penv[@]}" --out "$work/$tag" > "$work/$tag.log" 2>&1
+            line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/$tag.log" | tail -1)
+            sed -n '/^dir /,/^all /p' "$work/$tag.log" | sed 's/^/    /'
+            sp=${line%% passed*}; sf=${line#*passed, }; sf=${sf%% failed*}
+            if [ -n "$line" ]; then
+                pass=$((pass + sp)); fail=$((fail + sf))
+                echo "$tag: $line (see $work/$tag.log)"
+            else
+                report "$tag" 1 "(no summary; see $work/$tag.log)"
+            fi
+        done
         stop_daemons
         "$testbed" down --name "$ts" >/dev/null 2>&1
     else
