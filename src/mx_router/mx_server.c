@@ -13,11 +13,53 @@
 #include "mx_map.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
- * server an operation belongs to, set right after it was posted. UCX runs
- * the callback of a returned request only from a later progress call. */
+ * server an operation belongs to, set right after it was posted. UCX may
+ * complete a returned request inside the posting call (a rendezvous receive
+ * from an endpoint that failed meanwhile): the callback then finds no server,
+ * records the status, and the posting function finishes the operation. */
 typedef struct {
     struct mx_server *server;
+    int done;               /* completed while being posted */
+    ucs_status_t status;
 } mx_req_t;
+
+static void req_init(void *request)
+{
+    memset(request, 0, sizeof(mx_req_t));
+}
+
+/* A returned request: either completed while posting (finish it now, return
+ * its status) or still running (tag it; UCS_INPROGRESS). */
+static ucs_status_t req_posted(mx_server_t *s, void *request)
+{
+    mx_req_t *r = request;
+    ucs_status_t status;
+
+    if (!r->done) {
+        r->server = s;
+        return UCS_INPROGRESS;
+    }
+    status = r->status;
+    r->done = 0;
+    ucp_request_free(request);
+    return status;
+}
+
+/* The callback side: NULL when the request completed while being posted. */
+static mx_server_t *req_completed(void *request, ucs_status_t status)
+{
+    mx_req_t *r = request;
+    mx_server_t *s = r->server;
+
+    if (s == NULL) {
+        r->done = 1;
+        r->status = status;
+        return NULL;
+    }
+    r->server = NULL;
+    ucp_request_free(request);
+    return s;
+}
 
 typedef enum { PEER_OPEN, PEER_CLOSING, PEER_CLOSED } peer_state_t;
 
@@ -232,9 +274,11 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
         if (st != UCS_OK) goto ucx_fail;
     }
     ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE,
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                      UCP_PARAM_FIELD_REQUEST_INIT,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
         .request_size = sizeof(mx_req_t),
+        .request_init = req_init,
     };
     st = ucp_init(&params, config, &s->context);
     ucp_config_release(config);
@@ -337,22 +381,18 @@ static icbc_status_t from_ucs(ucs_status_t st)
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
 {
-    mx_req_t *r = request;
-    mx_server_t *s = r->server;
+    mx_server_t *s = req_completed(request, status);
 
-    r->server = NULL;
-    ucp_request_free(request);
-    s->cbs.on_sent(user_data, from_ucs(status));
+    if (s != NULL)
+        s->cbs.on_sent(user_data, from_ucs(status));
 }
 
 static void pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
-    mx_req_t *r = request;
-    mx_server_t *s = r->server;
+    mx_server_t *s = req_completed(request, status);
 
-    r->server = NULL;
-    ucp_request_free(request);
-    s->cbs.on_pulled(user_data, from_ucs(status));
+    if (s != NULL)
+        s->cbs.on_pulled(user_data, from_ucs(status));
 }
 
 icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, const void *payload,
@@ -378,7 +418,9 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
                    ucs_status_string(UCS_PTR_STATUS(req)));
         return ICBC_ERR_PEER_FAILED;
     } else {
-        ((mx_req_t *) req)->server = s;
+        ucs_status_t st = req_posted(s, req);
+        if (st != UCS_INPROGRESS)
+            s->cbs.on_sent(send_arg, from_ucs(st));
     }
     return ICBC_OK;
 }
@@ -402,7 +444,9 @@ icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t 
                    ucs_status_string(UCS_PTR_STATUS(req)));
         return ICBC_ERR_PEER_FAILED;
     } else {
-        ((mx_req_t *) req)->server = s;
+        ucs_status_t st = req_posted(s, req);
+        if (st != UCS_INPROGRESS)
+            s->cbs.on_pulled(recv_arg, from_ucs(st));
     }
     return ICBC_OK;
 }
