@@ -168,11 +168,7 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
     MPIDIG_AM_ATTR_SET_VCIS(attr, wh.src_vci, wh.dst_vci);
 
     if (!is_rndv) {
-        /* Handlers that read the payload as structs (RMA datatype
-         * descriptions, accumulate operands) get it aligned; a message's
-         * payload is only copied bytewise into the receive buffer. */
-        if (length > 0 && wh.handler_id != MPIDIG_SEND &&
-            ((uintptr_t) data & (sizeof(uint64_t) - 1))) {
+        if (length > 0 && ((uintptr_t) data & (sizeof(uint64_t) - 1))) {
             heap_data = MPL_malloc(length, MPL_MEM_BUFFER);
             if (heap_data == NULL) {
                 ret = UCS_ERR_NO_MEMORY;

@@ -261,7 +261,7 @@ static void set_yield_when_idle(int procs_on_machine)
      * netmod does not see (a large message moves cell by cell): a rank with
      * such peers only yields. */
     MPIDI_ICBC_global.idle_sleep_ns = MPIR_Process.local_size > 1 ? 0 :
-        MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 1000000) * 1000L;
+        MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 999999) * 1000L;
 }
 
 /* Empty polls before an idle process yields, and before it sleeps: a reply
@@ -281,11 +281,7 @@ void MPIDI_ICBC_progress_idle(void)
         sched_yield();
         return;
     }
-    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns };
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec = ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-    }
+    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns };    /* < 1 s */
     nanosleep(&ts, NULL);
 }
 
