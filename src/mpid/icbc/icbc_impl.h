@@ -26,7 +26,7 @@ typedef struct {
     MPI_Aint eager_limit;     /* header + payload at or below: eager; above: rendezvous */
     int yield_when_idle;
     unsigned idle_polls;      /* empty polls in a row (icbc_progress.h) */
-    int seen_progress_count;  /* MPIDI_VCI(0).progress_count at the last poll */
+    int seen_progress_count;  /* MPIDI_VCI(0).progress_count at the last idle poll */
     long idle_sleep_ns;       /* sleep per empty poll after a long idle run; 0: only yield */
     int finalizing;
     int xpath;                /* routed or TCP paths in use: progress them */

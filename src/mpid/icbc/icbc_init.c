@@ -272,6 +272,13 @@ static void set_yield_when_idle(int procs_on_machine)
 
 void MPIDI_ICBC_progress_idle(void)
 {
+    /* requests completed elsewhere (shared memory, MPIDIG) are work too */
+    int count = MPL_atomic_relaxed_load_int(&MPIDI_VCI(0).progress_count);
+    if (count != MPIDI_ICBC_global.seen_progress_count) {
+        MPIDI_ICBC_global.seen_progress_count = count;
+        MPIDI_ICBC_global.idle_polls = 0;
+        return;
+    }
     if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP)
         MPIDI_ICBC_global.idle_polls++;
     if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_YIELD)

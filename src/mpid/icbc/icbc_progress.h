@@ -19,12 +19,6 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
     if (unlikely(MPIDI_ICBC_global.xpath))
         work = (unsigned) MPIDI_ICBC_xpath_progress();
     work += ucp_worker_progress(MPIDI_ICBC_global.worker);
-    /* requests completed elsewhere (shared memory, MPIDIG) are work too */
-    int count = MPL_atomic_relaxed_load_int(&MPIDI_VCI(0).progress_count);
-    if (count != MPIDI_ICBC_global.seen_progress_count) {
-        MPIDI_ICBC_global.seen_progress_count = count;
-        work++;
-    }
     if (work)
         MPIDI_ICBC_global.idle_polls = 0;
     else if (MPIDI_ICBC_global.yield_when_idle)
