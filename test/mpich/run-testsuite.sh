@@ -26,6 +26,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      the per-device defaults below
   --no-net-defaults  do not set the per-device defaults
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
+  --path-if IF       interface whose received bytes show that inter-node data
+                     left shared memory (default fab0; ext0 across clusters)
   --retries N        run failed tests again up to N times; a later pass counts,
                      marked "passed on retry" (default 0; 1 with --ci)
   --chunk N          give each runtests at most N list lines (default 0: one
@@ -53,7 +55,7 @@ die() { echo "run-testsuite: error: $*" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/test/mpich
 
-prefix= label= list= out= builddir= tbname= save= ci=0 jobs_note=0 net_defaults=1
+prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
 dirs= nodes=2 timeout=120 retries= chunk=0
 extra_env=()
@@ -71,6 +73,7 @@ while [ $# -gt 0 ]; do
         --env) extra_env+=("${2:?}"); shift 2 ;;
         --no-net-defaults) net_defaults=0; shift ;;
         --testbed) tbname=${2:?}; shift 2 ;;
+        --path-if) path_if=${2:?}; shift 2 ;;
         --retries) retries=${2:?}; shift 2 ;;
         --chunk) chunk=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
@@ -278,7 +281,7 @@ env_note=$(for kv in "${env_set[@]+"${env_set[@]}"}"; do printf '%s ' "$kv"; don
 fab_bytes() {
     local ns s=0 v
     for ns in $(namespaces); do
-        v=$(ip netns exec "$ns" cat /sys/class/net/fab0/statistics/rx_bytes 2>/dev/null) || v=0
+        v=$(ip netns exec "$ns" cat "/sys/class/net/$path_if/statistics/rx_bytes" 2>/dev/null) || v=0
         s=$((s + v))
     done
     echo $s
@@ -298,9 +301,9 @@ placement=$(echo "$check" | grep '^nodecheck:' | tail -1)
 [ $check_rc = 0 ] || die "nodecheck failed (rc $check_rc): $(echo "$check" | tail -5)"
 fab_kib=$(((fab1 - fab0) / 1024))
 if [ $fab_kib -ge 8192 ]; then
-    path_note="inter-node data crossed fab0 ($fab_kib KiB received for 2 x 8 MiB)"
+    path_note="inter-node data crossed $path_if ($fab_kib KiB received for 2 x 8 MiB)"
 else
-    path_note="inter-node data did NOT cross fab0 (only $fab_kib KiB received for 2 x 8 MiB): shared memory between namespaces"
+    path_note="inter-node data did NOT cross $path_if (only $fab_kib KiB received for 2 x 8 MiB): shared memory between namespaces"
 fi
 msg "$placement"
 msg "$path_note"
