@@ -687,7 +687,103 @@ TEST_F(RouterTest, MemoryBoundUnderFlood)
     EXPECT_EQ(n * len, sb.bytes_in);
 }
 
+// ---- a process that dies with sends its router has not pulled yet ----------
+//
+// The dying process is this test program run again with
+// ICBC_ROUTER_TEST_DYING="ROUTERFILE N LEN": before main, it registers as
+// rank 7 of cluster a, sends N rendezvous messages of LEN bytes to rank 1 of
+// cluster b, keeps them moving for a while, reports on stdout and kills
+// itself, so that its router meets a dead endpoint with pulls still waiting
+// for memory.
+
+constexpr uint32_t kDyingRank = 7;
+
+struct DyingProcess {
+    DyingProcess()
+    {
+        const char *spec = getenv("ICBC_ROUTER_TEST_DYING");
+        char rf_path[512];
+        size_t n = 0, len = 0;
+        if (spec == nullptr || sscanf(spec, "%511s %zu %zu", rf_path, &n, &len) != 3) return;
+        setenv("UCX_TLS", "tcp", 1);
+        icbc_log_set_level(ICBC_LOG_ERROR);
+        icbc_routerfile_t *rf = nullptr;
+        char err[ICBC_RF_ERR_LEN];
+        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK) _exit(3);
+        auto *c = new Client(rf, 0, kDyingRank);
+        if (c->status() != ICBC_OK) _exit(4);
+        std::vector<std::vector<uint8_t>> payloads;
+        for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+        for (size_t i = 0; i < n; i++)
+            if (c->Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]) != ICBC_OK)
+                _exit(5);
+        double end = NowMs() + 1500;
+        while (NowMs() < end) c->Progress();
+        if (write(1, "sent\n", 5) != 5) _exit(6);
+        kill(getpid(), SIGKILL);
+        _exit(7);
+    }
+} dying_process;
+
 } // namespace
+
+TEST_F(RouterTest, SenderDeathWithPullsWaitingForMemory)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const size_t bound = 1u << 20, n = 96, len = 256u << 10;
+    RouterThread ra(rf.get(), "a0", bound, 2), rb(rf.get(), "b0", bound, 2);
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    // The destination registers but takes nothing yet: both routers fill up
+    // to their bound, and router a leaves the rest of the sends unpulled.
+    Client cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+
+    int out[2];
+    ASSERT_EQ(0, pipe(out));
+    std::string spec = su.rf_path + " " + std::to_string(n) + " " + std::to_string(len);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        setenv("ICBC_ROUTER_TEST_DYING", spec.c_str(), 1);
+        execl("/proc/self/exe", "icbc_router_tests", "--gtest_filter=-*", (char *) NULL);
+        _exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    close(out[1]);
+    char line[16] = "";
+    ssize_t got = read(out[0], line, sizeof(line) - 1);
+    close(out[0]);
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_EQ(5, got) << "the dying process did not report its sends";
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_GT(ra.Stats().peak_buffered, 0u);
+    EXPECT_LE(ra.Stats().peak_buffered, bound);
+
+    // What router a had pulled before the death arrives whole; the rest is
+    // dropped. Either way the routers keep running.
+    double end = NowMs() + 5000;
+    while (NowMs() < end) cb.Progress();
+    size_t whole = 0;
+    while (cb.Ready() > 0) {
+        auto m = cb.Pop();
+        ASSERT_EQ(kDyingRank, m->route.src_rank);
+        size_t seq = std::stoul(m->inner);
+        ASSERT_LT(seq, n);
+        EXPECT_TRUE(m->data == MakePayload(seq, len)) << "message " << seq << " corrupted";
+        whole++;
+    }
+    EXPECT_LT(whole, n) << "every send was pulled before the death: nothing waited for memory";
+    ASSERT_TRUE(ra.ok() && rb.ok());
+
+    // A process registering afterwards is served as usual.
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    CheckFlow(ca, cb, 1, 1, 1000);
+    EXPECT_LE(ra.Stats().buffered, bound);
+}
 
 // ---- the icbc-router program ------------------------------------------------
 
