@@ -2,11 +2,13 @@
 """Compare two runs of MPICH's test/mpi suite made by run-testsuite.sh.
 
 usage: compare.py [-o FILE] [--ref-name N] [--cand-name N] [--command CMD]
-                  REFERENCE_DIR CANDIDATE_DIR
+                  [--dirs "pt2pt coll ..."] REFERENCE_DIR CANDIDATE_DIR
 
 Reads each result directory (tests.tsv, or summary.junit.xml) and writes a
 markdown report: per-directory counts (total / passed / failed / timed-out)
 for each build, then every test failing on either build, marked which.
+--dirs keeps only the tests of those directories on both sides (a candidate
+run over part of the suite, e.g. across two clusters, against a full run).
 
 Exit status: 0 when every test that passed on the reference build also
 passed on the candidate; 1 when at least one did not (failed, timed out or
@@ -70,9 +72,12 @@ def describe(name, path, meta):
     return lines
 
 
-def compare(ref_dir, cand_dir, ref_name, cand_name, command):
+def compare(ref_dir, cand_dir, ref_name, cand_name, command, dirs=None):
     ref = summarize.load_result_dir(ref_dir)
     cand = summarize.load_result_dir(cand_dir)
+    if dirs:
+        ref = [t for t in ref if t.dir in dirs]
+        cand = [t for t in cand if t.dir in dirs]
     ref_meta = summarize.read_meta(ref_dir)
     cand_meta = summarize.read_meta(cand_dir)
     ref_by_id = {t.id: t for t in ref}
@@ -81,6 +86,8 @@ def compare(ref_dir, cand_dir, ref_name, cand_name, command):
     out = ["# MPICH 4.0.2 test/mpi: %s vs %s" % (ref_name, cand_name), ""]
     if command:
         out += ["Regenerate with: `%s`" % command, ""]
+    if dirs:
+        out += ["Directories compared: %s." % ", ".join(dirs), ""]
     out += ["Builds (reference first):", ""]
     out += describe(ref_name, ref_dir, ref_meta)
     out += describe(cand_name, cand_dir, cand_meta)
@@ -191,6 +198,7 @@ def main():
     ap.add_argument("--ref-name", help="name of the reference build (default: its label)")
     ap.add_argument("--cand-name", help="name of the candidate build (default: its label)")
     ap.add_argument("--command", help="command line to print as the way to regenerate")
+    ap.add_argument("--dirs", help="compare only these directories (space-separated)")
     a = ap.parse_args()
     for d in (a.reference, a.candidate):
         if not os.path.isdir(d):
@@ -201,7 +209,8 @@ def main():
     if ref_name == cand_name:
         cand_name += " (candidate)"
     try:
-        text, regressions = compare(a.reference, a.candidate, ref_name, cand_name, a.command)
+        text, regressions = compare(a.reference, a.candidate, ref_name, cand_name, a.command,
+                                    a.dirs.split() if a.dirs else None)
     except (OSError, SystemExit, Exception) as e:  # unreadable or malformed input
         sys.stderr.write("compare.py: %s\n" % e)
         return 2

@@ -88,9 +88,9 @@ def check(name, cond):
         failures += 1
 
 
-def run_compare(ref, cand):
+def run_compare(ref, cand, *extra):
     p = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), ref, cand,
-                        "--ref-name", "ref", "--cand-name", "cand"],
+                        "--ref-name", "ref", "--cand-name", "cand"] + list(extra),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     return p.returncode, p.stdout, p.stderr
 
@@ -149,6 +149,17 @@ def main():
     rc, text, err = run_compare(ref, same)
     check("compare: no regression gives exit status 0", rc == 0)
     check("compare: test failing on both builds is 'both'", "| both |" in text)
+
+    # A candidate that ran only pt2pt, against the full reference.
+    part = os.path.join(tmp, "part")
+    write_dir(part, "pt2pt", [("a", 2, "pass", "1.0", []), ("b", 4, "pass", "2.0", []),
+                              ("c", 2, "pass", "1.0", []), ("x", 1, "skip", "", [])])
+    summarize.write_outputs(part)
+    rc, text, err = run_compare(ref, part)
+    check("compare: a directory the candidate did not run is a regression", rc == 1)
+    rc, text, err = run_compare(ref, part, "--dirs", "pt2pt")
+    check("compare --dirs: only the listed directories count",
+          rc == 0 and "| coll |" not in text and "Directories compared: pt2pt." in text)
 
     rc, text, err = run_compare(ref, os.path.join(tmp, "missing"))
     check("compare: missing directory gives exit status 2", rc == 2)
