@@ -15,9 +15,11 @@
  * Return 0 from on_msg when done with eager data (it is gone after the
  * call), or 1 to keep m->data: then give eager data back with
  * mx_client_data_release, and pull a descriptor with mx_client_recv_data
- * (or drop it with mx_client_data_release) after on_msg returned. For a
- * descriptor, always return 1. UNREACHABLE carries the lost message's route
- * header as its inner header and no payload.
+ * (or drop it with mx_client_data_release) after on_msg returned. A
+ * descriptor on_msg does not keep (return 0) is dropped by UCX, and the
+ * router's send of it completes; never release it and return 0 as well.
+ * UNREACHABLE carries the lost message's route header as its inner header
+ * and no payload.
  *
  * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
  */

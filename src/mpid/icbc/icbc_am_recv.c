@@ -152,9 +152,7 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
         /* Not ours, damaged or from a newer peer: drop it, never trust it. */
         fprintf(stderr, "icbc: rank %d dropped a malformed active message (%zu header bytes, "
                 "%zu data bytes)\n", MPIR_Process.rank, header_length, length);
-        if (is_rndv)
-            ucp_am_data_release(MPIDI_ICBC_global.worker, data);
-        return UCS_OK;
+        return UCS_OK;  /* UCX drops a rendezvous descriptor that was not pulled */
     }
 
     /* MPIDIG headers are structs: hand them over aligned. */
@@ -183,10 +181,8 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
 
         attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
         MPIDIG_global.target_msg_cbs[wh.handler_id] (am_hdr, NULL, length, attr, &rreq);
-        if (rreq == NULL) {
-            ucp_am_data_release(MPIDI_ICBC_global.worker, data);
-            goto done;
-        }
+        if (rreq == NULL)
+            goto done;  /* UCS_OK: UCX drops the descriptor */
         MPIDI_ICBC_AMREQ(rreq).rndv_desc = data;
         MPIDI_ICBC_AMREQ(rreq).rndv_size = length;
         ret = UCS_INPROGRESS;   /* UCX keeps the descriptor for the pull */

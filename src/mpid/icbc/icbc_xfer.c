@@ -50,9 +50,11 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
-        Seconds a striped transfer may go without any progress (no CTS, no
-        chunk) before it fails with an MPI error, e.g. when a router died
-        with chunks in flight. 0 disables the check.
+        Seconds a striped transfer may wait while nothing at all arrives
+        from its peer (no CTS, no chunk, no other message) before it fails
+        with an MPI error, e.g. when a router died with chunks in flight.
+        Transfers queued behind others on a busy path do not count as
+        stalled. 0 disables the check.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -102,6 +104,8 @@ static struct {
     double last_scan;
     double failed_at;           /* first path failure, 0: none */
     char failure[160];
+    double *seen;               /* per rank: when anything last arrived from it */
+    int nseen;
 } X;
 
 /* A receive whose payload came through this netmod completes (see
@@ -139,7 +143,32 @@ void MPIDI_ICBC_xfer_finalize(void)
 {
     MPL_free(X.sends);
     MPL_free(X.slots);
+    MPL_free(X.seen);
     memset(&X, 0, sizeof(X));
+}
+
+/* A transfer is stalled only when nothing at all arrives from its peer: with
+ * thousands of transfers queued behind each other (e.g. 100,000 MPI_Get
+ * replies), one may wait far longer than the timeout for its turn while the
+ * path is busy with the others. */
+static void peer_seen(int rank)
+{
+    if (unlikely(rank >= X.nseen)) {
+        int n = MPL_MAX(MPIDI_ICBC_global.peers.size, rank + 1);
+        double *v = MPL_realloc(X.seen, n * sizeof(*v), MPL_MEM_OTHER);
+        if (v == NULL)
+            return;
+        for (int i = X.nseen; i < n; i++)
+            v[i] = 0;
+        X.seen = v;
+        X.nseen = n;
+    }
+    X.seen[rank] = now();
+}
+
+static double last_activity(double t_last, int rank)
+{
+    return (rank < X.nseen && X.seen[rank] > t_last) ? X.seen[rank] : t_last;
 }
 
 static int xfer_error(int rank, const char *why)
@@ -620,6 +649,7 @@ void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len,
         dropped(src_rank, "a malformed message");
         return;
     }
+    peer_seen(src_rank);
     switch (wh.kind) {
     case ICBC_MSG_AM:
         if (len && ((uintptr_t) payload & 7)) {
@@ -662,6 +692,7 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len,
         dropped(src_rank, "a malformed message");
         return -1;
     }
+    peer_seen(src_rank);
     x->kind = wh.kind;
     x->src_rank = src_rank;
     x->len = payload_len;
@@ -713,6 +744,7 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t * x, int ok)
         x->buf = NULL;
         break;
     case ICBC_MSG_CHUNK:
+        peer_seen(x->src_rank);
         s = slot_lookup(x->slot, x->gen, x->src_rank);
         if (s == NULL)
             break;
@@ -762,8 +794,9 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
         if (p == NULL)
             goto drop;
         if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, &p->x, &dest) || !dest) {
+            /* malformed (reported), or a late chunk of a failed receive */
             MPL_free(p);
-            goto drop;
+            return UCS_OK;
         }
         ucp_request_param_t param = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -780,8 +813,7 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
     }
   drop:
     dropped(src_rank, "a malformed routed message");
-    ucp_am_data_release(MPIDI_ICBC_global.worker, data);
-    return UCS_OK;
+    return UCS_OK;      /* UCX drops the descriptor */
 }
 
 /* ---- progress and failures --------------------------------------------- */
@@ -822,19 +854,22 @@ void MPIDI_ICBC_xfer_progress(void)
         X.last_scan = t;
         for (int i = 0; i < X.nslots; i++) {
             xslot_t *s = &X.slots[i];
-            if (s->rreq && t - s->t_last > X.timeout) {
+            if (s->rreq && t - last_activity(s->t_last, s->src) > X.timeout) {
                 fprintf(stderr, "icbc: rank %d: receive of %zu bytes from rank %d stalled "
-                        "for %.0f s (%zu bytes arrived); failing it\n", MPIR_Process.rank,
-                        s->size, s->src, t - s->t_last, s->received);
+                        "for %.0f s (%zu bytes arrived, nothing else from that rank); "
+                        "failing it\n", MPIR_Process.rank, s->size, s->src,
+                        t - last_activity(s->t_last, s->src), s->received);
                 slot_complete(i, xfer_error(s->src, "no chunk arrived in time"));
             }
         }
         for (int i = 0; i < X.nsends; i++) {
             xsend_t *s = &X.sends[i];
-            if (s->sreq && !s->cts && t - s->t_last > X.timeout && s->outstanding == 0) {
+            if (s->sreq && !s->cts && s->outstanding == 0 &&
+                t - last_activity(s->t_last, s->dst) > X.timeout) {
                 fprintf(stderr, "icbc: rank %d: striped send of %zu bytes to rank %d got no "
-                        "clear-to-send for %.0f s; failing it\n", MPIR_Process.rank, s->size,
-                        s->dst, t - s->t_last);
+                        "clear-to-send for %.0f s (nor anything else from that rank); "
+                        "failing it\n", MPIR_Process.rank, s->size, s->dst,
+                        t - last_activity(s->t_last, s->dst));
                 s->failed = 1;
                 send_finish(i);
             }

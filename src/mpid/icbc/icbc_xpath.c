@@ -314,17 +314,13 @@ static int mx_on_msg(const mx_client_msg_t * m, void *arg)
         rh->src_rank >= (uint32_t) MPIDI_ICBC_global.peers.size) {
         fprintf(stderr, "icbc: rank %d dropped a routed message for job %016llx rank %u\n",
                 MPIR_Process.rank, (unsigned long long) rh->job, rh->dst_rank);
-        if (m->rndv)
-            mx_client_data_release(P.mx, m->data);
-        return 0;
+        return 0;       /* not kept: UCX drops a rendezvous descriptor itself */
     }
     if (rh->type == ICBC_ROUTE_UNREACHABLE) {
         icbc_route_hdr_t lost;
         if (m->inner_len >= ICBC_ROUTE_HDR_SIZE &&
             icbc_route_hdr_parse(m->inner, m->inner_len, &lost) == ICBC_OK)
             MPIDI_ICBC_xfer_peer_failed((int) lost.dst_rank, "a router reports it unreachable");
-        if (m->rndv)
-            mx_client_data_release(P.mx, m->data);
         return 0;
     }
     return MPIDI_ICBC_xrecv_ucx((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len,
