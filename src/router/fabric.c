@@ -154,6 +154,7 @@ static void pull_go(rt_waiter_t *w)
     icbc_router_t *r = m->r;
     void *desc = m->desc;
 
+    r->pulls++;
     m->charged = m->len;
     m->kind = PAY_POOL;
     m->payload = malloc(m->len);
@@ -210,6 +211,7 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
     m->desc = rcv->data;
     m->wait.need = rcv->len;
     m->wait.go = pull_go;
+    m->wait.pull = 1;
     rt_mem_wait(r, &m->wait); /* served by rt_mem_kick from the loop */
     return 1;
 }

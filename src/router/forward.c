@@ -260,9 +260,26 @@ static void mem_take(icbc_router_t *r, size_t n)
     note_peak(r);
 }
 
+/* The waiter to serve next: the older of the first trunk reader and, while
+ * fewer than max_pulls pulls are in flight, the first pull. Pulls are
+ * bounded because a process's UCX serves all pulls of a router at once:
+ * with dozens in flight every chunk completes late, and the trunk idles
+ * until the first one is whole. */
+static rt_waiter_t *first_waiter(icbc_router_t *r)
+{
+    rt_waiter_t *a = rt_list_empty(&r->mem_waiters) ? NULL
+                     : RT_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
+    rt_waiter_t *b = (rt_list_empty(&r->pull_waiters) || r->pulls >= r->cfg.max_pulls) ? NULL
+                     : RT_CONTAINER(r->pull_waiters.next, rt_waiter_t, link);
+
+    if (a == NULL) return b;
+    if (b == NULL) return a;
+    return a->seq < b->seq ? a : b;
+}
+
 int rt_mem_try(icbc_router_t *r, size_t n)
 {
-    if (!rt_list_empty(&r->mem_waiters) || !mem_fits(r, n)) return 0;
+    if (first_waiter(r) != NULL || !mem_fits(r, n)) return 0;
     mem_take(r, n);
     return 1;
 }
@@ -278,12 +295,13 @@ void rt_mem_release(icbc_router_t *r, size_t n, int pool)
     r->charged -= n;
     if (pool) r->charged_pool -= n;
     note_peak(r);
-    if (!rt_list_empty(&r->mem_waiters)) rt_mem_kick(r);
+    if (first_waiter(r) != NULL) rt_mem_kick(r);
 }
 
 void rt_mem_wait(icbc_router_t *r, rt_waiter_t *w)
 {
-    rt_list_push(&r->mem_waiters, &w->link);
+    w->seq = ++r->wait_seq;
+    rt_list_push(w->pull ? &r->pull_waiters : &r->mem_waiters, &w->link);
 }
 
 void rt_mem_kick(icbc_router_t *r)
@@ -296,9 +314,9 @@ void rt_mem_kick(icbc_router_t *r)
     r->kicking = 1;
     do {
         r->kick_again = 0;
-        while (!rt_list_empty(&r->mem_waiters)) {
-            rt_waiter_t *w = RT_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
-            if (!mem_fits(r, w->need)) break;
+        for (;;) {
+            rt_waiter_t *w = first_waiter(r);
+            if (w == NULL || !mem_fits(r, w->need)) break;
             rt_list_del(&w->link);
             mem_take(r, w->need);
             w->go(w);
@@ -310,6 +328,9 @@ void rt_mem_kick(icbc_router_t *r)
 void rt_on_pulled(void *arg, icbc_status_t status)
 {
     rt_msg_t *m = arg;
+
+    m->r->pulls--;
+    if (first_waiter(m->r) != NULL) rt_mem_kick(m->r);
 
     if (status != ICBC_OK || m->q == NULL) {
         rt_unreachable(m->r, &m->rh, status != ICBC_OK ? "source lost" : "destination lost");

@@ -76,6 +76,7 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     r->stop_fd = -1;
     r->conn_tag = CONN_ROUTER;
     if (r->cfg.max_memory == 0) r->cfg.max_memory = ICBC_ROUTER_MAX_MEMORY_DEFAULT;
+    if (r->cfg.max_pulls <= 0) r->cfg.max_pulls = ICBC_ROUTER_MAX_PULLS_DEFAULT;
     if (r->cfg.streams == 0) r->cfg.streams = ICBC_ROUTER_STREAMS_DEFAULT;
     if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0) r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
@@ -85,6 +86,7 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     rt_list_init(&r->peers);
     rt_list_init(&r->to_pump);
     rt_list_init(&r->mem_waiters);
+    rt_list_init(&r->pull_waiters);
     pthread_mutex_init(&r->pub_lock, NULL);
 
     if (cfg->host) {

@@ -25,6 +25,7 @@ extern "C" {
 typedef struct icbc_router icbc_router_t;
 
 #define ICBC_ROUTER_MAX_MEMORY_DEFAULT (64u << 20)
+#define ICBC_ROUTER_MAX_PULLS_DEFAULT 4
 #define ICBC_ROUTER_STREAMS_DEFAULT 4
 #define ICBC_ROUTER_STREAMS_MAX 64
 #define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
@@ -35,6 +36,8 @@ typedef struct icbc_router_config {
     const char *host;            /* which 'router' entry this is; NULL: this host */
     size_t max_memory;           /* bound on buffered payload bytes; 0: 64 MiB */
     int streams;                 /* TCP connections per trunk; 0: 4 */
+    int max_pulls;               /* rendezvous pulls from processes in flight at once;
+                                  * 0: 4 */
     uint64_t pacing_rate;        /* SO_MAX_PACING_RATE per stream, bytes/s; 0: off */
     int sndbuf, rcvbuf;          /* socket buffers of the trunks; 0: bt_lib default */
     double stats_interval;       /* seconds between stats lines; 0: none */

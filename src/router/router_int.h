@@ -8,7 +8,9 @@
  * Queues are FIFO and only their head is handed to the transport, once its
  * payload is in memory, so order per queue is arrival order. Payload memory
  * is charged against max_memory; whoever needs memory and cannot get it
- * waits in mem_waiters (FIFO) and is served when memory is released.
+ * waits, trunk streams in mem_waiters and rendezvous pulls in pull_waiters,
+ * and is served in arrival order when memory is released; pulls also wait
+ * while max_pulls of them are in flight.
  */
 #ifndef RT_ROUTER_INT_H
 #define RT_ROUTER_INT_H
@@ -35,6 +37,8 @@ typedef struct rt_waiter {
     rt_list_t link;
     size_t need;
     void (*go)(struct rt_waiter *w);
+    int pull;                 /* a rendezvous pull: also bounded by max_pulls */
+    uint64_t seq;             /* arrival order across both waiter lists */
 } rt_waiter_t;
 
 typedef enum {
@@ -158,8 +162,11 @@ struct icbc_router {
     /* memory bound */
     size_t charged;           /* payload bytes held */
     size_t charged_pool;      /* of which pulled or read into our buffers */
-    rt_list_t mem_waiters;
+    rt_list_t mem_waiters;    /* trunk streams waiting to read a payload */
+    rt_list_t pull_waiters;   /* rendezvous pulls waiting for memory or a pull slot */
+    uint64_t wait_seq;
     int kicking, kick_again;
+    int pulls;                /* rendezvous pulls in flight (at most cfg.max_pulls) */
 
     rt_conn_tag_t conn_tag;   /* CONN_ROUTER: argument of accepted, unclaimed connections */
     bt_conn_t *cb_stack[16];  /* connections whose bt_lib callback is running */

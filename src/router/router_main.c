@@ -33,6 +33,9 @@ static void usage(FILE *f)
 "  --max-memory BYTES   bound on buffered payload bytes (default 64Mi); suffixes\n"
 "                       k, M, G (powers of 1000) and Ki, Mi, Gi (powers of 1024)\n"
 "  --streams N          TCP connections per trunk, 1..%d (default %d)\n"
+"  --pulls N            rendezvous payloads pulled from processes at once,\n"
+"                       1..1024 (default %d); more wait, so that each arrives\n"
+"                       whole soon and the trunk is fed without a gap\n"
 "  --pacing RATE        SO_MAX_PACING_RATE per stream: bytes/s, or with a unit\n"
 "                       bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps, gbps\n"
 "                       (bytes/s), e.g. 100mbit (default: off)\n"
@@ -54,7 +57,7 @@ static void usage(FILE *f)
 "  --help               this text\n"
 "\n"
 "SIGTERM or SIGINT stops the router cleanly with a final stats line.\n",
-            ICBC_ROUTER_STREAMS_MAX, ICBC_ROUTER_STREAMS_DEFAULT);
+            ICBC_ROUTER_STREAMS_MAX, ICBC_ROUTER_STREAMS_DEFAULT, ICBC_ROUTER_MAX_PULLS_DEFAULT);
 }
 
 /* "64Mi", "100k", "4096" -> bytes. */
@@ -159,12 +162,13 @@ static int daemonize(int fds[2])
 int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
-           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT };
+           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
         { "max-memory", required_argument, NULL, O_MEM },
         { "streams", required_argument, NULL, O_STREAMS },
+        { "pulls", required_argument, NULL, O_PULLS },
         { "pacing", required_argument, NULL, O_PACING },
         { "sndbuf", required_argument, NULL, O_SNDBUF },
         { "rcvbuf", required_argument, NULL, O_RCVBUF },
@@ -206,6 +210,11 @@ int main(int argc, char **argv)
             if (parse_size(optarg, 1, ICBC_ROUTER_STREAMS_MAX, &v) < 0)
                 bad_option("--streams", optarg, "want 1..64");
             cfg.streams = (int) v;
+            break;
+        case O_PULLS:
+            if (parse_size(optarg, 1, 1024, &v) < 0)
+                bad_option("--pulls", optarg, "want 1..1024");
+            cfg.max_pulls = (int) v;
             break;
         case O_PACING: {
             unsigned long long rate;

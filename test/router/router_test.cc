@@ -136,9 +136,10 @@ RfPtr LoadRf(const std::string &path)
 class RouterThread {
   public:
     RouterThread(const icbc_routerfile_t *rf, const char *host, size_t max_memory = 0,
-                 int streams = 0, int trunk_wait_ms = 300)
+                 int streams = 0, int trunk_wait_ms = 300, int max_pulls = 0)
     {
         icbc_router_config_t cfg = {};
+        cfg.max_pulls = max_pulls;
         char err[512] = "";
         cfg.rf = rf;
         cfg.host = host;
@@ -685,6 +686,48 @@ TEST_F(RouterTest, MemoryBoundUnderFlood)
     EXPECT_GT(sa.peak_buffered, 0u);
     EXPECT_EQ(n * len, sa.bytes_out);
     EXPECT_EQ(n * len, sb.bytes_in);
+}
+
+// One pull at a time, two senders flooding one receiver with rendezvous
+// messages while trunk payloads also wait for memory: everything arrives,
+// whole and in order per sender.
+TEST_F(RouterTest, OnePullAtATime)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const size_t bound = 2u << 20, n = 24, len = 200000;
+    RouterThread ra(rf.get(), "a0", bound, 2, 300, 1), rb(rf.get(), "b0", bound, 2, 300, 1);
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client c0(rf.get(), 0, 0), c2(rf.get(), 0, 2), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, c0.status()) << c0.error();
+    ASSERT_EQ(ICBC_OK, c2.status()) << c2.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < 2 * n; i++) payloads.push_back(MakePayload(i, len + i));
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ(ICBC_OK, c0.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
+        ASSERT_EQ(ICBC_OK,
+                  c2.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(n + i), payloads[n + i]));
+    }
+    double end = NowMs() + 60000;
+    while (cb.Ready() < 2 * n && NowMs() < end) {
+        c0.Progress();
+        c2.Progress();
+        cb.Progress();
+    }
+    ASSERT_EQ(2 * n, cb.Ready());
+    size_t next[2] = { 0, n };
+    for (size_t i = 0; i < 2 * n; i++) {
+        auto m = cb.Pop();
+        size_t seq = std::stoul(m->inner);
+        int from = m->route.src_rank == 0 ? 0 : 1;
+        EXPECT_EQ(next[from], seq) << "order from rank " << m->route.src_rank;
+        next[from] = seq + 1;
+        EXPECT_TRUE(m->data == payloads[seq]) << seq;
+    }
+    EXPECT_TRUE(c0.WaitSends());
+    EXPECT_TRUE(c2.WaitSends());
+    EXPECT_LE(ra.Stats().peak_buffered, bound);
 }
 
 // ---- a process that dies with sends its router has not pulled yet ----------

@@ -54,6 +54,18 @@ cvars:
       description : >-
         TCP connections per trunk of an embedded router.
 
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_PULLS
+      category    : CH4_ICBC
+      type        : int
+      default     : 4
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rendezvous payloads an embedded router pulls from processes at once;
+        more wait their turn, so that each arrives whole soon and the trunk
+        is fed without a gap.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -90,6 +102,7 @@ int MPIDI_ICBC_router_embed_start(void)
         .host = host,
         .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
         .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
+        .max_pulls = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_PULLS, 1),
         /* the router's fabric side must use the device its processes use */
         .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES &&
                         MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) ?
