@@ -7,6 +7,14 @@
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
 #                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full]
 #                            [--mpich-policies "aggregate static ..."] [--mpich-delay TIME]
+#                            [--stress-full "aggregate static ..."]
+#
+# With --stress-full, the stress test also runs in its full profile (10,000
+# messages of 0 B - 16 MiB, random datatypes, MPI_ANY_SOURCE, 1 GiB, every
+# payload checksummed) once per listed policy, through icbc-router daemons
+# bounded by --max-memory 16M, started afresh for each policy; the routers'
+# peak buffered bytes and peak RSS (VmHWM, and VmRSS right after start) go to
+# the report and to _build/test-clusters/stress-full.txt.
 #
 # With --mpich-dirs, MPICH's own test/mpi directories also run with their
 # ranks alternating between two one-node clusters (every message between
@@ -34,6 +42,7 @@ mpich_dirs=
 mpich_list=ci
 mpich_policies=
 mpich_delay=100us
+stress_full=
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=$2; shift 2 ;;
@@ -45,7 +54,8 @@ while [ $# -gt 0 ]; do
         --mpich-list) mpich_list=$2; shift 2 ;;
         --mpich-policies) mpich_policies=$2; shift 2 ;;
         --mpich-delay) mpich_delay=$2; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --stress-full) stress_full=$2; shift 2 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-clusters.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -121,6 +131,41 @@ run p2p_sizes:wrong-key 2 'error:(refused|REGISTER|authenticat)' \
 # -- icbc-router daemons ---------------------------------------------------------
 run p2p_sizes:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
 run stress:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --quick --seed 6
+
+# -- the full stress profile per policy, routers bounded to 16 MiB --------------
+vm_kib() { # PID FIELD: a Vm* line of /proc/PID/status, in KiB
+    sed -n "s/^$2:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$1/status" 2>/dev/null
+}
+if [ -n "$stress_full" ]; then
+    : > "$work/stress-full.txt"
+    seed=11
+    for pol in $stress_full; do
+        stop_daemons
+        start_daemons || continue
+        declare -A rss0=()
+        for n in a0 b0; do rss0[$n]=$(vm_kib "$(cat "$work/router-$n.pid")" VmRSS); done
+        limit_saved=$limit; limit=1200
+        run "stress:full-$pol" 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
+            MPIR_CVAR_CH4_ICBC_POLICY="$pol" -- --seed $seed
+        limit=$limit_saved
+        seed=$((seed + 1))
+        {
+            echo "policy $pol: $(grep -E '^stress: [0-9]+ messages' "$work/stress:full-$pol.log" | head -1)"
+            echo "  $(grep -E '^stress: .* ranks' "$work/stress:full-$pol.log" | head -1)"
+            echo "  result: $(grep -E '^(No Errors|Found)' "$work/stress:full-$pol.log" | tail -1)"
+            for n in a0 b0; do
+                pid=$(cat "$work/router-$n.pid")
+                hwm=$(vm_kib "$pid" VmHWM)
+                kill "$pid"; sleep 1
+                peak=$(grep -E 'stats:' "$work/router-$n.log" | tail -1 | sed -n 's/.*buffered [0-9]* B peak \([0-9]*\) B.*/\1/p')
+                echo "  router $n: --max-memory 16777216 B, peak buffered ${peak:-?} B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm:-?} KiB"
+                rm -f "$work/router-$n.pid"
+            done
+        } | tee -a "$work/stress-full.txt" | sed 's/^/    /'
+        unset rss0
+    done
+    start_daemons
+fi
 
 # -- a router dies with striped transfers in flight: MPI error, not a hang -------
 (
