@@ -39,6 +39,13 @@
  *                delivered (destination unknown, gone, or its trunk died).
  *                inner = the route header of the lost message (40 bytes).
  *   DEREGISTER   process -> router, at finalize: forget (job, src rank).
+ *   CLUSTER_STATE router -> every registered process of its cluster: this
+ *                router lost every trunk to cluster src_cluster (not by an
+ *                orderly close) and none came back within its trunk wait,
+ *                or (flags ICBC_ROUTE_F_OK) it has a trunk there again.
+ *                job and dst rank name the registered process; no inner
+ *                header, no payload. Lets a process that waits for a peer
+ *                behind that router learn it is gone without sending.
  *
  * A router serves many jobs; it never interprets the inner header.
  */
@@ -68,13 +75,14 @@ typedef enum {
     ICBC_ROUTE_REGISTER_ACK = 18,
     ICBC_ROUTE_UNREACHABLE = 19,
     ICBC_ROUTE_DEREGISTER = 20,
+    ICBC_ROUTE_CLUSTER_STATE = 21,
 } icbc_route_type_t;
 
 /* Must stay in order with the other ordered messages of the same
  * (job, src rank, dst rank): routers keep such messages on one TCP stream.
  * Unordered messages (data chunks of a matched rendezvous) may take any. */
 #define ICBC_ROUTE_F_ORDERED 0x0001
-/* REGISTER_ACK: registration accepted. */
+/* REGISTER_ACK: registration accepted. CLUSTER_STATE: reachable again. */
 #define ICBC_ROUTE_F_OK 0x0002
 
 typedef struct icbc_route_hdr {

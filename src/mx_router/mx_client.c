@@ -204,6 +204,12 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         if (rt->state == RT_REGISTERING)
             rt->state = (h.flags & ICBC_ROUTE_F_OK) ? RT_READY : RT_REFUSED;
         return drop;
+    case ICBC_ROUTE_CLUSTER_STATE:
+        if (rt->state == RT_READY && h.job == c->p.job && h.dst_rank == c->p.rank &&
+            h.inner_len == 0 && length == 0 && c->p.on_cluster_state)
+            c->p.on_cluster_state(rt->index, h.src_cluster, (h.flags & ICBC_ROUTE_F_OK) != 0,
+                                  c->p.arg);
+        return drop;
     case ICBC_ROUTE_MSG:
     case ICBC_ROUTE_UNREACHABLE: {
         mx_client_msg_t m = {

@@ -19,7 +19,8 @@
  * descriptor on_msg does not keep (return 0) is dropped by UCX, and the
  * router's send of it completes; never release it and return 0 as well.
  * UNREACHABLE carries the lost message's route header as its inner header
- * and no payload.
+ * and no payload. CLUSTER_STATE (a router lost, or regained, every trunk to
+ * another cluster) arrives through on_cluster_state.
  *
  * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
  */
@@ -70,6 +71,8 @@ typedef struct mx_client_params {
     /* The endpoint to ROUTER failed after registration (router gone).
      * Sends to it fail from now on. */
     void (*on_router_lost)(int router, icbc_status_t status, void *arg);
+    /* ROUTER can no longer (REACHABLE 0) or again (1) reach CLUSTER. */
+    void (*on_cluster_state)(int router, uint16_t cluster, int reachable, void *arg);
     void *arg;
 } mx_client_params_t;
 

@@ -10,6 +10,9 @@
  *   MSG       <- forwarded (forward.c) after checking its source is the
  *                registered (job, rank) of this endpoint
  *   DEREGISTER <- forget (job, rank); endpoint error: forget, fail its queue
+ *   CLUSTER_STATE -> to every registered process when another cluster is
+ *                lost or back (trunk.c), and after REGISTER_ACK for each
+ *                cluster lost at the time
  */
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +149,47 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
     icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
                (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
     send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, NULL, 0);
+    for (size_t d = 0; r->reach && d < icbc_routerfile_num_clusters(r->rf); d++)
+        if (r->reach[d].announced) rt_fabric_cluster_state(r, (int) d, 0, p);
+}
+
+/* Queued behind the messages already on their way to the process, so that
+ * what arrived from that cluster before it was lost is delivered first. */
+static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
+{
+    icbc_router_t *r = p->r;
+    uint8_t hdr[ICBC_ROUTE_HDR_SIZE];
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_CLUSTER_STATE,
+        .flags = reachable ? ICBC_ROUTE_F_OK : 0,
+        .src_cluster = (uint16_t) cluster,
+        .dst_cluster = (uint16_t) r->cluster,
+        .dst_rank = p->rank,
+        .job = p->job,
+    };
+    rt_msg_t *m;
+
+    icbc_route_hdr_pack(&h, hdr);
+    m = rt_msg_new(r, hdr, sizeof(hdr), &h, FROM_ROUTER);
+    if (m == NULL) {
+        icbc_error("router %s: out of memory; job %llu rank %u not told about cluster %d",
+                   r->name, (unsigned long long) p->job, p->rank, cluster);
+        return;
+    }
+    rt_enqueue(&p->out, m);
+    rt_pump_later(r, &p->out);
+}
+
+void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable, rt_peer_t *only)
+{
+    if (only) {
+        cluster_state_to(only, cluster, reachable);
+        return;
+    }
+    for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
+        rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
+        if (p->registered) cluster_state_to(p, cluster, reachable);
+    }
 }
 
 static void pull_go(rt_waiter_t *w)

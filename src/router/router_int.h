@@ -86,6 +86,15 @@ struct rt_queue {
     void *owner;              /* rt_stream_t or rt_peer_t */
 };
 
+/* Reachability of one other cluster through this router's trunks. A cluster
+ * whose last trunk failed (not closed in order) is announced unreachable to
+ * the registered processes once the trunk wait has passed without a trunk
+ * coming back, and reachable again when one does. */
+typedef struct rt_reach {
+    double lost_at;           /* ms, monotonic: last trunk failed; 0: not lost */
+    int announced;            /* processes were told it is unreachable */
+} rt_reach_t;
+
 /* Type tag at the start of every bt_lib connection argument. */
 typedef enum { CONN_ROUTER, CONN_STREAM, CONN_DEAD } rt_conn_tag_t;
 
@@ -151,6 +160,7 @@ struct icbc_router {
     rt_trunk_t *trunks;
     int ntrunks;
     rt_queue_t *trunk_wait;   /* per cluster: messages waiting for a trunk (Q_WAIT) */
+    rt_reach_t *reach;        /* per cluster: lost since when, announced */
 
     mx_map_t registry;        /* (job, rank) -> rt_peer_t */
     mx_map_t unreach_logged;  /* (job, cluster << 32 | rank) already logged */
@@ -213,6 +223,8 @@ extern const mx_server_cbs_t rt_fabric_cbs;
 rt_peer_t *rt_lookup(struct icbc_router *r, uint64_t job, uint32_t rank);
 void rt_fabric_timers(struct icbc_router *r, double now, double *next);
 void rt_fabric_destroy(struct icbc_router *r);
+/* CLUSTER_STATE for CLUSTER to every registered process, or to ONLY. */
+void rt_fabric_cluster_state(struct icbc_router *r, int cluster, int reachable, rt_peer_t *only);
 
 /* trunk.c */
 icbc_status_t rt_trunks_create(struct icbc_router *r, char *err, size_t errlen);

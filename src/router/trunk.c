@@ -12,6 +12,13 @@
  * down (what was in flight is answered with UNREACHABLE) and the connecting
  * side tries again with exponential backoff (100 ms .. 5 s).
  *
+ * Reachability: when the last trunk to a cluster fails (a stream closed
+ * without CLOSE: the other router died or the WAN broke) and none is up
+ * again after --trunk-wait, the registered processes are told with
+ * CLUSTER_STATE, and told again when a trunk comes back. An orderly close
+ * (the other router stopping) is not announced: messages sent there are
+ * still answered with UNREACHABLE.
+ *
  * Stream choice: ICBC_ROUTE_F_ORDERED frames go on stream
  * hash(job, src, dst) % N, so a pair's ordered messages stay in order;
  * others on the stream with the fewest bytes waiting.
@@ -96,11 +103,20 @@ static void stream_reset(rt_stream_t *s)
     s->rx = NULL;
 }
 
-static void trunk_down(rt_trunk_t *t, const char *why)
+static int cluster_has_trunk_up(icbc_router_t *r, int cluster)
+{
+    for (int i = 0; i < r->ntrunks; i++)
+        if (r->trunks[i].cluster == cluster && r->trunks[i].up) return 1;
+    return 0;
+}
+
+/* FAILED: lost without an orderly close. */
+static void trunk_down(rt_trunk_t *t, const char *why, int failed)
 {
     icbc_router_t *r = t->r;
     double now = rt_now_ms();
     char name[160];
+    int was_up = t->up;
 
     if (t->up) {
         if (r->stopping)
@@ -117,6 +133,9 @@ static void trunk_down(rt_trunk_t *t, const char *why)
     }
     t->up = 0;
     for (int i = 0; i < t->nstreams; i++) stream_reset(&t->streams[i]);
+    if (was_up && failed && !r->stopping && r->reach[t->cluster].lost_at == 0 &&
+        !cluster_has_trunk_up(r, t->cluster))
+        r->reach[t->cluster].lost_at = now;
     if (t->initiator) {
         t->retry_at = now + t->backoff_ms;
         t->backoff_ms = t->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : t->backoff_ms * 2;
@@ -138,6 +157,14 @@ static void trunk_check_up(rt_trunk_t *t)
     r->st.trunks_up++;
     icbc_info("router %s: trunk to %s up, %d streams", r->name, trunk_name(t, name, sizeof(name)),
               t->nstreams);
+    r->reach[t->cluster].lost_at = 0;
+    if (r->reach[t->cluster].announced) {
+        r->reach[t->cluster].announced = 0;
+        r->st.clusters_unreachable--;
+        icbc_info("router %s: cluster %s reachable again; registered processes told", r->name,
+                  icbc_routerfile_cluster(r->rf, (size_t) t->cluster)->name);
+        rt_fabric_cluster_state(r, t->cluster, 1, NULL);
+    }
     /* Messages that waited for a trunk to this cluster go now, in order. */
     rt_queue_t *w = &r->trunk_wait[t->cluster];
     while (!rt_list_empty(&w->msgs)) {
@@ -202,7 +229,7 @@ static void trunk_connect(rt_trunk_t *t)
     icbc_router_t *r = t->r;
 
     if (trunk_alloc_streams(t, r->cfg.streams) != ICBC_OK) {
-        trunk_down(t, "out of memory");
+        trunk_down(t, "out of memory", 0);
         return;
     }
     for (int i = 0; i < t->nstreams; i++) {
@@ -215,7 +242,7 @@ static void trunk_connect(rt_trunk_t *t)
                         t->peer_rf->wan.salen, &o, &stream_cbs, s, &s->conn);
         if (st != ICBC_OK) {
             s->conn = NULL;
-            trunk_down(t, icbc_status_str(st));
+            trunk_down(t, icbc_status_str(st), 0);
             return;
         }
     }
@@ -339,7 +366,7 @@ static void adopt(icbc_router_t *r, bt_conn_t *c)
     if (t->nstreams != n || t->up || (t->streams && t->streams[k].conn)) {
         /* The other side started over: what we had is stale. Every old
          * connection goes before the stream array may be replaced. */
-        if (t->streams) trunk_down(t, "peer reconnected");
+        if (t->streams) trunk_down(t, "peer reconnected", 1);
         if (trunk_alloc_streams(t, n) != ICBC_OK) {
             refuse_conn(r, c, "out of memory");
             return;
@@ -436,7 +463,7 @@ static void cb_close(bt_conn_t *c, icbc_status_t status, const char *msg, void *
     }
     if (*(rt_conn_tag_t *) arg == CONN_STREAM) {
         rt_stream_t *s = arg;
-        trunk_down(s->t, msg ? msg : icbc_status_str(status));
+        trunk_down(s->t, msg ? msg : icbc_status_str(status), status != ICBC_OK);
     } else {
         conn_drop(r, c);
     }
@@ -524,7 +551,8 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
 
     r->trunks = calloc(nclusters * ICBC_RF_MAX_ROUTERS, sizeof(rt_trunk_t));
     r->trunk_wait = calloc(nclusters, sizeof(rt_queue_t));
-    if (r->trunks == NULL || r->trunk_wait == NULL) return ICBC_ERR_NO_MEMORY;
+    r->reach = calloc(nclusters, sizeof(rt_reach_t));
+    if (r->trunks == NULL || r->trunk_wait == NULL || r->reach == NULL) return ICBC_ERR_NO_MEMORY;
     for (size_t d = 0; d < nclusters; d++) rt_queue_init(&r->trunk_wait[d], Q_WAIT, NULL);
     for (size_t d = 0; d < nclusters; d++) {
         const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(r->rf, d);
@@ -570,6 +598,22 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
             }
             rt_msg_fail(m, "trunk down");
         }
+    }
+    /* A cluster lost for longer than the trunk wait is announced. */
+    for (size_t d = 0; r->reach && d < nclusters; d++) {
+        rt_reach_t *c = &r->reach[d];
+        double due = c->lost_at + (r->cfg.trunk_wait_ms > 0 ? r->cfg.trunk_wait_ms : 0);
+        if (c->lost_at == 0 || c->announced) continue;
+        if (due > now) {
+            if (due < *next) *next = due;
+            continue;
+        }
+        c->announced = 1;
+        r->st.clusters_unreachable++;
+        icbc_warn("router %s: no trunk to cluster %s for %.0f ms; registered processes told it "
+                  "is unreachable", r->name, icbc_routerfile_cluster(r->rf, d)->name,
+                  now - c->lost_at);
+        rt_fabric_cluster_state(r, (int) d, 0, NULL);
     }
     for (int i = 0; i < r->ntrunks; i++) {
         rt_trunk_t *t = &r->trunks[i];
@@ -617,6 +661,8 @@ void rt_trunks_destroy(icbc_router_t *r)
         rt_queue_fail(&r->trunk_wait[d]);
     free(r->trunk_wait);
     r->trunk_wait = NULL;
+    free(r->reach);
+    r->reach = NULL;
     free(r->trunks);
     r->trunks = NULL;
     if (r->listener) bt_listener_destroy(r->listener);

@@ -232,6 +232,7 @@ class Client {
         p.timeout_ms = timeout_ms;
         p.on_msg = OnMsg;
         p.on_router_lost = OnLost;
+        p.on_cluster_state = OnClusterState;
         p.arg = this;
         status_ = mx_client_create(&p, &c_, err, sizeof(err));
         error_ = err;
@@ -303,6 +304,22 @@ class Client {
         while (sent_ < sends_ && NowMs() < end) Progress();
         return sent_ == sends_;
     }
+    // Progresses until CLUSTER was announced (un)reachable, in order after
+    // the announcements already consumed.
+    bool WaitClusterState(uint16_t cluster, bool reachable, double timeout_ms = 10000)
+    {
+        double end = NowMs() + timeout_ms;
+        for (;;) {
+            for (; seen_states_ < states_.size(); seen_states_++)
+                if (states_[seen_states_] == std::make_pair(cluster, reachable)) {
+                    seen_states_++;
+                    return true;
+                }
+            if (NowMs() >= end) return false;
+            Progress();
+        }
+    }
+    size_t ClusterStates() const { return states_.size(); }
     bool WaitLost(double timeout_ms = 10000)
     {
         double end = NowMs() + timeout_ms;
@@ -348,6 +365,10 @@ class Client {
     {
         static_cast<Client *>(arg)->lost_ = router;
     }
+    static void OnClusterState(int router, uint16_t cluster, int reachable, void *arg)
+    {
+        static_cast<Client *>(arg)->states_.push_back({ cluster, reachable != 0 });
+    }
 
     ucp_context_h ctx_ = nullptr;
     ucp_worker_h worker_ = nullptr;
@@ -358,6 +379,8 @@ class Client {
     std::vector<Pull> pulls_;
     size_t sends_ = 0, sent_ = 0, send_errors_ = 0;
     int lost_ = -1;
+    std::vector<std::pair<uint16_t, bool>> states_;
+    size_t seen_states_ = 0;
 };
 
 bool WaitTrunks(RouterThread &a, RouterThread &b, double timeout_ms = 10000)
@@ -630,6 +653,9 @@ TEST_F(RouterTest, TrunkDownGivesUnreachable)
     EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, ca.Pop()->route.type);
     EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, ca.Pop()->route.type);
     EXPECT_TRUE(ca.WaitSends());
+    // Router b stopped in order: cluster b is not announced unreachable.
+    EXPECT_FALSE(ca.WaitClusterState(1, false, 600));
+    EXPECT_EQ(0u, ra.Stats().clusters_unreachable);
 }
 
 TEST_F(RouterTest, RouterLossIsReported)
@@ -1139,4 +1165,103 @@ TEST_F(RouterTest, MessagesWaitForTheTrunkToComeUp)
         EXPECT_TRUE(m->data == payloads[i]) << i;
     }
     EXPECT_EQ(0u, ra.Stats().unreachable);
+}
+
+namespace {
+
+// ICBC_ROUTER_TEST_ROUTER="ROUTERFILE HOST": before main, runs the router of
+// HOST until killed, reporting "up" on stdout, so that a test can make a
+// router die without closing its trunks.
+struct RouterProcess {
+    RouterProcess()
+    {
+        const char *spec = getenv("ICBC_ROUTER_TEST_ROUTER");
+        char rf_path[512], host[64];
+        if (spec == nullptr || sscanf(spec, "%511s %63s", rf_path, host) != 2) return;
+        setenv("UCX_TLS", "tcp", 1);
+        icbc_log_set_level(ICBC_LOG_ERROR);
+        icbc_routerfile_t *rf = nullptr;
+        icbc_router_t *r = nullptr;
+        char err[ICBC_RF_ERR_LEN];
+        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK) _exit(3);
+        icbc_router_config_t cfg = {};
+        cfg.rf = rf;
+        cfg.host = host;
+        cfg.register_ms = 2000;
+        cfg.trunk_wait_ms = 300;
+        if (icbc_router_create(&cfg, &r, err, sizeof(err)) != ICBC_OK) _exit(4);
+        if (write(1, "up\n", 3) != 3) _exit(5);
+        icbc_router_run(r);
+        _exit(6);
+    }
+} router_process;
+
+pid_t SpawnRouter(const std::string &rf_path, const char *host)
+{
+    int out[2];
+    if (pipe(out) != 0) return -1;
+    std::string spec = rf_path + " " + host;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        setenv("ICBC_ROUTER_TEST_ROUTER", spec.c_str(), 1);
+        execl("/proc/self/exe", "icbc_router_tests", "--gtest_filter=-*", (char *) NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[8] = "";
+    ssize_t got = pid > 0 ? read(out[0], line, sizeof(line) - 1) : -1;
+    close(out[0]);
+    if (pid > 0 && got != 3) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        return -1;
+    }
+    return pid;
+}
+
+} // namespace
+
+TEST_F(RouterTest, LostClusterIsAnnouncedAndSoIsItsReturn)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    RouterThread ra(rf.get(), "a0"); // --trunk-wait 300 ms
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    pid_t pid = SpawnRouter(su.rf_path, "b0");
+    ASSERT_GT(pid, 0) << "router b0 did not start";
+    double end = NowMs() + 10000;
+    while (ra.Stats().trunks_up != 1 && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(1u, ra.Stats().trunks_up);
+
+    // Router b0 dies without closing its trunk: after the trunk wait, the
+    // processes of cluster a learn that cluster b is unreachable.
+    double t0 = NowMs();
+    ASSERT_EQ(0, kill(pid, SIGKILL));
+    ASSERT_EQ(pid, waitpid(pid, nullptr, 0));
+    ASSERT_TRUE(ca.WaitClusterState(1, false, 5000));
+    EXPECT_GE(NowMs() - t0, 250);
+    end = NowMs() + 3000;
+    while (ra.Stats().clusters_unreachable != 1 && NowMs() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(1u, ra.Stats().clusters_unreachable);
+
+    // A process registering now is told at once.
+    Client ca2(rf.get(), 0, 2);
+    ASSERT_EQ(ICBC_OK, ca2.status()) << ca2.error();
+    EXPECT_TRUE(ca2.WaitClusterState(1, false, 2000));
+
+    // Router b comes back: both hear that cluster b is reachable again, and
+    // messages flow.
+    RouterThread rb(rf.get(), "b0");
+    ASSERT_TRUE(ca.WaitClusterState(1, true, 15000)); // backoff is at most 5 s
+    EXPECT_TRUE(ca2.WaitClusterState(1, true, 2000));
+    EXPECT_EQ(2u, ca.ClusterStates());
+    Client cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    CheckFlow(ca, cb, 1, 1, 0);
+    EXPECT_EQ(0u, cb.ClusterStates());
 }

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -39,6 +41,22 @@ TEST(RouteHeader, RoundTrip)
     EXPECT_EQ(h.inner_len, out.inner_len);
     EXPECT_EQ(h.payload_len, out.payload_len);
     EXPECT_EQ(0x11, buf[16]);  /* network order */
+}
+
+TEST(RouteHeader, EveryTypeAndNoOther)
+{
+    const uint8_t known[] = { ICBC_ROUTE_MSG, ICBC_ROUTE_CHALLENGE, ICBC_ROUTE_REGISTER,
+                              ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_UNREACHABLE,
+                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE };
+    for (int t = 0; t < 256; t++) {
+        icbc_route_hdr_t h = sample(), out;
+        uint8_t buf[ICBC_ROUTE_HDR_SIZE];
+        h.type = (uint8_t) t;
+        icbc_route_hdr_pack(&h, buf);
+        bool is_known = std::find(std::begin(known), std::end(known), t) != std::end(known);
+        EXPECT_EQ(is_known ? ICBC_OK : ICBC_ERR_INVALID,
+                  icbc_route_hdr_parse(buf, sizeof(buf), &out)) << "type " << t;
+    }
 }
 
 TEST(RouteHeader, RejectsBadFields)

@@ -340,6 +340,30 @@ static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
     }
 }
 
+/* A router of this cluster lost every trunk to CLUSTER: without failover,
+ * the peers there are lost, also to a process that only waits for them. */
+static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, void *arg)
+{
+    const char *name;
+    int n = 0;
+
+    if (MPIDI_ICBC_global.finalizing || reachable)
+        return;
+    name = cluster < icbc_routerfile_num_clusters(P.rf) ?
+        icbc_routerfile_cluster(P.rf, cluster)->name : "?";
+    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        if (peer->path == ICBC_PATH_ROUTED && peer->cluster == (int) cluster &&
+            peer->state != ICBC_PEER_FAILED) {
+            if (n++ == 0)
+                fprintf(stderr, "icbc: rank %d: router %d of its cluster reports cluster %s "
+                        "unreachable (every trunk there lost)\n", MPIR_Process.rank, router,
+                        name);
+            MPIDI_ICBC_xfer_peer_failed(r, "its cluster is unreachable through the routers");
+        }
+    }
+}
+
 /* ---- TCP receive -------------------------------------------------------- */
 
 static void tcp_on_ready(bt_conn_t * c, void *arg)
@@ -714,6 +738,7 @@ int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len)
             .rndv_thresh = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0) + 4096,
             .on_msg = mx_on_msg,
             .on_router_lost = mx_on_router_lost,
+            .on_cluster_state = mx_on_cluster_state,
         };
         if (P.keylen == 0) {
             snprintf(err, sizeof(err), "%s: routed policies need a 'key' line",
