@@ -24,6 +24,10 @@ typedef struct {
     mx_client_t *client;
     int index;
     ucp_ep_h ep;
+    int rndv_out;            /* rendezvous sends posted, not complete */
+    mx_creq_t *wait_head;    /* sends not posted yet, in order */
+    mx_creq_t *wait_tail;
+    int flushing;
     router_state_t state;
     ucs_status_t ep_status;  /* why the endpoint failed */
     int registered_once;
@@ -36,7 +40,11 @@ struct mx_creq {
     mx_client_t *client;
     mx_client_cb_t cb;
     void *arg;
-    mx_creq_t *next_free;
+    mx_creq_t *next_free;    /* free list, or the router's wait list */
+    router_t *rt;            /* a message send's router, NULL otherwise */
+    int rndv;                /* counted in rt->rndv_out */
+    const void *payload;     /* while waiting for the window */
+    size_t len, hdr_len;
     uint8_t *hdr;            /* inline_hdr or heap */
     uint8_t inline_hdr[ICBC_ROUTE_HDR_SIZE + MX_INLINE_HDR];
 };
@@ -72,6 +80,8 @@ static mx_creq_t *req_get(mx_client_t *c)
     }
     r->client = c;
     r->hdr = r->inline_hdr;
+    r->rt = NULL;
+    r->rndv = 0;
     c->reqs_out++;
     return r;
 }
@@ -95,10 +105,22 @@ static void req_done(mx_creq_t *r, icbc_status_t st)
     if (cb) cb(arg, st);
 }
 
+static void flush_waiting(router_t *rt);
+
+/* A message send is complete: its window place goes to the next waiting. */
+static void send_done(mx_creq_t *r, icbc_status_t st)
+{
+    router_t *rt = r->rt;
+
+    if (r->rndv) rt->rndv_out--;
+    req_done(r, st);
+    if (rt && rt->wait_head) flush_waiting(rt);
+}
+
 static void send_cb(void *request, ucs_status_t status, void *user_data)
 {
     ucp_request_free(request);
-    req_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
+    send_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
 }
 
 static void pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
@@ -124,12 +146,53 @@ static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const vo
                                  &param);
 
     if (ureq == NULL) {
-        req_done(req, ICBC_OK);
+        send_done(req, ICBC_OK);
     } else if (UCS_PTR_IS_ERR(ureq)) {
+        if (req->rndv) rt->rndv_out--;
         req_put(req);
         return ICBC_ERR_PEER_FAILED;
     }
     return ICBC_OK;
+}
+
+static int is_rndv(const mx_client_t *c, size_t len)
+{
+    return len > c->p.rndv_thresh;
+}
+
+/* Posts a message send, counting it in the router's rendezvous window. */
+static icbc_status_t post_msg(router_t *rt, mx_creq_t *req)
+{
+    req->rt = rt;
+    req->rndv = is_rndv(rt->client, req->len);
+    if (req->rndv) rt->rndv_out++;
+    return post(rt, req, req->hdr_len, req->payload, req->len);
+}
+
+/* Posts waiting sends in order while the window lets them. A send that
+ * fails to post completes with the error; once the router is lost, every
+ * waiting send does. */
+static void flush_waiting(router_t *rt)
+{
+    mx_client_t *c = rt->client;
+
+    if (rt->flushing) return;
+    rt->flushing = 1;
+    while (rt->wait_head) {
+        mx_creq_t *req = rt->wait_head;
+        if (rt->state == RT_READY && is_rndv(c, req->len) && rt->rndv_out >= c->p.rndv_window)
+            break;
+        rt->wait_head = req->next_free;
+        if (rt->wait_head == NULL) rt->wait_tail = NULL;
+        if (rt->state != RT_READY) {
+            req_done(req, ICBC_ERR_PEER_FAILED);
+            continue;
+        }
+        mx_client_cb_t cb = req->cb;
+        void *arg = req->arg;
+        if (post_msg(rt, req) != ICBC_OK && cb) cb(arg, ICBC_ERR_PEER_FAILED);
+    }
+    rt->flushing = 0;
 }
 
 /* A control message (REGISTER, DEREGISTER) to RT with INNER as inner header. */
@@ -174,6 +237,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                   ucs_status_string(status));
         if (c->p.on_router_lost) c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
     }
+    flush_waiting(rt);
 }
 
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -287,6 +351,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     c->p = *params;
     if (c->p.timeout_ms <= 0) c->p.timeout_ms = 10000;
     if (c->p.rndv_thresh == 0) c->p.rndv_thresh = MX_RNDV_THRESH_DEFAULT;
+    if (c->p.rndv_window <= 0) c->p.rndv_window = MX_RNDV_WINDOW_DEFAULT;
     c->routers = calloc(params->nrouters, sizeof(router_t));
     if (c->routers == NULL) {
         free(c);
@@ -385,6 +450,15 @@ void mx_client_destroy(mx_client_t *c)
 
     if (c == NULL) return;
     w = c->p.worker;
+    for (size_t i = 0; i < c->p.nrouters; i++) {
+        router_t *rt = &c->routers[i];
+        router_state_t was = rt->state;
+        if (rt->wait_head == NULL) continue;
+        icbc_warn("mx_client: sends to router %s not posted at shutdown fail", rt->rf->host);
+        rt->state = RT_LOST;
+        flush_waiting(rt);
+        rt->state = was;
+    }
     for (size_t i = 0; i < c->p.nrouters; i++)
         if (c->routers[i].state == RT_READY) send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER,
                                                           NULL, 0);
@@ -480,9 +554,20 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     }
     req->cb = cb;
     req->arg = arg;
+    req->payload = payload;
+    req->len = len;
+    req->hdr_len = ICBC_ROUTE_HDR_SIZE + inner_len;
     icbc_route_hdr_pack(&h, req->hdr);
     if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
-    return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, payload, len);
+    if (rt->wait_head || (is_rndv(c, len) && rt->rndv_out >= c->p.rndv_window)) {
+        /* behind the window, and behind whatever already waits: in order */
+        req->next_free = NULL;
+        if (rt->wait_tail) rt->wait_tail->next_free = req;
+        else rt->wait_head = req;
+        rt->wait_tail = req;
+        return ICBC_OK;
+    }
+    return post_msg(rt, req);
 }
 
 icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,

@@ -22,6 +22,13 @@
  * and no payload. CLUSTER_STATE (a router lost, or regained, every trunk to
  * another cluster) arrives through on_cluster_state.
  *
+ * Back-pressure: at most rndv_window rendezvous sends per router are posted
+ * at a time; the router cannot refuse a rendezvous announcement, and holds
+ * UCX memory for each until it pulls the payload, so this bounds what one
+ * process can make a router hold. Later sends to that router, eager ones
+ * too, wait in the client in order and are posted as earlier ones complete
+ * (from the completion callback); losing the router fails them.
+ *
  * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
  */
 #ifndef MX_CLIENT_H
@@ -67,6 +74,10 @@ typedef struct mx_client_params {
     size_t keylen;
     int timeout_ms;                  /* registration deadline; 0: 10000 */
     size_t rndv_thresh;              /* larger payloads go by rendezvous; 0: default */
+    /* Rendezvous sends in flight per router (the router holds a UCX
+     * descriptor for each until it pulls the payload); later sends to that
+     * router wait here, in order. 0: MX_RNDV_WINDOW_DEFAULT. */
+    int rndv_window;
     int (*on_msg)(const mx_client_msg_t *m, void *arg);
     /* The endpoint to ROUTER failed after registration (router gone).
      * Sends to it fail from now on. */

@@ -22,6 +22,9 @@
  * UCX rendezvous (the receiver pulls them when it has memory). */
 #define MX_RNDV_THRESH_DEFAULT 8192
 
+/* Rendezvous sends a process keeps in flight per router by default. */
+#define MX_RNDV_WINDOW_DEFAULT 32
+
 /* Inner headers up to this size travel inside a send request; larger ones
  * are copied to the heap. */
 #define MX_INLINE_HDR 256

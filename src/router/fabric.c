@@ -203,6 +203,7 @@ static void pull_go(rt_waiter_t *w)
     m->kind = PAY_POOL;
     m->payload = malloc(m->len);
     m->desc = NULL;
+    r->st.descs_held--;
     m->state = MSG_PULLING;
     if (m->payload == NULL || mx_server_recv_data(r->fabric, desc, m->payload, m->len, m) !=
                                   ICBC_OK) {
@@ -253,6 +254,7 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
     }
     m->state = MSG_WAIT_MEM;
     m->desc = rcv->data;
+    if (++r->st.descs_held > r->st.peak_descs_held) r->st.peak_descs_held = r->st.descs_held;
     m->wait.need = rcv->len;
     m->wait.go = pull_go;
     m->wait.pull = 1;

@@ -57,7 +57,10 @@ void rt_msg_free(rt_msg_t *m)
         m->q = NULL;
     }
     rt_list_del(&m->wait.link);
-    if (m->desc) mx_server_data_release(r->fabric, m->desc);
+    if (m->desc) {
+        mx_server_data_release(r->fabric, m->desc);
+        r->st.descs_held--;
+    }
     if (m->kind == PAY_UCX) mx_server_data_release(r->fabric, m->payload);
     else if (m->kind == PAY_POOL) free(m->payload);
     size_t charged = m->charged;

@@ -180,7 +180,8 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
     snprintf(buf, len,
              "stats: out %llu msgs %llu B, in %llu msgs %llu B, local %llu msgs %llu B, "
              "unreachable %llu, refused fabric %llu trunk %llu, buffered %llu B peak %llu B, "
-             "registered %llu, trunks up %llu/%llu, clusters unreachable %llu, peak RSS %ld KiB",
+             "registered %llu, trunks up %llu/%llu, clusters unreachable %llu, "
+             "unpulled %llu peak %llu, peak RSS %ld KiB",
              (unsigned long long) st->msgs_out, (unsigned long long) st->bytes_out,
              (unsigned long long) st->msgs_in, (unsigned long long) st->bytes_in,
              (unsigned long long) st->msgs_local, (unsigned long long) st->bytes_local,
@@ -188,7 +189,8 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
              (unsigned long long) st->refused_trunk, (unsigned long long) st->buffered,
              (unsigned long long) st->peak_buffered, (unsigned long long) st->registered,
              (unsigned long long) st->trunks_up, (unsigned long long) st->trunks,
-             (unsigned long long) st->clusters_unreachable, st->peak_rss_kb);
+             (unsigned long long) st->clusters_unreachable, (unsigned long long) st->descs_held,
+             (unsigned long long) st->peak_descs_held, st->peak_rss_kb);
 }
 
 static void stats_line(icbc_router_t *r)

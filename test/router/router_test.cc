@@ -193,7 +193,7 @@ struct Received {
 class Client {
   public:
     Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
-           int timeout_ms = 5000)
+           int timeout_ms = 5000, int rndv_window = 0)
     {
         ucp_config_t *config;
         EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
@@ -230,6 +230,7 @@ class Client {
         p.key = key;
         p.keylen = keylen;
         p.timeout_ms = timeout_ms;
+        p.rndv_window = rndv_window;
         p.on_msg = OnMsg;
         p.on_router_lost = OnLost;
         p.on_cluster_state = OnClusterState;
@@ -766,6 +767,45 @@ TEST_F(RouterTest, OnePullAtATime)
 // for memory.
 
 constexpr uint32_t kDyingRank = 7;
+
+// The router cannot refuse a rendezvous announcement and holds a UCX
+// descriptor for each until it pulls; the sender's window bounds how many.
+TEST_F(RouterTest, RendezvousWindowBoundsUnpulledPayloads)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const size_t bound = 1u << 20, n = 40, len = 256u << 10;
+    const int window = 3;
+    RouterThread ra(rf.get(), "a0", bound, 2), rb(rf.get(), "b0", bound, 2);
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    Client ca(rf.get(), 0, 0, "", 5000, window), cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
+    // The receiver takes nothing for a while: both routers fill to their
+    // bound, and router a leaves announced payloads unpulled.
+    double end = NowMs() + 1500;
+    while (NowMs() < end) ca.Progress();
+    icbc_router_stats_t st = ra.Stats();
+    EXPECT_GE(st.peak_descs_held, 1u);
+    EXPECT_LE(st.peak_descs_held, (uint64_t) window);
+    end = NowMs() + 30000;
+    while (cb.Ready() < n && NowMs() < end) {
+        ca.Progress();
+        cb.Progress();
+    }
+    ASSERT_EQ(n, cb.Ready());
+    ASSERT_TRUE(ca.WaitSends());
+    for (size_t i = 0; i < n; i++) {
+        auto m = cb.Pop();
+        EXPECT_EQ(std::to_string(i), m->inner) << "order broken at " << i;
+        EXPECT_TRUE(m->data == payloads[i]) << i;
+    }
+    EXPECT_LE(ra.Stats().peak_descs_held, (uint64_t) window);
+}
 
 struct DyingProcess {
     DyingProcess()

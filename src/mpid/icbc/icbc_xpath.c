@@ -72,6 +72,20 @@ cvars:
         Pacing of this process's TCP connections to other clusters
         (SO_MAX_PACING_RATE), in Mbit/s; 0: off.
 
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTED_WINDOW
+      category    : CH4_ICBC
+      type        : int
+      default     : 32
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Chunks (rendezvous sends) a process keeps in flight to each router
+        of its cluster. A router holds a UCX descriptor for every announced
+        chunk until it pulls the payload, so this bounds what one process
+        makes a router hold; later sends to that router wait in the process,
+        in order.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -736,6 +750,7 @@ int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len)
             /* whole messages must stay eager on the way to the router: a
              * pulled one could be overtaken by the next */
             .rndv_thresh = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0) + 4096,
+            .rndv_window = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTED_WINDOW, 1),
             .on_msg = mx_on_msg,
             .on_router_lost = mx_on_router_lost,
             .on_cluster_state = mx_on_cluster_state,
