@@ -106,6 +106,8 @@ typedef struct bt_opts {
     int rcvbuf;               /* SO_RCVBUF bytes; 0: 4 MiB; <0: kernel default */
     int nodelay;              /* TCP_NODELAY; bt_opts_init sets 1 */
     uint64_t pacing_rate;     /* SO_MAX_PACING_RATE in bytes/s; 0: off */
+    int notsent_lowat;        /* TCP_NOTSENT_LOWAT bytes: at most this much written
+                               * but not sent stays in the socket; 0: off */
     size_t max_queued;        /* payload+header bytes queued per connection before
                                * bt_conn_send refuses (ICBC_ERR_BUSY); 0: 16 MiB */
     uint32_t max_hdr;         /* largest header accepted; 0: BT_HDR_MAX */

@@ -45,6 +45,8 @@ void bt_sock_tune(int fd, const bt_opts_t *o, const char *who)
     set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE", who);
     if (o->pacing_rate > 0)
         set_pacing(fd, o->pacing_rate, who);
+    if (o->notsent_lowat > 0)
+        set_int(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, o->notsent_lowat, "TCP_NOTSENT_LOWAT", who);
 }
 
 void bt_sock_addr_text(const struct sockaddr *sa, char *buf, size_t len)

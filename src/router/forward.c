@@ -263,17 +263,31 @@ static void mem_take(icbc_router_t *r, size_t n)
     note_peak(r);
 }
 
+/* A pull for a trunk stream that already has --stream-queue bytes queued
+ * waits: what the router pulls only sits in its memory, while the sender
+ * could give the next chunks to a router whose trunk moves faster. */
+static int pull_blocked(const rt_waiter_t *w)
+{
+    const rt_msg_t *m = RT_CONTAINER(w, rt_msg_t, wait);
+
+    return m->q != NULL && m->q->kind == Q_STREAM && ((const rt_stream_t *) m->q->owner)->busy;
+}
+
 /* The waiter to serve next: the older of the first trunk reader and, while
- * fewer than max_pulls pulls are in flight, the first pull. Pulls are
- * bounded because a process's UCX serves all pulls of a router at once:
- * with dozens in flight every chunk completes late, and the trunk idles
- * until the first one is whole. */
+ * fewer than max_pulls pulls are in flight, the first pull not blocked by
+ * its stream. Pulls are bounded because a process's UCX serves all pulls of
+ * a router at once: with dozens in flight every chunk completes late, and
+ * the trunk idles until the first one is whole. */
 static rt_waiter_t *first_waiter(icbc_router_t *r)
 {
     rt_waiter_t *a = rt_list_empty(&r->mem_waiters) ? NULL
                      : RT_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
-    rt_waiter_t *b = (rt_list_empty(&r->pull_waiters) || r->pulls >= r->cfg.max_pulls) ? NULL
-                     : RT_CONTAINER(r->pull_waiters.next, rt_waiter_t, link);
+    rt_waiter_t *b = NULL;
+
+    if (r->pulls < r->cfg.max_pulls)
+        for (rt_list_t *e = r->pull_waiters.next; e != &r->pull_waiters && b == NULL; e = e->next)
+            if (!pull_blocked(RT_CONTAINER(e, rt_waiter_t, link)))
+                b = RT_CONTAINER(e, rt_waiter_t, link);
 
     if (a == NULL) return b;
     if (b == NULL) return a;

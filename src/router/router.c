@@ -78,6 +78,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (r->cfg.max_memory == 0) r->cfg.max_memory = ICBC_ROUTER_MAX_MEMORY_DEFAULT;
     if (r->cfg.max_pulls <= 0) r->cfg.max_pulls = ICBC_ROUTER_MAX_PULLS_DEFAULT;
     if (r->cfg.streams == 0) r->cfg.streams = ICBC_ROUTER_STREAMS_DEFAULT;
+    if (r->cfg.stream_queue == 0) r->cfg.stream_queue = ICBC_ROUTER_STREAM_QUEUE_DEFAULT;
+    if (r->cfg.notsent_lowat == 0) r->cfg.notsent_lowat = ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT;
     if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0) r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
     mx_map_init(&r->registry);

@@ -30,6 +30,8 @@ typedef struct icbc_router icbc_router_t;
 #define ICBC_ROUTER_STREAMS_MAX 64
 #define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
 #define ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT 10000
+#define ICBC_ROUTER_STREAM_QUEUE_DEFAULT (1u << 20)
+#define ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT (256 << 10)
 
 typedef struct icbc_router_config {
     const icbc_routerfile_t *rf; /* borrowed; must outlive the router */
@@ -40,6 +42,9 @@ typedef struct icbc_router_config {
                                   * 0: 4 */
     uint64_t pacing_rate;        /* SO_MAX_PACING_RATE per stream, bytes/s; 0: off */
     int sndbuf, rcvbuf;          /* socket buffers of the trunks; 0: bt_lib default */
+    size_t stream_queue;         /* bytes queued per trunk stream before it counts as
+                                  * busy: no more pulls for it; 0: 1 MiB */
+    int notsent_lowat;           /* TCP_NOTSENT_LOWAT of the trunks; 0: 256 KiB; < 0: off */
     double stats_interval;       /* seconds between stats lines; 0: none */
     const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
     const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: UCX's choice */

@@ -41,6 +41,11 @@ static void usage(FILE *f)
 "                       (bytes/s), e.g. 100mbit (default: off)\n"
 "  --sndbuf BYTES       SO_SNDBUF of trunk sockets (default 4Mi; -1: kernel's)\n"
 "  --rcvbuf BYTES       SO_RCVBUF of trunk sockets (default 4Mi; -1: kernel's)\n"
+"  --stream-queue BYTES bytes a trunk stream may have queued in the router\n"
+"                       before it counts as busy and the router pulls no more\n"
+"                       payloads for it (default 1Mi)\n"
+"  --notsent-lowat BYTES  TCP_NOTSENT_LOWAT of trunk sockets: written but unsent\n"
+"                       bytes the kernel keeps per stream (default 256Ki; -1: off)\n"
 "  --rndv-thresh BYTES  fabric payloads above this go by UCX rendezvous\n"
 "                       (default 8Ki)\n"
 "  --register-timeout MS  a process must REGISTER within this time (default 5000)\n"
@@ -162,13 +167,16 @@ static int daemonize(int fds[2])
 int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
-           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS };
+           O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS,
+           O_STREAMQ, O_LOWAT };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
         { "max-memory", required_argument, NULL, O_MEM },
         { "streams", required_argument, NULL, O_STREAMS },
         { "pulls", required_argument, NULL, O_PULLS },
+        { "stream-queue", required_argument, NULL, O_STREAMQ },
+        { "notsent-lowat", required_argument, NULL, O_LOWAT },
         { "pacing", required_argument, NULL, O_PACING },
         { "sndbuf", required_argument, NULL, O_SNDBUF },
         { "rcvbuf", required_argument, NULL, O_RCVBUF },
@@ -223,6 +231,17 @@ int main(int argc, char **argv)
             cfg.pacing_rate = rate;
             break;
         }
+        case O_STREAMQ:
+            if (parse_size(optarg, 4096, 1LL << 30, &v) < 0)
+                bad_option("--stream-queue", optarg, "want 4096 .. 1Gi bytes");
+            cfg.stream_queue = (size_t) v;
+            break;
+        case O_LOWAT:
+            if (!strcmp(optarg, "-1")) v = -1;
+            else if (parse_size(optarg, 1, 1LL << 30, &v) < 0)
+                bad_option("--notsent-lowat", optarg, "want 1 .. 1Gi bytes, or -1");
+            cfg.notsent_lowat = (int) v;
+            break;
         case O_SNDBUF:
         case O_RCVBUF:
             if (!strcmp(optarg, "-1")) v = -1;

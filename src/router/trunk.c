@@ -218,6 +218,8 @@ static void fill_opts(icbc_router_t *r, bt_opts_t *o, const char *id)
     o->rcvbuf = r->cfg.rcvbuf;
     o->nodelay = 1;
     o->pacing_rate = r->cfg.pacing_rate;
+    o->max_queued = r->cfg.stream_queue;
+    o->notsent_lowat = r->cfg.notsent_lowat > 0 ? r->cfg.notsent_lowat : 0;
     o->max_hdr = ICBC_ROUTE_HDR_SIZE + ICBC_ROUTE_INNER_MAX;
     o->max_payload = ICBC_ROUTE_PAYLOAD_MAX;
 }
@@ -446,6 +448,7 @@ static void cb_writable(bt_conn_t *c, void *arg)
     CB_ENTER(r, c);
     s->busy = 0;
     rt_pump(&s->q);
+    if (!s->busy) rt_mem_kick(r); /* pulls for this stream may go on */
     CB_LEAVE(r);
 }
 
