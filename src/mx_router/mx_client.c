@@ -560,10 +560,6 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     icbc_route_hdr_pack(&h, req->hdr);
     if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     if (rt->wait_head || (is_rndv(c, len) && rt->rndv_out >= c->p.rndv_window)) {
-        if (flags & MX_CLIENT_F_NOWAIT) {
-            req_put(req);
-            return ICBC_ERR_BUSY;
-        }
         /* behind the window, and behind whatever already waits: in order */
         req->next_free = NULL;
         if (rt->wait_tail) rt->wait_tail->next_free = req;

@@ -92,17 +92,11 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
 /* Sends DEREGISTER to the live routers and closes the endpoints (bounded wait). */
 void mx_client_destroy(mx_client_t *c);
 
-/* mx_client_send: refuse (ICBC_ERR_BUSY) instead of waiting when the
- * router's window is full; not sent on the wire. */
-#define MX_CLIENT_F_NOWAIT 0x8000
-
 /* One MSG to (DST_CLUSTER, DST_RANK) through ROUTER. INNER is copied;
  * PAYLOAD must stay valid until CB(ARG) runs. FLAGS: ICBC_ROUTE_F_ORDERED
- * for messages that must stay in order with the pair's other ordered ones;
- * MX_CLIENT_F_NOWAIT for a send that may rather go through another router.
+ * for messages that must stay in order with the pair's other ordered ones.
  * ICBC_ERR_INVALID: inner header too large (see mx_client_max_inner) or
- * payload above ICBC_ROUTE_PAYLOAD_MAX; ICBC_ERR_PEER_FAILED: router lost;
- * ICBC_ERR_BUSY: NOWAIT and the send would have to wait. */
+ * payload above ICBC_ROUTE_PAYLOAD_MAX; ICBC_ERR_PEER_FAILED: router lost. */
 icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, uint32_t dst_rank,
                              uint16_t flags, const void *inner, size_t inner_len,
                              const void *payload, size_t len, mx_client_cb_t cb, void *arg);

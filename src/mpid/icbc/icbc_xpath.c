@@ -298,16 +298,8 @@ int MPIDI_ICBC_xpath_send(icbc_peer_t * peer, int lane, const void *inner, size_
         MPIR_Assert(d);
         d->cb = cb;
         d->arg = arg;
-        /* a chunk that would wait behind the router's window goes to
-         * another router, or waits in send_pump */
-        uint16_t flags = rh.flags | (ordered ? 0 : MX_CLIENT_F_NOWAIT);
-        icbc_status_t st = mx_client_send(P.mx, router, rh.dst_cluster, rh.dst_rank, flags,
+        icbc_status_t st = mx_client_send(P.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags,
                                           inner, inner_len, payload, len, mx_done, d);
-        if (st == ICBC_ERR_BUSY) {
-            MPL_free(d);
-            *busy = 1;
-            return MPI_SUCCESS;
-        }
         if (st != ICBC_OK) {
             MPL_free(d);
             return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
