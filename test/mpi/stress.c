@@ -25,6 +25,7 @@
 #include "icbc_test.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdarg.h>
 
@@ -950,6 +951,22 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
 
 /* ---- main ----------------------------------------------------------------------------- */
 
+/* An MPI error (a lost peer or router) ends the job, as MPI_ERRORS_ARE_FATAL
+ * would, but only after the message had a moment to reach mpiexec: the
+ * process manager tears the job down on the abort and may drop output that
+ * its proxy has not forwarded yet. */
+static void fatal_after_report(MPI_Comm *comm, int *code, ...)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+
+    MPI_Error_string(*code, msg, &len);
+    fprintf(stderr, "stress: rank %d: MPI error: %s\n", my_rank, msg);
+    fflush(stderr);
+    sleep(1);
+    MPI_Abort(*comm, *code);
+}
+
 int main(int argc, char **argv)
 {
     int nranks;
@@ -958,9 +975,13 @@ int main(int argc, char **argv)
     struct tally t = { 0 };
     MPI_Comm comm, ckcomm;
 
+    MPI_Errhandler fatal;
+
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    MPI_Comm_create_errhandler(fatal_after_report, &fatal);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, fatal);
     int rc = parse_opts(argc, argv, my_rank, &o);
     if (rc != 0) {
         MPI_Finalize();

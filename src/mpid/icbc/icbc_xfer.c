@@ -13,6 +13,7 @@
 #include "icbc_xfer.h"
 
 #include <time.h>
+#include <unistd.h>
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -832,6 +833,10 @@ static void abort_after_failure(double t)
     snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (no failover of routed "
              "paths)", MPIR_Process.rank, X.failure);
     fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    /* the process manager may drop output not yet forwarded when it tears
+     * the job down: give this message a moment to get out */
+    usleep(500000);
     MPID_Abort(NULL, MPI_ERR_OTHER, 1, msg);
 }
 
