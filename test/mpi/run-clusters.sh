@@ -5,8 +5,9 @@
 # wrong key.
 #
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
-#                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full]
+#                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full|FILE]
 #                            [--mpich-policies "aggregate static ..."] [--mpich-delay TIME]
+#                            [--mpich-timeout S]
 #                            [--stress-full "aggregate static ..."]
 #
 # With --stress-full, the stress test also runs in its full profile (10,000
@@ -20,8 +21,10 @@
 # ranks alternating between two one-node clusters (every message between
 # ranks crosses the routers), through test/mpich/run-testsuite.sh; the CI
 # subset of each directory (--mpich-list ci, default: test/mpich/ci-subset-2clusters)
-# or its whole testlist (--mpich-list full), once per policy of
-# --mpich-policies (default: the router file's policy, aggregate).
+# or its whole testlist (--mpich-list full) or the lines "DIR/prog np ..." of
+# a file (--mpich-list FILE), once per policy of --mpich-policies (default:
+# the router file's policy, aggregate), each test with a time limit of
+# --mpich-timeout seconds (default 120, MPICH's).
 # The suite's WAN has a one-way delay of --mpich-delay (default 100us): several
 # tests are long chains of round trips (comm/ctxalloc duplicates a
 # communicator 200,000 times, pt2pt/sendflood makes 100,000 round trips), so
@@ -42,6 +45,7 @@ mpich_dirs=
 mpich_list=ci
 mpich_policies=
 mpich_delay=100us
+mpich_timeout=120
 stress_full=
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
         --mpich-list) mpich_list=$2; shift 2 ;;
         --mpich-policies) mpich_policies=$2; shift 2 ;;
         --mpich-delay) mpich_delay=$2; shift 2 ;;
+        --mpich-timeout) mpich_timeout=$2; shift 2 ;;
         --stress-full) stress_full=$2; shift 2 ;;
         -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-clusters.sh: unknown option $1" >&2; exit 2 ;;
@@ -214,12 +219,13 @@ if [ -n "$mpich_dirs" ]; then
         start_daemons
         sel=(--list "$top/test/mpich/ci-subset-2clusters" --retries 1)
         [ "$mpich_list" = full ] && sel=(--retries 1)
+        [ "$mpich_list" != full ] && [ "$mpich_list" != ci ] && sel=(--list "$(cd "$(dirname "$mpich_list")" && pwd)/$(basename "$mpich_list")" --retries 1)
         for pol in ${mpich_policies:-router-file}; do
             tag=mpich-2clusters; penv=()
             if [ "$pol" != router-file ]; then
                 tag=mpich-2clusters-$pol; penv=(--env "MPIR_CVAR_CH4_ICBC_POLICY=$pol")
             fi
-            "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" \
+            "$top/test/mpich/run-testsuite.sh" --mpi "$prefix" --label icbc "${sel[@]}" --timeout "$mpich_timeout" \
                 --dirs "$mpich_dirs" --testbed "$ts" --path-if ext0 --env MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 \
                 "${penv[@]}" --out "$work/$tag" > "$work/$tag.log" 2>&1
             line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/$tag.log" | tail -1)
