@@ -148,7 +148,6 @@ static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const vo
     if (ureq == NULL) {
         send_done(req, ICBC_OK);
     } else if (UCS_PTR_IS_ERR(ureq)) {
-        if (req->rndv) rt->rndv_out--;
         req_put(req);
         return ICBC_ERR_PEER_FAILED;
     }
@@ -163,10 +162,30 @@ static int is_rndv(const mx_client_t *c, size_t len)
 /* Posts a message send, counting it in the router's rendezvous window. */
 static icbc_status_t post_msg(router_t *rt, mx_creq_t *req)
 {
+    int rndv = is_rndv(rt->client, req->len);
+    icbc_status_t st;
+
     req->rt = rt;
-    req->rndv = is_rndv(rt->client, req->len);
-    if (req->rndv) rt->rndv_out++;
-    return post(rt, req, req->hdr_len, req->payload, req->len);
+    req->rndv = rndv;
+    if (rndv) rt->rndv_out++;
+    st = post(rt, req, req->hdr_len, req->payload, req->len);
+    if (st != ICBC_OK && rndv) rt->rndv_out--; /* REQ is gone */
+    return st;
+}
+
+static mx_creq_t *pop_waiting(router_t *rt)
+{
+    mx_creq_t *req = rt->wait_head;
+
+    rt->wait_head = req->next_free;
+    if (rt->wait_head == NULL) rt->wait_tail = NULL;
+    return req;
+}
+
+/* Every send still waiting for RT completes with an error. */
+static void fail_waiting(router_t *rt)
+{
+    while (rt->wait_head) req_done(pop_waiting(rt), ICBC_ERR_PEER_FAILED);
 }
 
 /* Posts waiting sends in order while the window lets them. A send that
@@ -176,18 +195,15 @@ static void flush_waiting(router_t *rt)
 {
     mx_client_t *c = rt->client;
 
+    if (rt->state != RT_READY) {
+        fail_waiting(rt);
+        return;
+    }
     if (rt->flushing) return;
     rt->flushing = 1;
     while (rt->wait_head) {
-        mx_creq_t *req = rt->wait_head;
-        if (rt->state == RT_READY && is_rndv(c, req->len) && rt->rndv_out >= c->p.rndv_window)
-            break;
-        rt->wait_head = req->next_free;
-        if (rt->wait_head == NULL) rt->wait_tail = NULL;
-        if (rt->state != RT_READY) {
-            req_done(req, ICBC_ERR_PEER_FAILED);
-            continue;
-        }
+        if (is_rndv(c, rt->wait_head->len) && rt->rndv_out >= c->p.rndv_window) break;
+        mx_creq_t *req = pop_waiting(rt);
         mx_client_cb_t cb = req->cb;
         void *arg = req->arg;
         if (post_msg(rt, req) != ICBC_OK && cb) cb(arg, ICBC_ERR_PEER_FAILED);
@@ -237,7 +253,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                   ucs_status_string(status));
         if (c->p.on_router_lost) c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
     }
-    flush_waiting(rt);
+    fail_waiting(rt);
 }
 
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -451,13 +467,10 @@ void mx_client_destroy(mx_client_t *c)
     if (c == NULL) return;
     w = c->p.worker;
     for (size_t i = 0; i < c->p.nrouters; i++) {
-        router_t *rt = &c->routers[i];
-        router_state_t was = rt->state;
-        if (rt->wait_head == NULL) continue;
-        icbc_warn("mx_client: sends to router %s not posted at shutdown fail", rt->rf->host);
-        rt->state = RT_LOST;
-        flush_waiting(rt);
-        rt->state = was;
+        if (c->routers[i].wait_head == NULL) continue;
+        icbc_warn("mx_client: sends to router %s not posted at shutdown fail",
+                  c->routers[i].rf->host);
+        fail_waiting(&c->routers[i]);
     }
     for (size_t i = 0; i < c->p.nrouters; i++)
         if (c->routers[i].state == RT_READY) send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER,

@@ -110,6 +110,33 @@ static void on_connect(mx_peer_t *mp, void *arg)
     send_control(p, ICBC_ROUTE_CHALLENGE, 0, p->nonce, sizeof(p->nonce));
 }
 
+/* Queued behind the messages already on their way to the process, so that
+ * what arrived from that cluster before it was lost is delivered first. */
+static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
+{
+    icbc_router_t *r = p->r;
+    uint8_t hdr[ICBC_ROUTE_HDR_SIZE];
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_CLUSTER_STATE,
+        .flags = reachable ? ICBC_ROUTE_F_OK : 0,
+        .src_cluster = (uint16_t) cluster,
+        .dst_cluster = (uint16_t) r->cluster,
+        .dst_rank = p->rank,
+        .job = p->job,
+    };
+    rt_msg_t *m;
+
+    icbc_route_hdr_pack(&h, hdr);
+    m = rt_msg_new(r, hdr, sizeof(hdr), &h, FROM_ROUTER);
+    if (m == NULL) {
+        icbc_error("router %s: out of memory; job %llu rank %u not told about cluster %d",
+                   r->name, (unsigned long long) p->job, p->rank, cluster);
+        return;
+    }
+    rt_enqueue(&p->out, m);
+    rt_pump_later(r, &p->out);
+}
+
 static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t *inner)
 {
     icbc_router_t *r = p->r;
@@ -150,42 +177,11 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
                (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
     send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, NULL, 0);
     for (size_t d = 0; r->reach && d < icbc_routerfile_num_clusters(r->rf); d++)
-        if (r->reach[d].announced) rt_fabric_cluster_state(r, (int) d, 0, p);
+        if (r->reach[d].announced) cluster_state_to(p, (int) d, 0);
 }
 
-/* Queued behind the messages already on their way to the process, so that
- * what arrived from that cluster before it was lost is delivered first. */
-static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
+void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable)
 {
-    icbc_router_t *r = p->r;
-    uint8_t hdr[ICBC_ROUTE_HDR_SIZE];
-    icbc_route_hdr_t h = {
-        .type = ICBC_ROUTE_CLUSTER_STATE,
-        .flags = reachable ? ICBC_ROUTE_F_OK : 0,
-        .src_cluster = (uint16_t) cluster,
-        .dst_cluster = (uint16_t) r->cluster,
-        .dst_rank = p->rank,
-        .job = p->job,
-    };
-    rt_msg_t *m;
-
-    icbc_route_hdr_pack(&h, hdr);
-    m = rt_msg_new(r, hdr, sizeof(hdr), &h, FROM_ROUTER);
-    if (m == NULL) {
-        icbc_error("router %s: out of memory; job %llu rank %u not told about cluster %d",
-                   r->name, (unsigned long long) p->job, p->rank, cluster);
-        return;
-    }
-    rt_enqueue(&p->out, m);
-    rt_pump_later(r, &p->out);
-}
-
-void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable, rt_peer_t *only)
-{
-    if (only) {
-        cluster_state_to(only, cluster, reachable);
-        return;
-    }
     for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
         rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
         if (p->registered) cluster_state_to(p, cluster, reachable);

@@ -264,8 +264,8 @@ static void mem_take(icbc_router_t *r, size_t n)
 }
 
 /* A pull for a trunk stream that already has --stream-queue bytes queued
- * waits: what the router pulls only sits in its memory, while the sender
- * could give the next chunks to a router whose trunk moves faster. */
+ * waits: pulled, it would only sit in the router's memory. The sender's
+ * window holds back what follows. */
 static int pull_blocked(const rt_waiter_t *w)
 {
     const rt_msg_t *m = RT_CONTAINER(w, rt_msg_t, wait);

@@ -223,8 +223,8 @@ extern const mx_server_cbs_t rt_fabric_cbs;
 rt_peer_t *rt_lookup(struct icbc_router *r, uint64_t job, uint32_t rank);
 void rt_fabric_timers(struct icbc_router *r, double now, double *next);
 void rt_fabric_destroy(struct icbc_router *r);
-/* CLUSTER_STATE for CLUSTER to every registered process, or to ONLY. */
-void rt_fabric_cluster_state(struct icbc_router *r, int cluster, int reachable, rt_peer_t *only);
+/* CLUSTER_STATE for CLUSTER to every registered process. */
+void rt_fabric_cluster_state(struct icbc_router *r, int cluster, int reachable);
 
 /* trunk.c */
 icbc_status_t rt_trunks_create(struct icbc_router *r, char *err, size_t errlen);

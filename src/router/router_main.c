@@ -89,6 +89,16 @@ static int parse_size(const char *s, long long min, long long max, long long *ou
     return 0;
 }
 
+/* A size from MIN to 1 GiB, or "-1": off / the kernel's default. */
+static int parse_size_or_off(const char *s, long long min, long long *out)
+{
+    if (!strcmp(s, "-1")) {
+        *out = -1;
+        return 0;
+    }
+    return parse_size(s, min, 1LL << 30, out);
+}
+
 /* "100mbit" -> 12500000 bytes/s. */
 static int parse_rate(const char *s, unsigned long long *out)
 {
@@ -237,15 +247,13 @@ int main(int argc, char **argv)
             cfg.stream_queue = (size_t) v;
             break;
         case O_LOWAT:
-            if (!strcmp(optarg, "-1")) v = -1;
-            else if (parse_size(optarg, 1, 1LL << 30, &v) < 0)
+            if (parse_size_or_off(optarg, 1, &v) < 0)
                 bad_option("--notsent-lowat", optarg, "want 1 .. 1Gi bytes, or -1");
             cfg.notsent_lowat = (int) v;
             break;
         case O_SNDBUF:
         case O_RCVBUF:
-            if (!strcmp(optarg, "-1")) v = -1;
-            else if (parse_size(optarg, 4096, 1LL << 30, &v) < 0)
+            if (parse_size_or_off(optarg, 4096, &v) < 0)
                 bad_option(opt == O_SNDBUF ? "--sndbuf" : "--rcvbuf", optarg,
                            "want 4096 .. 1Gi bytes, or -1");
             if (opt == O_SNDBUF) cfg.sndbuf = (int) v;

@@ -163,7 +163,7 @@ static void trunk_check_up(rt_trunk_t *t)
         r->st.clusters_unreachable--;
         icbc_info("router %s: cluster %s reachable again; registered processes told", r->name,
                   icbc_routerfile_cluster(r->rf, (size_t) t->cluster)->name);
-        rt_fabric_cluster_state(r, t->cluster, 1, NULL);
+        rt_fabric_cluster_state(r, t->cluster, 1);
     }
     /* Messages that waited for a trunk to this cluster go now, in order. */
     rt_queue_t *w = &r->trunk_wait[t->cluster];
@@ -616,7 +616,7 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
         icbc_warn("router %s: no trunk to cluster %s for %.0f ms; registered processes told it "
                   "is unreachable", r->name, icbc_routerfile_cluster(r->rf, d)->name,
                   now - c->lost_at);
-        rt_fabric_cluster_state(r, (int) d, 0, NULL);
+        rt_fabric_cluster_state(r, (int) d, 0);
     }
     for (int i = 0; i < r->ntrunks; i++) {
         rt_trunk_t *t = &r->trunks[i];

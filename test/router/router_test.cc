@@ -433,6 +433,36 @@ void CheckFlow(Client &s, Client &d, uint16_t dst_cluster, uint32_t dst_rank, si
     }
 }
 
+// Sends N ordered messages of LEN bytes from S to rank 1 of cluster b (kept
+// in *PAYLOADS) and moves only S for HOLD_MS: the receiver takes nothing yet.
+void SendWhileReceiverWaits(Client &s, size_t n, size_t len, double hold_ms,
+                            std::vector<std::vector<uint8_t>> *payloads)
+{
+    for (size_t i = 0; i < n; i++) payloads->push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, s.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), (*payloads)[i]));
+    double end = NowMs() + hold_ms;
+    while (NowMs() < end) s.Progress();
+}
+
+// Moves S and D until D has every message of PAYLOADS; checks order and bytes.
+void ExpectAllInOrder(Client &s, Client &d, const std::vector<std::vector<uint8_t>> &payloads,
+                      double timeout_ms)
+{
+    size_t n = payloads.size();
+    double end = NowMs() + timeout_ms;
+    while (d.Ready() < n && NowMs() < end) {
+        s.Progress();
+        d.Progress();
+    }
+    ASSERT_EQ(n, d.Ready());
+    for (size_t i = 0; i < n; i++) {
+        auto m = d.Pop();
+        EXPECT_EQ(std::to_string(i), m->inner) << "order broken at " << i;
+        EXPECT_TRUE(m->data == payloads[i]) << i;
+    }
+}
+
 // Routers a0 and b0 with their trunk up, and one process registered on each
 // side (cluster a rank 0, cluster b rank 1).
 struct RoutedPair {
@@ -687,22 +717,8 @@ TEST_F(RouterTest, MemoryBoundUnderFlood)
     // 24 MiB in 96 rendezvous messages of 256 KiB; the receiver starts late.
     const size_t n = 96, len = 256u << 10;
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
-    for (size_t i = 0; i < n; i++)
-        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
-    double end = NowMs() + 500;
-    while (NowMs() < end) ca.Progress();
-    end = NowMs() + 60000;
-    while (cb.Ready() < n && NowMs() < end) {
-        ca.Progress();
-        cb.Progress();
-    }
-    ASSERT_EQ(n, cb.Ready());
-    for (size_t i = 0; i < n; i++) {
-        auto m = cb.Pop();
-        EXPECT_EQ(std::to_string(i), m->inner);
-        EXPECT_TRUE(m->data == payloads[i]) << i;
-    }
+    SendWhileReceiverWaits(ca, n, len, 500, &payloads);
+    ExpectAllInOrder(ca, cb, payloads, 60000);
     // Counters are published once per loop turn: let the last completions land.
     double settle = NowMs() + 3000;
     while ((ra.Stats().bytes_out < n * len || rb.Stats().bytes_in < n * len) && NowMs() < settle)
@@ -757,17 +773,6 @@ TEST_F(RouterTest, OnePullAtATime)
     EXPECT_LE(ra.Stats().peak_buffered, bound);
 }
 
-// ---- a process that dies with sends its router has not pulled yet ----------
-//
-// The dying process is this test program run again with
-// ICBC_ROUTER_TEST_DYING="ROUTERFILE N LEN": before main, it registers as
-// rank 7 of cluster a, sends N rendezvous messages of LEN bytes to rank 1 of
-// cluster b, keeps them moving for a while, reports on stdout and kills
-// itself, so that its router meets a dead endpoint with pulls still waiting
-// for memory.
-
-constexpr uint32_t kDyingRank = 7;
-
 // The router cannot refuse a rendezvous announcement and holds a UCX
 // descriptor for each until it pulls; the sender's window bounds how many.
 TEST_F(RouterTest, RendezvousWindowBoundsUnpulledPayloads)
@@ -781,31 +786,28 @@ TEST_F(RouterTest, RendezvousWindowBoundsUnpulledPayloads)
     Client ca(rf.get(), 0, 0, "", 5000, window), cb(rf.get(), 1, 1);
     ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
     ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    // Both routers fill to their bound, and router a leaves announced
+    // payloads unpulled.
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
-    for (size_t i = 0; i < n; i++)
-        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
-    // The receiver takes nothing for a while: both routers fill to their
-    // bound, and router a leaves announced payloads unpulled.
-    double end = NowMs() + 1500;
-    while (NowMs() < end) ca.Progress();
+    SendWhileReceiverWaits(ca, n, len, 1500, &payloads);
     icbc_router_stats_t st = ra.Stats();
     EXPECT_GE(st.peak_descs_held, 1u);
     EXPECT_LE(st.peak_descs_held, (uint64_t) window);
-    end = NowMs() + 30000;
-    while (cb.Ready() < n && NowMs() < end) {
-        ca.Progress();
-        cb.Progress();
-    }
-    ASSERT_EQ(n, cb.Ready());
+    ExpectAllInOrder(ca, cb, payloads, 30000);
     ASSERT_TRUE(ca.WaitSends());
-    for (size_t i = 0; i < n; i++) {
-        auto m = cb.Pop();
-        EXPECT_EQ(std::to_string(i), m->inner) << "order broken at " << i;
-        EXPECT_TRUE(m->data == payloads[i]) << i;
-    }
     EXPECT_LE(ra.Stats().peak_descs_held, (uint64_t) window);
 }
+
+// ---- a process that dies with sends its router has not pulled yet ----------
+//
+// The dying process is this test program run again with
+// ICBC_ROUTER_TEST_DYING="ROUTERFILE N LEN": before main, it registers as
+// rank 7 of cluster a, sends N rendezvous messages of LEN bytes to rank 1 of
+// cluster b, keeps them moving for a while, reports on stdout and kills
+// itself, so that its router meets a dead endpoint with pulls still waiting
+// for memory.
+
+constexpr uint32_t kDyingRank = 7;
 
 struct DyingProcess {
     DyingProcess()
