@@ -34,7 +34,9 @@
  *   REGISTER     process -> router: job, src rank and src cluster name the
  *                process; inner = HMAC-SHA256(key, "icbc-register" | nonce |
  *                job (8, BE) | src rank (4, BE)) (icbc_route_register_mac).
- *   REGISTER_ACK router -> process: flags ICBC_ROUTE_F_OK or not.
+ *   REGISTER_ACK router -> process: flags ICBC_ROUTE_F_OK or not. With F_OK,
+ *                inner = the process's eager window at this router, 8 bytes
+ *                big endian (see CREDIT).
  *   UNREACHABLE  router -> source process: a MSG for dst rank could not be
  *                delivered (destination unknown, gone, or its trunk died).
  *                inner = the route header of the lost message (40 bytes).
@@ -46,6 +48,13 @@
  *                job and dst rank name the registered process; no inner
  *                header, no payload. Lets a process that waits for a peer
  *                behind that router learn it is gone without sending.
+ *   CREDIT       router -> process: the router has handed on (or dropped)
+ *                eager MSGs of this process worth the count in the inner
+ *                header (8 bytes, big endian). A MSG sent without UCX
+ *                rendezvous costs its AM header plus its payload; a process
+ *                keeps what it has sent and not had credited within its
+ *                eager window (REGISTER_ACK), so that a router holds a
+ *                bounded amount of eager data per process.
  *
  * A router serves many jobs; it never interprets the inner header.
  */
@@ -67,6 +76,7 @@ extern "C" {
 #define ICBC_ROUTE_PAYLOAD_MAX (64ull << 20) /* largest payload of one message */
 #define ICBC_ROUTE_NONCE_SIZE 32
 #define ICBC_ROUTE_MAC_SIZE 32
+#define ICBC_ROUTE_COUNT_SIZE 8  /* inner header of REGISTER_ACK (F_OK) and CREDIT */
 
 typedef enum {
     ICBC_ROUTE_MSG = 1,
@@ -76,6 +86,7 @@ typedef enum {
     ICBC_ROUTE_UNREACHABLE = 19,
     ICBC_ROUTE_DEREGISTER = 20,
     ICBC_ROUTE_CLUSTER_STATE = 21,
+    ICBC_ROUTE_CREDIT = 22,
 } icbc_route_type_t;
 
 /* Must stay in order with the other ordered messages of the same

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "icbc_bytes.h"
 #include "icbc_log.h"
 
 typedef enum {
@@ -25,6 +26,8 @@ typedef struct {
     int index;
     ucp_ep_h ep;
     int rndv_out;            /* rendezvous sends posted, not complete */
+    size_t eager_window;     /* from REGISTER_ACK; 0: the router gives no credit */
+    size_t eager_out;        /* eager bytes posted and not credited by the router */
     mx_creq_t *wait_head;    /* sends not posted yet, in order */
     mx_creq_t *wait_tail;
     int flushing;
@@ -159,17 +162,35 @@ static int is_rndv(const mx_client_t *c, size_t len)
     return len > c->p.rndv_thresh;
 }
 
-/* Posts a message send, counting it in the router's rendezvous window. */
+/* Whether REQ may be posted to RT now. An eager send fits its window if
+ * it fits whole, or if less than a quarter of the window is out: the
+ * router credits once a quarter came free, so a waiting send always gets
+ * going, and the router holds at most a window plus one message. */
+static int window_open(const router_t *rt, const mx_creq_t *req)
+{
+    const mx_client_t *c = rt->client;
+
+    if (is_rndv(c, req->len)) return rt->rndv_out < c->p.rndv_window;
+    return rt->eager_window == 0 || rt->eager_out < rt->eager_window / 4 ||
+           rt->eager_out + req->hdr_len + req->len <= rt->eager_window;
+}
+
+/* Posts a message send, counting it in the router's windows. */
 static icbc_status_t post_msg(router_t *rt, mx_creq_t *req)
 {
     int rndv = is_rndv(rt->client, req->len);
+    size_t cost = rndv ? 0 : req->hdr_len + req->len;
     icbc_status_t st;
 
     req->rt = rt;
     req->rndv = rndv;
     if (rndv) rt->rndv_out++;
+    rt->eager_out += cost;
     st = post(rt, req, req->hdr_len, req->payload, req->len);
-    if (st != ICBC_OK && rndv) rt->rndv_out--; /* REQ is gone */
+    if (st != ICBC_OK) { /* REQ is gone, and the router saw nothing */
+        if (rndv) rt->rndv_out--;
+        rt->eager_out -= cost;
+    }
     return st;
 }
 
@@ -193,8 +214,6 @@ static void fail_waiting(router_t *rt)
  * waiting send does. */
 static void flush_waiting(router_t *rt)
 {
-    mx_client_t *c = rt->client;
-
     if (rt->state != RT_READY) {
         fail_waiting(rt);
         return;
@@ -202,7 +221,7 @@ static void flush_waiting(router_t *rt)
     if (rt->flushing) return;
     rt->flushing = 1;
     while (rt->wait_head) {
-        if (is_rndv(c, rt->wait_head->len) && rt->rndv_out >= c->p.rndv_window) break;
+        if (!window_open(rt, rt->wait_head)) break;
         mx_creq_t *req = pop_waiting(rt);
         mx_client_cb_t cb = req->cb;
         void *arg = req->arg;
@@ -281,8 +300,19 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         }
         return drop;
     case ICBC_ROUTE_REGISTER_ACK:
-        if (rt->state == RT_REGISTERING)
+        if (rt->state == RT_REGISTERING) {
             rt->state = (h.flags & ICBC_ROUTE_F_OK) ? RT_READY : RT_REFUSED;
+            if (rt->state == RT_READY && h.inner_len == ICBC_ROUTE_COUNT_SIZE)
+                rt->eager_window = icbc_get64((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE);
+        }
+        return drop;
+    case ICBC_ROUTE_CREDIT:
+        if (rt->state == RT_READY && h.job == c->p.job && h.dst_rank == c->p.rank &&
+            h.inner_len == ICBC_ROUTE_COUNT_SIZE && length == 0) {
+            uint64_t n = icbc_get64((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE);
+            rt->eager_out -= n < rt->eager_out ? n : rt->eager_out;
+            if (rt->wait_head) flush_waiting(rt);
+        }
         return drop;
     case ICBC_ROUTE_CLUSTER_STATE:
         if (rt->state == RT_READY && h.job == c->p.job && h.dst_rank == c->p.rank &&
@@ -572,8 +602,8 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     req->hdr_len = ICBC_ROUTE_HDR_SIZE + inner_len;
     icbc_route_hdr_pack(&h, req->hdr);
     if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
-    if (rt->wait_head || (is_rndv(c, len) && rt->rndv_out >= c->p.rndv_window)) {
-        /* behind the window, and behind whatever already waits: in order */
+    if (rt->wait_head || !window_open(rt, req)) {
+        /* behind a window, and behind whatever already waits: in order */
         req->next_free = NULL;
         if (rt->wait_tail) rt->wait_tail->next_free = req;
         else rt->wait_head = req;

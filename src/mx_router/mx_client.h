@@ -22,12 +22,15 @@
  * and no payload. CLUSTER_STATE (a router lost, or regained, every trunk to
  * another cluster) arrives through on_cluster_state.
  *
- * Back-pressure: at most rndv_window rendezvous sends per router are posted
- * at a time; the router cannot refuse a rendezvous announcement, and holds
- * UCX memory for each until it pulls the payload, so this bounds what one
- * process can make a router hold. Later sends to that router, eager ones
- * too, wait in the client in order and are posted as earlier ones complete
- * (from the completion callback); losing the router fails them.
+ * Back-pressure: the router can refuse neither eager data nor a rendezvous
+ * announcement once UCX delivered it, so two windows per router bound what
+ * one process can make it hold. At most rndv_window rendezvous sends are
+ * posted at a time (the router holds a UCX descriptor for each until it
+ * pulls the payload), and eager sends stay within the eager window the
+ * router gave in REGISTER_ACK, the router returning CREDIT as it hands
+ * them on. Later sends to that router wait in the client in order and are
+ * posted as earlier ones complete or credit comes back (from UCX
+ * callbacks); losing the router fails them.
  *
  * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
  */

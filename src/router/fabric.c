@@ -13,11 +13,17 @@
  *   CLUSTER_STATE -> to every registered process when another cluster is
  *                lost or back (trunk.c), and after REGISTER_ACK for each
  *                cluster lost at the time
+ *   CREDIT    -> eager window bytes back to the process, once a quarter of
+ *                its window was handed on: UCX delivers eager data whether
+ *                or not the router has room, so each process keeps what it
+ *                sent and was not credited within the window REGISTER_ACK
+ *                gave it, which bounds what it makes the router hold
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include "icbc_bytes.h"
 #include "icbc_log.h"
 #include "router_int.h"
 
@@ -67,6 +73,7 @@ static void peer_free(rt_peer_t *p)
     rt_list_del(&p->unreg_link);
     rt_list_del(&p->all_link);
     rt_list_del(&p->out.pump_link);
+    rt_list_del(&p->credit_link);
     rt_queue_fail(&p->out);
     free(p);
 }
@@ -96,6 +103,7 @@ static void on_connect(mx_peer_t *mp, void *arg)
     p->mp = mp;
     rt_queue_init(&p->out, Q_PEER, p);
     rt_list_init(&p->unreg_link);
+    rt_list_init(&p->credit_link);
     rt_list_push(&r->peers, &p->all_link);
     mx_peer_set_arg(mp, p);
     if (getrandom(p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce)) {
@@ -175,9 +183,34 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
     r->st.registered = r->registry.count;
     icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
                (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
-    send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, NULL, 0);
+    uint8_t window[ICBC_ROUTE_COUNT_SIZE];
+    icbc_put64(window, r->cfg.eager_window);
+    send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, window, sizeof(window));
     for (size_t d = 0; r->reach && d < icbc_routerfile_num_clusters(r->rf); d++)
         if (r->reach[d].announced) cluster_state_to(p, (int) d, 0);
+}
+
+void rt_fabric_credit(icbc_router_t *r, uint64_t job, uint32_t rank, size_t n)
+{
+    rt_peer_t *p = r->destroying ? NULL : rt_lookup(r, job, rank);
+
+    if (p == NULL) return; /* gone: nobody waits for it */
+    p->credit_due += n;
+    if (p->credit_due >= r->cfg.eager_window / 4 && !rt_list_linked(&p->credit_link))
+        rt_list_push(&r->credit_pending, &p->credit_link);
+}
+
+void rt_fabric_send_credits(icbc_router_t *r)
+{
+    while (!rt_list_empty(&r->credit_pending)) {
+        rt_peer_t *p = RT_CONTAINER(r->credit_pending.next, rt_peer_t, credit_link);
+        uint8_t count[ICBC_ROUTE_COUNT_SIZE];
+
+        rt_list_del(&p->credit_link);
+        icbc_put64(count, p->credit_due);
+        p->credit_due = 0;
+        send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
+    }
 }
 
 void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable)
@@ -213,13 +246,14 @@ static void pull_go(rt_waiter_t *w)
 static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *rh)
 {
     icbc_router_t *r = p->r;
+    size_t credit = rcv->rndv ? 0 : rcv->hdr_len + rcv->len;
     rt_queue_t *q;
     rt_msg_t *m;
 
     if (rh->job != p->job || rh->src_rank != p->rank || rh->src_cluster != r->cluster) {
         icbc_debug("router %s: MSG from %s names another source; dropped", r->name,
                    mx_peer_addr_text(p->mp));
-        return 0;
+        return 0; /* not from a process of ours: no credit either */
     }
     q = rt_route(r, rh);
     if (q == NULL) {
@@ -227,14 +261,17 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
                               : rh->dst_cluster >= icbc_routerfile_num_clusters(r->rf)
                                   ? "no such cluster"
                                   : "trunk down");
+        if (credit) rt_fabric_credit(r, p->job, p->rank, credit);
         return 0;
     }
     m = rt_msg_new(r, rcv->hdr, rcv->hdr_len, rh, FROM_FABRIC);
     if (m == NULL) {
         rt_unreachable(r, rh, "out of memory");
+        if (credit) rt_fabric_credit(r, p->job, p->rank, credit);
         return 0;
     }
     m->len = rcv->len;
+    m->credit = credit;
     rt_enqueue(q, m);
     if (rcv->len == 0) {
         rt_pump_later(r, q);

@@ -65,6 +65,7 @@ void rt_msg_free(rt_msg_t *m)
     else if (m->kind == PAY_POOL) free(m->payload);
     size_t charged = m->charged;
     int pool = m->kind == PAY_POOL;
+    if (m->credit) rt_fabric_credit(r, m->rh.job, m->rh.src_rank, m->credit);
     free(m);
     if (charged) rt_mem_release(r, charged, pool);
 }
@@ -157,6 +158,7 @@ void rt_pump_deferred(icbc_router_t *r)
         rt_list_del(&q->pump_link);
         rt_pump(q);
     }
+    rt_fabric_send_credits(r);
 }
 
 void rt_msg_fail(rt_msg_t *m, const char *why)

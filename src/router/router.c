@@ -82,11 +82,19 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (r->cfg.notsent_lowat == 0) r->cfg.notsent_lowat = ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT;
     if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0) r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
+    if (r->cfg.eager_window == 0) {
+        r->cfg.eager_window = r->cfg.max_memory / 256;
+        if (r->cfg.eager_window < ICBC_ROUTER_EAGER_WINDOW_MIN)
+            r->cfg.eager_window = ICBC_ROUTER_EAGER_WINDOW_MIN;
+        if (r->cfg.eager_window > ICBC_ROUTER_EAGER_WINDOW_MAX)
+            r->cfg.eager_window = ICBC_ROUTER_EAGER_WINDOW_MAX;
+    }
     mx_map_init(&r->registry);
     mx_map_init(&r->unreach_logged);
     rt_list_init(&r->unregistered);
     rt_list_init(&r->peers);
     rt_list_init(&r->to_pump);
+    rt_list_init(&r->credit_pending);
     rt_list_init(&r->mem_waiters);
     rt_list_init(&r->pull_waiters);
     pthread_mutex_init(&r->pub_lock, NULL);
@@ -230,7 +238,9 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
             if (r->next_stats < next) next = r->next_stats;
         }
         publish(r);
-        if (mx_server_progress(r->fabric) > 0 || !rt_list_empty(&r->to_pump)) continue;
+        if (mx_server_progress(r->fabric) > 0 || !rt_list_empty(&r->to_pump) ||
+            !rt_list_empty(&r->credit_pending))
+            continue;
         /* bt_lib runs deferred work (send completions) at the start of a
          * wait; that work may start UCX operations, so only block once a
          * non-blocking turn found nothing to do. */

@@ -32,6 +32,8 @@ typedef struct icbc_router icbc_router_t;
 #define ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT 10000
 #define ICBC_ROUTER_STREAM_QUEUE_DEFAULT (1u << 20)
 #define ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT (256 << 10)
+#define ICBC_ROUTER_EAGER_WINDOW_MIN (64u << 10)
+#define ICBC_ROUTER_EAGER_WINDOW_MAX (4u << 20)
 
 typedef struct icbc_router_config {
     const icbc_routerfile_t *rf; /* borrowed; must outlive the router */
@@ -49,6 +51,9 @@ typedef struct icbc_router_config {
     const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
     const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: UCX's choice */
     size_t rndv_thresh;          /* fabric payloads above this go by rendezvous; 0: 8 KiB */
+    size_t eager_window;         /* eager bytes (AM header + payload) one process may have
+                                  * in this router at once; 0: max_memory / 256, within
+                                  * 64 KiB .. 4 MiB */
     int register_ms;             /* REGISTER deadline after connect; 0: 5000 */
     int trunk_wait_ms;           /* how long a message waits for a trunk to come up;
                                   * 0: 10000; < 0: not at all */

@@ -10,7 +10,8 @@
  * is charged against max_memory; whoever needs memory and cannot get it
  * waits, trunk streams in mem_waiters and rendezvous pulls in pull_waiters,
  * and is served in arrival order when memory is released; pulls also wait
- * while max_pulls of them are in flight.
+ * while max_pulls of them are in flight. Eager data cannot be refused once
+ * UCX delivered it; each process's eager window (CREDIT) bounds it instead.
  */
 #ifndef RT_ROUTER_INT_H
 #define RT_ROUTER_INT_H
@@ -69,6 +70,7 @@ typedef struct rt_msg {
     rt_pay_t kind;
     void *desc;               /* rendezvous descriptor while MSG_WAIT_MEM */
     size_t charged;           /* bytes charged to the memory bound */
+    size_t credit;            /* eager window bytes the source gets back when freed */
     rt_msg_state_t state;
     rt_origin_t origin;
     double arrived;           /* ms, monotonic: deadline of a wait for a trunk */
@@ -138,6 +140,8 @@ struct rt_peer {
     rt_list_t unreg_link;     /* in router->unregistered until registered */
     rt_list_t all_link;       /* in router->peers */
     rt_queue_t out;           /* messages to this process */
+    size_t credit_due;        /* eager bytes handed on, not credited yet */
+    rt_list_t credit_link;    /* in router->credit_pending while a CREDIT is due */
 };
 
 struct icbc_router {
@@ -167,6 +171,7 @@ struct icbc_router {
     rt_list_t unregistered;   /* rt_peer_t by deadline */
     rt_list_t peers;          /* every rt_peer_t */
     rt_list_t to_pump;        /* queues to pump once UCX callbacks returned */
+    rt_list_t credit_pending; /* processes owed a CREDIT, sent from the loop */
     int destroying;
 
     /* memory bound */
@@ -225,6 +230,10 @@ void rt_fabric_timers(struct icbc_router *r, double now, double *next);
 void rt_fabric_destroy(struct icbc_router *r);
 /* CLUSTER_STATE for CLUSTER to every registered process. */
 void rt_fabric_cluster_state(struct icbc_router *r, int cluster, int reachable);
+/* An eager MSG of (JOB, RANK) costing N window bytes left the router. */
+void rt_fabric_credit(struct icbc_router *r, uint64_t job, uint32_t rank, size_t n);
+/* Sends the CREDITs that came due (from the loop, never in a UCX callback). */
+void rt_fabric_send_credits(struct icbc_router *r);
 
 /* trunk.c */
 icbc_status_t rt_trunks_create(struct icbc_router *r, char *err, size_t errlen);

@@ -48,6 +48,10 @@ static void usage(FILE *f)
 "                       bytes the kernel keeps per stream (default 256Ki; -1: off)\n"
 "  --rndv-thresh BYTES  fabric payloads above this go by UCX rendezvous\n"
 "                       (default 8Ki)\n"
+"  --eager-window BYTES eager bytes (headers and payloads up to --rndv-thresh)\n"
+"                       one process may have in the router at once; it sends\n"
+"                       more as the router credits what it handed on\n"
+"                       (default: --max-memory / 256, within 64Ki .. 4Mi)\n"
 "  --register-timeout MS  a process must REGISTER within this time (default 5000)\n"
 "  --trunk-wait MS      how long a message waits for a trunk to its cluster to\n"
 "                       come up before UNREACHABLE (default 10000; 0: no wait)\n"
@@ -178,7 +182,7 @@ int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
            O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS,
-           O_STREAMQ, O_LOWAT };
+           O_STREAMQ, O_LOWAT, O_EAGERWIN };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
@@ -191,6 +195,7 @@ int main(int argc, char **argv)
         { "sndbuf", required_argument, NULL, O_SNDBUF },
         { "rcvbuf", required_argument, NULL, O_RCVBUF },
         { "rndv-thresh", required_argument, NULL, O_RNDV },
+        { "eager-window", required_argument, NULL, O_EAGERWIN },
         { "register-timeout", required_argument, NULL, O_REGTO },
         { "trunk-wait", required_argument, NULL, O_TRUNKWAIT },
         { "ucx-tls", required_argument, NULL, O_TLS },
@@ -245,6 +250,11 @@ int main(int argc, char **argv)
             if (parse_size(optarg, 4096, 1LL << 30, &v) < 0)
                 bad_option("--stream-queue", optarg, "want 4096 .. 1Gi bytes");
             cfg.stream_queue = (size_t) v;
+            break;
+        case O_EAGERWIN:
+            if (parse_size(optarg, 4096, 1LL << 30, &v) < 0)
+                bad_option("--eager-window", optarg, "want 4096 .. 1Gi bytes");
+            cfg.eager_window = (size_t) v;
             break;
         case O_LOWAT:
             if (parse_size_or_off(optarg, 1, &v) < 0)

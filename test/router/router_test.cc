@@ -136,9 +136,11 @@ RfPtr LoadRf(const std::string &path)
 class RouterThread {
   public:
     RouterThread(const icbc_routerfile_t *rf, const char *host, size_t max_memory = 0,
-                 int streams = 0, int trunk_wait_ms = 300, int max_pulls = 0)
+                 int streams = 0, int trunk_wait_ms = 300, int max_pulls = 0,
+                 size_t eager_window = 0)
     {
         icbc_router_config_t cfg = {};
+        cfg.eager_window = eager_window;
         cfg.max_pulls = max_pulls;
         char err[512] = "";
         cfg.rf = rf;
@@ -299,6 +301,7 @@ class Client {
         if (st != ICBC_OK) sends_--;
         return st;
     }
+    size_t Unsent() const { return sends_ - sent_; }
     bool WaitSends(double timeout_ms = 20000)
     {
         double end = NowMs() + timeout_ms;
@@ -1212,6 +1215,39 @@ TEST_F(RouterTest, MessagesWaitForTheTrunkToComeUp)
         EXPECT_EQ(std::to_string(i), m->inner);
         EXPECT_TRUE(m->data == payloads[i]) << i;
     }
+    EXPECT_EQ(0u, ra.Stats().unreachable);
+}
+
+// UCX hands eager data to the router whether or not it has room: the eager
+// window a process gets at registration bounds what it makes the router hold
+// while the trunk is not up yet, and the rest waits in the process, in order.
+TEST_F(RouterTest, EagerWindowBoundsWhatARouterHolds)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const size_t window = 64u << 10, n = 300, len = 2000;
+    RouterThread ra(rf.get(), "a0", 0, 0, 10000, 0, window);
+    Client ca(rf.get(), 0, 0);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600)); /* as above */
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
+    double end = NowMs() + 500;
+    while (NowMs() < end) ca.Progress();
+    // 600 KB were sent; the router holds one window's worth, plus at most
+    // one message, and the rest has not left the process.
+    icbc_router_stats_t st = ra.Stats();
+    EXPECT_GT(st.buffered, window / 2);
+    EXPECT_LE(st.buffered, window + len);
+    EXPECT_GE(ca.Unsent(), n - window / len - 1);
+    RouterThread rb(rf.get(), "b0");
+    Client cb(rf.get(), 1, 1);
+    ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
+    ExpectAllInOrder(ca, cb, payloads, 15000);
+    ASSERT_TRUE(ca.WaitSends());
+    EXPECT_LE(ra.Stats().peak_buffered, window + len);
     EXPECT_EQ(0u, ra.Stats().unreachable);
 }
 

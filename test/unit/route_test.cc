@@ -47,7 +47,8 @@ TEST(RouteHeader, EveryTypeAndNoOther)
 {
     const uint8_t known[] = { ICBC_ROUTE_MSG, ICBC_ROUTE_CHALLENGE, ICBC_ROUTE_REGISTER,
                               ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_UNREACHABLE,
-                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE };
+                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE,
+                              ICBC_ROUTE_CREDIT };
     for (int t = 0; t < 256; t++) {
         icbc_route_hdr_t h = sample(), out;
         uint8_t buf[ICBC_ROUTE_HDR_SIZE];
