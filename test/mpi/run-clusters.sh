@@ -137,6 +137,23 @@ run p2p_sizes:wrong-key 2 'error:(refused|REGISTER|authenticat)' \
 run p2p_sizes:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0
 run stress:daemons 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --quick --seed 6
 
+# -- two jobs at once through the same routers -----------------------------------
+# Same ranks, same nodes, different job ids (a hash of rank 0's business card):
+# the routers keep the (job, rank) registrations apart, and stress checksums
+# every payload, so a message delivered to the other job fails the run.
+( run stress:two-jobs-1 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --quick --seed 8 ) \
+    > "$work/two-jobs-1.out" 2>&1 &
+first_job=$!
+run stress:two-jobs-2 4 ok MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --quick --seed 9
+wait $first_job
+line=$(grep -E '^(PASS|FAIL) stress:two-jobs-1' "$work/two-jobs-1.out")
+if [ "${line%% *}" = PASS ]; then
+    report stress:two-jobs-1 0 "${line#PASS stress:two-jobs-1 }"
+else
+    report stress:two-jobs-1 1 "${line:-(no result; see $work/two-jobs-1.out)}"
+    sed -n '2,6p' "$work/two-jobs-1.out"
+fi
+
 # -- the full stress profile per policy, routers bounded to 16 MiB --------------
 vm_kib() { # PID FIELD: a Vm* line of /proc/PID/status, in KiB
     sed -n "s/^$2:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$1/status" 2>/dev/null

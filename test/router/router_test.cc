@@ -195,7 +195,7 @@ struct Received {
 class Client {
   public:
     Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
-           int timeout_ms = 5000, int rndv_window = 0)
+           int timeout_ms = 5000, int rndv_window = 0, uint64_t job = kJob)
     {
         ucp_config_t *config;
         EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
@@ -227,7 +227,7 @@ class Client {
         p.routers = cl->routers;
         p.nrouters = cl->nrouters;
         p.cluster = (uint16_t) cluster;
-        p.job = kJob;
+        p.job = job;
         p.rank = rank;
         p.key = key;
         p.keylen = keylen;
@@ -517,6 +517,69 @@ TEST_F(RouterTest, ForwardsBothWaysInOrder)
     EXPECT_EQ(1u, sb.registered);
     EXPECT_EQ(0u, sa.unreachable);
     EXPECT_EQ(0u, sa.buffered);
+}
+
+// One pair of routers serves two jobs whose processes have the same ranks
+// and clusters: registrations are per (job, rank), so each job's messages,
+// eager and rendezvous, reach only that job's process, in order, and one
+// job leaving makes its rank unreachable without touching the other.
+TEST_F(RouterTest, TwoJobsWithTheSameRanksStayApart)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    const uint64_t job2 = kJob + 1;
+    RouterThread ra(rf.get(), "a0"), rb(rf.get(), "b0");
+    ASSERT_TRUE(WaitTrunks(ra, rb));
+    auto b1p = std::make_unique<Client>(rf.get(), 1, 1);
+    Client a1(rf.get(), 0, 0), &b1 = *b1p;
+    Client a2(rf.get(), 0, 0, "", 5000, 0, job2), b2(rf.get(), 1, 1, "", 5000, 0, job2);
+    for (Client *c : { &a1, &b1, &a2, &b2 }) ASSERT_EQ(ICBC_OK, c->status()) << c->error();
+    EXPECT_EQ(2u, ra.Stats().registered);
+    const size_t n = 40;
+    std::vector<std::vector<uint8_t>> p1, p2;
+    for (size_t i = 0; i < n; i++) {
+        p1.push_back(MakePayload(i, (i * 7919) % 70000));
+        p2.push_back(MakePayload(1000 + i, (i * 104729) % 70000));
+    }
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ(ICBC_OK, a1.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), p1[i]));
+        ASSERT_EQ(ICBC_OK, a2.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), p2[i]));
+    }
+    double end = NowMs() + 20000;
+    while ((b1.Ready() < n || b2.Ready() < n) && NowMs() < end)
+        for (Client *c : { &a1, &b1, &a2, &b2 }) c->Progress();
+    ASSERT_EQ(n, b1.Ready());
+    ASSERT_EQ(n, b2.Ready());
+    for (size_t i = 0; i < n; i++) {
+        auto m1 = b1.Pop(), m2 = b2.Pop();
+        EXPECT_EQ(kJob, m1->route.job);
+        EXPECT_EQ(job2, m2->route.job);
+        EXPECT_EQ(std::to_string(i), m1->inner);
+        EXPECT_EQ(std::to_string(i), m2->inner);
+        EXPECT_TRUE(m1->data == p1[i]) << i;
+        EXPECT_TRUE(m2->data == p2[i]) << i;
+    }
+    // Nothing more is on its way to either receiver.
+    end = NowMs() + 300;
+    while (NowMs() < end)
+        for (Client *c : { &a1, &b1, &a2, &b2 }) c->Progress();
+    EXPECT_EQ(0u, b1.Ready());
+    EXPECT_EQ(0u, b2.Ready());
+    EXPECT_EQ(0u, ra.Stats().unreachable);
+
+    // Job 1's receiver leaves: its rank is unreachable for job 1 only.
+    b1p.reset();
+    std::vector<uint8_t> small(100);
+    ASSERT_EQ(ICBC_OK, a1.Send(1, 1, ICBC_ROUTE_F_ORDERED, "late", small));
+    ASSERT_EQ(ICBC_OK, a2.Send(1, 1, ICBC_ROUTE_F_ORDERED, "still", small));
+    end = NowMs() + 10000;
+    while ((a1.Ready() < 1 || b2.Ready() < 1) && NowMs() < end)
+        for (Client *c : { &a1, &a2, &b2 }) c->Progress();
+    ASSERT_EQ(1u, a1.Ready());
+    EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, a1.Pop()->route.type);
+    ASSERT_EQ(1u, b2.Ready());
+    EXPECT_EQ("still", b2.Pop()->inner);
+    EXPECT_EQ(0u, a2.Ready());
 }
 
 // A router with nothing to forward sleeps in epoll. After traffic the UCX
