@@ -1,8 +1,8 @@
 #!/bin/bash
 # MPI-level tests across two emulated clusters joined by the WAN emulator,
-# under every policy, with embedded routers and with icbc-router daemons,
-# plus the failure paths: a router killed mid-transfer, a process with the
-# wrong key.
+# under every policy, with embedded routers and with icbc-router daemons
+# (also two jobs at once through the same daemons), plus the failure paths:
+# a router killed mid-transfer, a process with the wrong key.
 #
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
 #                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full|FILE]
