@@ -32,12 +32,31 @@ while [ $# -gt 0 ]; do
     case $1 in
         --from) from=${2:?}; shift 2 ;;
         --long) long=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "compare-clusters.sh: unknown option '$1'" >&2; exit 2 ;;
         *) break ;;
     esac
 done
 [ $# -gt 0 ] || { echo "compare-clusters.sh: name at least one policy" >&2; exit 2; }
+
+# long_note POLICY: (re)writes, at the end of comparison-POLICY.md, how the
+# tests of the long runs did with their longer time limit.
+long_note() {
+    local md=$here/results/2clusters/comparison-$1.md tsv=$here/results/2clusters/long-rma/$1/tests.tsv
+    [ -f "$md" ] && [ -f "$tsv" ] || return 0
+    sed -i '/^## With a longer time limit/,$d' "$md"
+    sed -i -e :a -e '/^\n*$/{$d;N;ba' -e '}' "$md" # trailing blank lines
+    {
+        echo
+        echo "## With a longer time limit"
+        echo
+        echo "The tests that move gigabytes, run alone with a limit of" \
+            "$(sed -n 's/^timeout=//p' "$here/results/2clusters/long-rma/$1/run-info.txt") s" \
+            "(long-rma.md, \`compare-clusters.sh --long\`):"
+        echo
+        awk -F'\t' 'NR > 1 { printf "* `%s`: %s in %.0f s\n", $1, $3, $4 }' "$tsv"
+    } >> "$md"
+}
 
 if [ $long = 1 ]; then
     rc=0
@@ -49,6 +68,7 @@ if [ $long = 1 ]; then
         for f in summary.tap tests.tsv failures.txt run-info.txt; do
             [ ! -f "$src/$f" ] || cp "$src/$f" "$dst/$f"
         done
+        long_note "$pol"
     done
     python3 - "$here/results/2clusters/long-rma" > "$here/results/2clusters/long-rma.md" <<'PY' || rc=1
 import csv, os, sys
@@ -107,6 +127,7 @@ for pol in "$@"; do
         --command "test/mpi/run-clusters.sh --prefix _install --quick --mpich-dirs \"$dirs\" --mpich-list full --mpich-policies \"$pol\"; test/mpich/compare-clusters.sh $pol" \
         -o "test/mpich/results/2clusters/comparison-$pol.md")
     r=$?
+    long_note "$pol"
     echo "$pol: $(grep -E '^(\*\*[0-9]+ test|Every test)' "$here/results/2clusters/comparison-$pol.md" | tail -1)"
     [ $r -le $rc ] || rc=$r
 done
