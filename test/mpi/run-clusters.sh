@@ -13,7 +13,7 @@
 # With --stress-full, the stress test also runs in its full profile (10,000
 # messages of 0 B - 16 MiB, random datatypes, MPI_ANY_SOURCE, 1 GiB, every
 # payload checksummed) once per listed policy, through icbc-router daemons
-# bounded by --max-memory 16M, started afresh for each policy; the routers'
+# bounded by --max-memory 16Mi, started afresh for each policy; the routers'
 # peak buffered bytes and peak RSS (VmHWM, and VmRSS right after start) go to
 # the report and to _build/test-clusters/stress-full.txt.
 #
@@ -100,12 +100,14 @@ for src in "$top"/test/mpi/*.c; do
         || report "build-$(basename "$src" .c)" 1 "(see $exe.build.log)"
 done
 
+router_memory=16Mi       # the daemons' --max-memory
+router_memory_bytes=16777216
 start_daemons() {
     for n in a0 b0; do
         "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
             --routerfile "$state/routers.conf" --host "$n" --device fab0 --daemon \
             --pidfile "$work/router-$n.pid" --logfile "$work/router-$n.log" \
-            --max-memory 16M \
+            --max-memory "$router_memory" \
             || { report "router-start-$n" 1 "(see $work/router-$n.log)"; return 1; }
     done
     sleep 1
@@ -180,7 +182,7 @@ if [ -n "$stress_full" ]; then
                 hwm=$(vm_kib "$pid" VmHWM)
                 kill "$pid"; sleep 1
                 peak=$(grep -E 'stats:' "$work/router-$n.log" | tail -1 | sed -n 's/.*buffered [0-9]* B peak \([0-9]*\) B.*/\1/p')
-                echo "  router $n: --max-memory 16777216 B, peak buffered ${peak:-?} B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm:-?} KiB"
+                echo "  router $n: --max-memory $router_memory_bytes B, peak buffered ${peak:-?} B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm:-?} KiB"
                 rm -f "$work/router-$n.pid"
             done
         } | tee -a "$work/stress-full.txt" | sed 's/^/    /'
