@@ -45,18 +45,30 @@ double NowMs()
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+// A port that is free now, below the kernel's ephemeral range
+// (ip_local_port_range starts at 32768): a port the kernel handed out and
+// took back could be given to an outgoing connection (UCX connects a lot)
+// before the router binds it. Never the same port twice in one run.
 int FreePort()
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {};
-    socklen_t len = sizeof(a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *) &a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *) &a, &len) < 0)
-        abort();
-    close(fd);
-    return ntohs(a.sin_port);
+    static unsigned seed = (unsigned) getpid() * 2654435761u ^ (unsigned) time(NULL);
+    static std::vector<bool> given(12000);
+    for (int tries = 0; tries < 1000; tries++) {
+        int slot = (int) (rand_r(&seed) % 12000), port = 20000 + slot;
+        if (given[slot]) continue;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t) port);
+        if (fd < 0) abort();
+        int ok = bind(fd, (struct sockaddr *) &a, sizeof(a)) == 0;
+        close(fd);
+        if (!ok) continue;
+        given[slot] = true;
+        return port;
+    }
+    abort();
 }
 
 void WriteFile(const std::string &path, const std::string &data)
