@@ -253,15 +253,44 @@ static void note_peak(icbc_router_t *r)
     if (r->charged > r->st.peak_buffered) r->st.peak_buffered = r->charged;
 }
 
-static int mem_fits(const icbc_router_t *r, size_t n)
+/* With cfg.max_rss: the process's resident bytes, read at most once a
+ * millisecond (and after every release), plus what was granted since. */
+static size_t rss_estimate(icbc_router_t *r)
 {
-    return r->charged + n <= r->cfg.max_memory || r->charged_pool == 0;
+    double now = rt_now_ms();
+
+    if (now - r->rss_at >= 1.0) {
+        size_t rss = rt_resident_bytes();
+        if (rss) {
+            r->rss_read = rss;
+            r->rss_granted = 0;
+            r->rss_at = now;
+        }
+    }
+    return r->rss_read + r->rss_granted;
+}
+
+/* Payloads are taken while the resident size stays a sixteenth (at least
+ * 1 MiB) below cfg.max_rss: the rest is room for what UCX and the sockets
+ * allocate on their own while the payloads move (fragments, pools). */
+static size_t rss_reserve(const icbc_router_t *r)
+{
+    size_t q = r->cfg.max_rss / 16;
+    return q > (1u << 20) ? q : (1u << 20);
+}
+
+static int mem_fits(icbc_router_t *r, size_t n)
+{
+    if (r->charged_pool == 0) return 1; /* never stall for good */
+    if (r->charged + n > r->cfg.max_memory) return 0;
+    return r->cfg.max_rss == 0 || rss_estimate(r) + n + rss_reserve(r) <= r->cfg.max_rss;
 }
 
 static void mem_take(icbc_router_t *r, size_t n)
 {
     r->charged += n;
     r->charged_pool += n;
+    r->rss_granted += n;
     note_peak(r);
 }
 
@@ -313,6 +342,7 @@ void rt_mem_release(icbc_router_t *r, size_t n, int pool)
 {
     r->charged -= n;
     if (pool) r->charged_pool -= n;
+    if (pool && n >= (64 << 10)) r->rss_at = 0; /* an mmap'ed buffer went back */
     note_peak(r);
     if (first_waiter(r) != NULL) rt_mem_kick(r);
 }

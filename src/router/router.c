@@ -2,6 +2,7 @@
 #include "router.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,9 +154,23 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     }
     st = rt_trunks_create(r, err, errlen);
     if (st != ICBC_OK) goto fail;
+    if (r->cfg.max_rss) {
+        /* Payload buffers of 64 KiB and more come from mmap and go back on
+         * free, so the resident size follows what the router holds. */
+        mallopt(M_MMAP_THRESHOLD, 64 << 10);
+        mallopt(M_TRIM_THRESHOLD, 1 << 20);
+        size_t rss = rt_resident_bytes();
+        if (rss == 0 || rss >= r->cfg.max_rss) {
+            set_err(err, errlen, "router %s: --max-rss %zu is not above its resident size at "
+                    "start (%zu bytes)", r->name, r->cfg.max_rss, rss);
+            st = ICBC_ERR_INVALID;
+            goto fail;
+        }
+    }
     icbc_info("router %s: host %s, fabric %s, WAN %s, %d trunk(s), %d streams each, "
-              "max memory %zu bytes", r->name, host, r->self->fabric.text, r->self->wan.text,
-              r->ntrunks, r->cfg.streams, r->cfg.max_memory);
+              "max memory %zu bytes, max resident %zu bytes (0: none), at start %zu bytes",
+              r->name, host, r->self->fabric.text, r->self->wan.text, r->ntrunks,
+              r->cfg.streams, r->cfg.max_memory, r->cfg.max_rss, rt_resident_bytes());
     *out = r;
     return ICBC_OK;
 
@@ -169,6 +184,16 @@ static void publish(icbc_router_t *r)
     pthread_mutex_lock(&r->pub_lock);
     r->pub = r->st;
     pthread_mutex_unlock(&r->pub_lock);
+}
+
+size_t rt_resident_bytes(void)
+{
+    unsigned long size, resident;
+    FILE *f = fopen("/proc/self/statm", "r");
+    int n = f ? fscanf(f, "%lu %lu", &size, &resident) : 0;
+
+    if (f) fclose(f);
+    return n == 2 ? (size_t) resident * (size_t) sysconf(_SC_PAGESIZE) : 0;
 }
 
 static long peak_rss_kb(void)

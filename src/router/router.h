@@ -39,6 +39,10 @@ typedef struct icbc_router_config {
     const icbc_routerfile_t *rf; /* borrowed; must outlive the router */
     const char *host;            /* which 'router' entry this is; NULL: this host */
     size_t max_memory;           /* bound on buffered payload bytes; 0: 64 MiB */
+    size_t max_rss;              /* bound on the resident size of the whole process, for
+                                  * a router that has its process to itself (daemon);
+                                  * payloads wait while it would be exceeded; 0: none.
+                                  * Sets malloc to return large buffers to the system. */
     int streams;                 /* TCP connections per trunk; 0: 4 */
     int max_pulls;               /* rendezvous pulls from processes in flight at once;
                                   * 0: 4 */

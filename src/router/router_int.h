@@ -182,6 +182,9 @@ struct icbc_router {
     uint64_t wait_seq;
     int kicking, kick_again;
     int pulls;                /* rendezvous pulls in flight (at most cfg.max_pulls) */
+    size_t rss_read;          /* cfg.max_rss: resident bytes when last read, */
+    size_t rss_granted;       /* plus payload memory granted since */
+    double rss_at;            /* ms, monotonic, of that read; 0: read again */
 
     rt_conn_tag_t conn_tag;   /* CONN_ROUTER: argument of accepted, unclaimed connections */
     bt_conn_t *cb_stack[16];  /* connections whose bt_lib callback is running */
@@ -196,6 +199,8 @@ struct icbc_router {
 };
 
 double rt_now_ms(void);
+/* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
+size_t rt_resident_bytes(void);
 
 /* forward.c */
 void rt_queue_init(rt_queue_t *q, rt_queue_kind_t kind, void *owner);

@@ -32,6 +32,8 @@ static void usage(FILE *f)
 "                       host's name: $ICBC_NODE, else gethostname())\n"
 "  --max-memory BYTES   bound on buffered payload bytes (default 64Mi); suffixes\n"
 "                       k, M, G (powers of 1000) and Ki, Mi, Gi (powers of 1024)\n"
+"  --max-rss BYTES      bound on the router process's resident size: payloads\n"
+"                       wait while taking them would exceed it (default: none)\n"
 "  --streams N          TCP connections per trunk, 1..%d (default %d)\n"
 "  --pulls N            rendezvous payloads pulled from processes at once,\n"
 "                       1..1024 (default %d); more wait, so that each arrives\n"
@@ -182,11 +184,12 @@ int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
            O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS,
-           O_STREAMQ, O_LOWAT, O_EAGERWIN };
+           O_STREAMQ, O_LOWAT, O_EAGERWIN, O_MAXRSS };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
         { "max-memory", required_argument, NULL, O_MEM },
+        { "max-rss", required_argument, NULL, O_MAXRSS },
         { "streams", required_argument, NULL, O_STREAMS },
         { "pulls", required_argument, NULL, O_PULLS },
         { "stream-queue", required_argument, NULL, O_STREAMQ },
@@ -228,6 +231,11 @@ int main(int argc, char **argv)
             if (parse_size(optarg, 1, 1LL << 40, &v) < 0)
                 bad_option("--max-memory", optarg, "want 1 byte .. 1 TiB, e.g. 64Mi");
             cfg.max_memory = (size_t) v;
+            break;
+        case O_MAXRSS:
+            if (parse_size(optarg, 1 << 20, 1LL << 40, &v) < 0)
+                bad_option("--max-rss", optarg, "want 1Mi .. 1 TiB, e.g. 64Mi");
+            cfg.max_rss = (size_t) v;
             break;
         case O_STREAMS:
             if (parse_size(optarg, 1, ICBC_ROUTER_STREAMS_MAX, &v) < 0)

@@ -13,7 +13,8 @@
 # With --stress-full, the stress test also runs in its full profile (10,000
 # messages of 0 B - 16 MiB, random datatypes, MPI_ANY_SOURCE, 1 GiB, every
 # payload checksummed) once per listed policy, through icbc-router daemons
-# bounded by --max-memory 16Mi, started afresh for each policy; the routers'
+# bounded by --max-memory 16Mi and --max-rss 24Mi, started afresh for each
+# policy; the routers'
 # peak buffered bytes and peak RSS (VmHWM, and VmRSS right after start) go to
 # the report and to _build/test-clusters/stress-full.txt.
 #
@@ -100,14 +101,16 @@ for src in "$top"/test/mpi/*.c; do
         || report "build-$(basename "$src" .c)" 1 "(see $exe.build.log)"
 done
 
-router_memory=16Mi       # the daemons' --max-memory
+router_memory=16Mi       # the daemons' --max-memory (payload bytes held)
 router_memory_bytes=16777216
+router_rss=24Mi          # the daemons' --max-rss (resident size of the process)
+router_rss_bytes=25165824
 start_daemons() {
     for n in a0 b0; do
         "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
             --routerfile "$state/routers.conf" --host "$n" --device fab0 --daemon \
             --pidfile "$work/router-$n.pid" --logfile "$work/router-$n.log" \
-            --max-memory "$router_memory" \
+            --max-memory "$router_memory" --max-rss "$router_rss" \
             || { report "router-start-$n" 1 "(see $work/router-$n.log)"; return 1; }
     done
     sleep 1
@@ -156,7 +159,8 @@ else
     sed -n '2,6p' "$work/two-jobs-1.out"
 fi
 
-# -- the full stress profile per policy, routers bounded to 16 MiB --------------
+# -- the full stress profile per policy, routers bounded to 16 MiB of payload ---
+# and 24 MiB resident: each router's peak resident size must stay under it
 vm_kib() { # PID FIELD: a Vm* line of /proc/PID/status, in KiB
     sed -n "s/^$2:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$1/status" 2>/dev/null
 }
@@ -173,19 +177,30 @@ if [ -n "$stress_full" ]; then
             MPIR_CVAR_CH4_ICBC_POLICY="$pol" -- --seed $seed
         limit=$limit_saved
         seed=$((seed + 1))
+        declare -A hwm=() peak=()
+        for n in a0 b0; do
+            pid=$(cat "$work/router-$n.pid")
+            hwm[$n]=$(vm_kib "$pid" VmHWM)
+            kill "$pid"; sleep 1
+            peak[$n]=$(grep -E 'stats:' "$work/router-$n.log" | tail -1 | sed -n 's/.*buffered [0-9]* B peak \([0-9]*\) B.*/\1/p')
+            rm -f "$work/router-$n.pid"
+        done
         {
             echo "policy $pol: $(grep -E '^stress: [0-9]+ messages' "$work/stress:full-$pol.log" | head -1)"
             echo "  $(grep -E '^stress: .* ranks' "$work/stress:full-$pol.log" | head -1)"
             echo "  result: $(grep -E '^(No Errors|Found)' "$work/stress:full-$pol.log" | tail -1)"
             for n in a0 b0; do
-                pid=$(cat "$work/router-$n.pid")
-                hwm=$(vm_kib "$pid" VmHWM)
-                kill "$pid"; sleep 1
-                peak=$(grep -E 'stats:' "$work/router-$n.log" | tail -1 | sed -n 's/.*buffered [0-9]* B peak \([0-9]*\) B.*/\1/p')
-                echo "  router $n: --max-memory $router_memory_bytes B, peak buffered ${peak:-?} B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm:-?} KiB"
-                rm -f "$work/router-$n.pid"
+                echo "  router $n: --max-memory $router_memory_bytes B, peak buffered ${peak[$n]:-?} B; --max-rss $router_rss_bytes B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm[$n]:-?} KiB"
             done
         } | tee -a "$work/stress-full.txt" | sed 's/^/    /'
+        for n in a0 b0; do
+            if [ -n "${hwm[$n]}" ] && [ $(( ${hwm[$n]} * 1024 )) -le $router_rss_bytes ]; then
+                report "router-rss:$pol-$n" 0 "(VmHWM ${hwm[$n]} KiB <= --max-rss $router_rss)"
+            else
+                report "router-rss:$pol-$n" 1 "(VmHWM ${hwm[$n]:-?} KiB, --max-rss $router_rss)"
+            fi
+        done
+        unset hwm peak
         unset rss0
     done
     start_daemons
