@@ -192,9 +192,9 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
 
 void rt_fabric_credit(icbc_router_t *r, uint64_t job, uint32_t rank, size_t n)
 {
-    rt_peer_t *p = r->destroying ? NULL : rt_lookup(r, job, rank);
+    rt_peer_t *p = r->destroying || n == 0 ? NULL : rt_lookup(r, job, rank);
 
-    if (p == NULL) return; /* gone: nobody waits for it */
+    if (p == NULL) return; /* nothing owed, or gone: nobody waits for it */
     p->credit_due += n;
     if (p->credit_due >= r->cfg.eager_window / 4 && !rt_list_linked(&p->credit_link))
         rt_list_push(&r->credit_pending, &p->credit_link);
@@ -261,13 +261,13 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
                               : rh->dst_cluster >= icbc_routerfile_num_clusters(r->rf)
                                   ? "no such cluster"
                                   : "trunk down");
-        if (credit) rt_fabric_credit(r, p->job, p->rank, credit);
+        rt_fabric_credit(r, p->job, p->rank, credit);
         return 0;
     }
     m = rt_msg_new(r, rcv->hdr, rcv->hdr_len, rh, FROM_FABRIC);
     if (m == NULL) {
         rt_unreachable(r, rh, "out of memory");
-        if (credit) rt_fabric_credit(r, p->job, p->rank, credit);
+        rt_fabric_credit(r, p->job, p->rank, credit);
         return 0;
     }
     m->len = rcv->len;

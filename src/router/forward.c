@@ -254,7 +254,8 @@ static void note_peak(icbc_router_t *r)
 }
 
 /* With cfg.max_rss: the process's resident bytes, read at most once a
- * millisecond (and after every release), plus what was granted since. */
+ * millisecond (and after a large buffer was freed), plus what was granted
+ * since. */
 static size_t rss_estimate(icbc_router_t *r)
 {
     double now = rt_now_ms();

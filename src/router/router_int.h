@@ -235,7 +235,7 @@ void rt_fabric_timers(struct icbc_router *r, double now, double *next);
 void rt_fabric_destroy(struct icbc_router *r);
 /* CLUSTER_STATE for CLUSTER to every registered process. */
 void rt_fabric_cluster_state(struct icbc_router *r, int cluster, int reachable);
-/* An eager MSG of (JOB, RANK) costing N window bytes left the router. */
+/* An eager MSG of (JOB, RANK) costing N window bytes (0: none) left the router. */
 void rt_fabric_credit(struct icbc_router *r, uint64_t job, uint32_t rank, size_t n);
 /* Sends the CREDITs that came due (from the loop, never in a UCX callback). */
 void rt_fabric_send_credits(struct icbc_router *r);

@@ -101,10 +101,8 @@ for src in "$top"/test/mpi/*.c; do
         || report "build-$(basename "$src" .c)" 1 "(see $exe.build.log)"
 done
 
-router_memory=16Mi       # the daemons' --max-memory (payload bytes held)
-router_memory_bytes=16777216
-router_rss=24Mi          # the daemons' --max-rss (resident size of the process)
-router_rss_bytes=25165824
+router_memory=$((16 << 20))  # the daemons' --max-memory (payload bytes held)
+router_rss=$((24 << 20))     # the daemons' --max-rss (resident size of the process)
 start_daemons() {
     for n in a0 b0; do
         "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
@@ -190,14 +188,14 @@ if [ -n "$stress_full" ]; then
             echo "  $(grep -E '^stress: .* ranks' "$work/stress:full-$pol.log" | head -1)"
             echo "  result: $(grep -E '^(No Errors|Found)' "$work/stress:full-$pol.log" | tail -1)"
             for n in a0 b0; do
-                echo "  router $n: --max-memory $router_memory_bytes B, peak buffered ${peak[$n]:-?} B; --max-rss $router_rss_bytes B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm[$n]:-?} KiB"
+                echo "  router $n: --max-memory $router_memory B, peak buffered ${peak[$n]:-?} B; --max-rss $router_rss B, VmRSS after start ${rss0[$n]:-?} KiB, VmHWM ${hwm[$n]:-?} KiB"
             done
         } | tee -a "$work/stress-full.txt" | sed 's/^/    /'
         for n in a0 b0; do
-            if [ -n "${hwm[$n]}" ] && [ $(( ${hwm[$n]} * 1024 )) -le $router_rss_bytes ]; then
-                report "router-rss:$pol-$n" 0 "(VmHWM ${hwm[$n]} KiB <= --max-rss $router_rss)"
+            if [ -n "${hwm[$n]}" ] && [ $(( ${hwm[$n]} * 1024 )) -le $router_rss ]; then
+                report "router-rss:$pol-$n" 0 "(VmHWM ${hwm[$n]} KiB <= --max-rss $router_rss B)"
             else
-                report "router-rss:$pol-$n" 1 "(VmHWM ${hwm[$n]:-?} KiB, --max-rss $router_rss)"
+                report "router-rss:$pol-$n" 1 "(VmHWM ${hwm[$n]:-?} KiB, --max-rss $router_rss B)"
             fi
         done
         unset hwm peak
