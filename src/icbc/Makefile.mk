@@ -23,3 +23,7 @@ include_icbc_HEADERS += src/icbc/icbc_bcard.h src/icbc/icbc_peer.h src/icbc/icbc
 # Route header of routed and TCP messages, router registration proof.
 libicbc_la_SOURCES += src/icbc/route.c
 include_icbc_HEADERS += src/icbc/icbc_route.h src/icbc/icbc_bytes.h
+
+# Network interfaces: the fabric device UCX is opened on (docs/router.md, SECURITY).
+libicbc_la_SOURCES += src/icbc/netif.c
+include_icbc_HEADERS += src/icbc/icbc_netif.h

@@ -5,10 +5,12 @@ libicbc_la_LDFLAGS = $(UCX_LDFLAGS)
 libicbc_la_LIBADD += $(UCX_LIBS)
 libicbc_la_SOURCES += \
     src/mx_router/mx_map.c \
+    src/mx_router/mx_guard.c \
     src/mx_router/mx_server.c \
     src/mx_router/mx_client.c
 include_icbc_HEADERS += \
     src/mx_router/mx_router.h \
     src/mx_router/mx_client.h \
     src/mx_router/mx_server.h \
-    src/mx_router/mx_map.h
+    src/mx_router/mx_map.h \
+    src/mx_router/mx_guard.h

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ucp/api/ucp.h>
 
 #include "icbc_log.h"
+#include "mx_guard.h"
 #include "mx_map.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
@@ -71,6 +73,8 @@ struct mx_peer {
     void *arg;             /* the owner's, see mx_peer_set_arg */
     mx_peer_t *prev, *next; /* all peers of the server */
     mx_peer_t *close_next;  /* in server->to_close */
+    int trusted;            /* counted in the guard's trust of its host */
+    struct sockaddr_storage sa; /* the process's address (family 0: unknown) */
     char addr[64];
 };
 
@@ -86,7 +90,24 @@ struct mx_server {
     mx_peer_t *peers;       /* every peer not yet freed */
     mx_peer_t *to_close;    /* peers whose ep is to be closed from the loop */
     size_t closing;         /* close operations in flight */
+    mx_guard_t *guard;      /* bound on connections of hosts without a registered process */
 };
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
+}
+
+static void peer_untrust(mx_peer_t *p)
+{
+    if (!p->trusted) return;
+    p->trusted = 0;
+    if (p->server->guard)
+        mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, now_ms());
+}
 
 static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
 {
@@ -112,6 +133,7 @@ static void peer_unlink(mx_peer_t *p)
 {
     mx_server_t *s = p->server;
 
+    peer_untrust(p);
     if (p->prev) p->prev->next = p->next;
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
@@ -125,6 +147,7 @@ static void peer_schedule_close(mx_peer_t *p, int flush)
     mx_server_t *s = p->server;
 
     if (p->state != PEER_OPEN) return;
+    peer_untrust(p);
     p->state = PEER_CLOSING;
     p->flush = flush;
     mx_map_del(&s->by_ep, (uintptr_t) p->ep, 0);
@@ -189,9 +212,10 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         return;
     }
     p->server = s;
-    if (ucp_conn_request_query(req, &attr) == UCS_OK)
+    if (ucp_conn_request_query(req, &attr) == UCS_OK) {
+        p->sa = attr.client_address;
         format_addr((const struct sockaddr *) &attr.client_address, p->addr, sizeof(p->addr));
-    else
+    } else
         snprintf(p->addr, sizeof(p->addr), "(unknown)");
 
     ucp_ep_params_t ep_params = {
@@ -257,6 +281,10 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
     s->rndv_thresh = opts->rndv_thresh ? opts->rndv_thresh : MX_RNDV_THRESH_DEFAULT;
     mx_map_init(&s->by_ep);
     format_addr(opts->addr, addr, sizeof(addr));
+    if (mx_guard_begin(&s->guard) != ICBC_OK) {
+        free(s);
+        return ICBC_ERR_NO_MEMORY;
+    }
 
     /* A router restarted (or an embedded one started by the next job) must
      * get its fixed address back while old connections sit in TIME_WAIT;
@@ -317,6 +345,10 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
         mx_server_destroy(s);
         return ICBC_ERR_IO;
     }
+    /* The listener and the TCP transport's own port(s) of the worker. */
+    if (mx_guard_end(s->guard) == 0)
+        icbc_warn("fabric: found none of UCX's listening sockets; connections of hosts without "
+                  "a registered process are not bounded");
     *out = s;
     return ICBC_OK;
 
@@ -340,6 +372,7 @@ void mx_server_destroy(mx_server_t *s)
     if (s->worker) ucp_worker_destroy(s->worker);
     if (s->context) ucp_cleanup(s->context);
     mx_map_free(&s->by_ep);
+    mx_guard_free(s->guard);
     free(s);
 }
 
@@ -479,4 +512,16 @@ const char *mx_peer_addr_text(const mx_peer_t *p)
 size_t mx_server_num_peers(const mx_server_t *s)
 {
     return s->by_ep.count;
+}
+
+void mx_server_trust_peer(mx_peer_t *p)
+{
+    if (p->trusted || p->state != PEER_OPEN || p->sa.ss_family == 0 || !p->server->guard) return;
+    p->trusted = 1;
+    mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, now_ms());
+}
+
+size_t mx_server_guard(mx_server_t *s, double timeout_ms, size_t max_untrusted)
+{
+    return s->guard ? mx_guard_scan(s->guard, now_ms(), timeout_ms, max_untrusted) : 0;
 }

@@ -93,6 +93,15 @@ void mx_peer_set_arg(mx_peer_t *p, void *arg);
 void *mx_peer_arg(const mx_peer_t *p);
 const char *mx_peer_addr_text(const mx_peer_t *p); /* "10.11.0.5:53122" */
 
+/* P proved itself (registered): the connections of its host are trusted
+ * while it is open. Until then they are bounded by mx_server_guard. */
+void mx_server_trust_peer(mx_peer_t *p);
+
+/* Shuts down the connections to the server's UCX ports from hosts without a
+ * trusted process that are older than TIMEOUT_MS, and the oldest beyond
+ * MAX_UNTRUSTED (mx_guard.h); returns how many. Call it periodically. */
+size_t mx_server_guard(mx_server_t *s, double timeout_ms, size_t max_untrusted);
+
 /* Endpoints currently open (connected and not yet closed). */
 size_t mx_server_num_peers(const mx_server_t *s);
 

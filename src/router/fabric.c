@@ -177,6 +177,7 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
         return;
     }
     p->registered = 1;
+    mx_server_trust_peer(p->mp);
     p->job = rh->job;
     p->rank = rh->src_rank;
     rt_list_del(&p->unreg_link);
@@ -359,6 +360,17 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
         }
         refuse(p, 0, "no REGISTER in time");
     }
+    /* Connections UCX holds for hosts without a registered process: each
+     * is shut down once it is as old as the registration deadline. */
+    if (now >= r->next_guard) {
+        double period = r->cfg.register_ms / 4.0;
+        if (period > 1000) period = 1000;
+        if (period < 50) period = 50;
+        r->st.fabric_conns_closed +=
+            mx_server_guard(r->fabric, r->cfg.register_ms, (size_t) r->cfg.max_unregistered);
+        r->next_guard = now + period;
+    }
+    if (r->next_guard < *next) *next = r->next_guard;
 }
 
 void rt_fabric_destroy(icbc_router_t *r)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "icbc_log.h"
+#include "icbc_netif.h"
 #include "router_int.h"
 
 double rt_now_ms(void)
@@ -82,6 +83,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (r->cfg.stream_queue == 0) r->cfg.stream_queue = ICBC_ROUTER_STREAM_QUEUE_DEFAULT;
     if (r->cfg.notsent_lowat == 0) r->cfg.notsent_lowat = ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT;
     if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
+    if (r->cfg.max_unregistered <= 0)
+        r->cfg.max_unregistered = ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0) r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
     if (r->cfg.eager_window == 0) {
         r->cfg.eager_window = r->cfg.max_memory / 256;
@@ -134,11 +137,20 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         goto fail;
     }
 
+    /* UCX on the fabric device alone: its ports must not face the WAN. */
+    if (cfg->ucx_devices == NULL &&
+        icbc_netif_holding((const struct sockaddr *) &r->self->fabric.sa, r->fabric_dev,
+                           sizeof(r->fabric_dev)) != ICBC_OK) {
+        set_err(err, errlen, "router %s: fabric=%s (%s:%d) is not an address of this host",
+                r->name, r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
+        st = ICBC_ERR_NOT_FOUND;
+        goto fail;
+    }
     mx_server_opts_t mo = {
         .addr = (const struct sockaddr *) &r->self->fabric.sa,
         .addrlen = r->self->fabric.salen,
         .tls = cfg->ucx_tls,
-        .devices = cfg->ucx_devices,
+        .devices = cfg->ucx_devices ? cfg->ucx_devices : r->fabric_dev,
         .rndv_thresh = cfg->rndv_thresh,
     };
     st = mx_server_create(&mo, &rt_fabric_cbs, r, &r->fabric);
@@ -167,9 +179,9 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
             goto fail;
         }
     }
-    icbc_info("router %s: host %s, fabric %s, WAN %s, %d trunk(s), %d streams each, "
-              "max memory %zu bytes, max resident %zu bytes (0: none), at start %zu bytes",
-              r->name, host, r->self->fabric.text, r->self->wan.text, r->ntrunks,
+    icbc_info("router %s: host %s, fabric %s (UCX device %s), WAN %s, %d trunk(s), %d streams "
+              "each, max memory %zu bytes, max resident %zu bytes (0: none), at start %zu bytes",
+              r->name, host, r->self->fabric.text, mo.devices, r->self->wan.text, r->ntrunks,
               r->cfg.streams, r->cfg.max_memory, r->cfg.max_rss, rt_resident_bytes());
     *out = r;
     return ICBC_OK;
@@ -216,7 +228,7 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
              "stats: out %llu msgs %llu B, in %llu msgs %llu B, local %llu msgs %llu B, "
              "unreachable %llu, refused fabric %llu trunk %llu, buffered %llu B peak %llu B, "
              "registered %llu, trunks up %llu/%llu, clusters unreachable %llu, "
-             "unpulled %llu peak %llu, peak RSS %ld KiB",
+             "unpulled %llu peak %llu, peak RSS %ld KiB, unregistered fabric connections closed %llu",
              (unsigned long long) st->msgs_out, (unsigned long long) st->bytes_out,
              (unsigned long long) st->msgs_in, (unsigned long long) st->bytes_in,
              (unsigned long long) st->msgs_local, (unsigned long long) st->bytes_local,
@@ -225,7 +237,8 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
              (unsigned long long) st->peak_buffered, (unsigned long long) st->registered,
              (unsigned long long) st->trunks_up, (unsigned long long) st->trunks,
              (unsigned long long) st->clusters_unreachable, (unsigned long long) st->descs_held,
-             (unsigned long long) st->peak_descs_held, st->peak_rss_kb);
+             (unsigned long long) st->peak_descs_held, st->peak_rss_kb,
+             (unsigned long long) st->fabric_conns_closed);
 }
 
 static void stats_line(icbc_router_t *r)

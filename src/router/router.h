@@ -29,6 +29,7 @@ typedef struct icbc_router icbc_router_t;
 #define ICBC_ROUTER_STREAMS_DEFAULT 4
 #define ICBC_ROUTER_STREAMS_MAX 64
 #define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
+#define ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT 4096
 #define ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT 10000
 #define ICBC_ROUTER_STREAM_QUEUE_DEFAULT (1u << 20)
 #define ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT (256 << 10)
@@ -53,12 +54,16 @@ typedef struct icbc_router_config {
     int notsent_lowat;           /* TCP_NOTSENT_LOWAT of the trunks; 0: 256 KiB; < 0: off */
     double stats_interval;       /* seconds between stats lines; 0: none */
     const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
-    const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: UCX's choice */
+    const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: the interface that holds the
+                                  * router's fabric address (icbc_netif.h) */
     size_t rndv_thresh;          /* fabric payloads above this go by rendezvous; 0: 8 KiB */
     size_t eager_window;         /* eager bytes (AM header + payload) one process may have
                                   * in this router at once; 0: max_memory / 256, within
                                   * 64 KiB .. 4 MiB */
-    int register_ms;             /* REGISTER deadline after connect; 0: 5000 */
+    int register_ms;             /* REGISTER deadline after connect; 0: 5000. Also the
+                                  * age at which a connection to the UCX ports from a
+                                  * host without a registered process is shut down */
+    int max_unregistered;        /* such connections held at once; 0: 4096 */
     int trunk_wait_ms;           /* how long a message waits for a trunk to come up;
                                   * 0: 10000; < 0: not at all */
 } icbc_router_config_t;
@@ -69,6 +74,7 @@ typedef struct icbc_router_stats {
     uint64_t msgs_local, bytes_local; /* fabric -> fabric (both ends in this cluster) */
     uint64_t unreachable;             /* messages that could not be delivered */
     uint64_t refused_fabric;          /* processes refused (bad or missing REGISTER) */
+    uint64_t fabric_conns_closed;     /* UCX-port connections shut by the guard (mx_guard.h) */
     uint64_t refused_trunk;           /* trunk connections refused (authentication, identity) */
     uint64_t buffered, peak_buffered; /* payload bytes held now / at most */
     uint64_t registered;              /* processes registered now */

@@ -16,6 +16,7 @@
 #ifndef RT_ROUTER_INT_H
 #define RT_ROUTER_INT_H
 
+#include <net/if.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -151,6 +152,7 @@ struct icbc_router {
     int index;                /* own router index in the cluster */
     const icbc_rf_router_t *self;
     char name[64];            /* "a/0 (host a0)" for logs */
+    char fabric_dev[IF_NAMESIZE + 1]; /* interface of the fabric address (UCX device) */
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
 
@@ -196,6 +198,7 @@ struct icbc_router {
     icbc_router_stats_t pub;  /* copy for other threads, under pub_lock */
     pthread_mutex_t pub_lock;
     double next_stats;
+    double next_guard;        /* ms, monotonic: next scan of the UCX ports' connections */
 };
 
 double rt_now_ms(void);

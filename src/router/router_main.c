@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +55,16 @@ static void usage(FILE *f)
 "                       one process may have in the router at once; it sends\n"
 "                       more as the router credits what it handed on\n"
 "                       (default: --max-memory / 256, within 64Ki .. 4Mi)\n"
-"  --register-timeout MS  a process must REGISTER within this time (default 5000)\n"
+"  --register-timeout MS  a process must REGISTER within this time (default 5000);\n"
+"                       a connection to the UCX ports from a host without a\n"
+"                       registered process is shut down at this age\n"
+"  --max-unregistered N such connections held at once; beyond it the oldest\n"
+"                       are shut down (default 4096)\n"
 "  --trunk-wait MS      how long a message waits for a trunk to its cluster to\n"
 "                       come up before UNREACHABLE (default 10000; 0: no wait)\n"
 "  --ucx-tls LIST       UCX transports when UCX_TLS is not set (default tcp)\n"
-"  --device DEV         UCX network device(s), as UCX_NET_DEVICES (default: UCX's)\n"
+"  --device DEV         UCX network device(s), as UCX_NET_DEVICES (default: the\n"
+"                       interface that holds the router's fabric address)\n"
 "  --log-level L        error, warn, info or debug (default info; or\n"
 "                       $ICBC_LOG_LEVEL)\n"
 "  --stats-interval S   print a stats line every S seconds (default: only at exit)\n"
@@ -184,7 +190,7 @@ int main(int argc, char **argv)
 {
     enum { O_RF = 256, O_HOST, O_MEM, O_STREAMS, O_PACING, O_SNDBUF, O_RCVBUF, O_LEVEL,
            O_DAEMON, O_PIDFILE, O_STATS, O_HELP, O_RNDV, O_REGTO, O_TLS, O_DEV, O_LOGFILE, O_TRUNKWAIT, O_PULLS,
-           O_STREAMQ, O_LOWAT, O_EAGERWIN, O_MAXRSS };
+           O_STREAMQ, O_LOWAT, O_EAGERWIN, O_MAXRSS, O_MAXUNREG };
     static const struct option opts[] = {
         { "routerfile", required_argument, NULL, O_RF },
         { "host", required_argument, NULL, O_HOST },
@@ -200,6 +206,7 @@ int main(int argc, char **argv)
         { "rndv-thresh", required_argument, NULL, O_RNDV },
         { "eager-window", required_argument, NULL, O_EAGERWIN },
         { "register-timeout", required_argument, NULL, O_REGTO },
+        { "max-unregistered", required_argument, NULL, O_MAXUNREG },
         { "trunk-wait", required_argument, NULL, O_TRUNKWAIT },
         { "ucx-tls", required_argument, NULL, O_TLS },
         { "device", required_argument, NULL, O_DEV },
@@ -287,6 +294,11 @@ int main(int argc, char **argv)
                 bad_option("--register-timeout", optarg, "want 1 .. 3600000 ms");
             cfg.register_ms = (int) v;
             break;
+        case O_MAXUNREG:
+            if (parse_size(optarg, 1, 1 << 20, &v) < 0)
+                bad_option("--max-unregistered", optarg, "want 1 .. 1048576");
+            cfg.max_unregistered = (int) v;
+            break;
         case O_TRUNKWAIT:
             if (parse_size(optarg, 0, 3600000, &v) < 0)
                 bad_option("--trunk-wait", optarg, "want 0 .. 3600000 ms");
@@ -348,6 +360,15 @@ int main(int argc, char **argv)
     snprintf(ident, sizeof(ident), "icbc-router %d", (int) getpid());
     icbc_log_set_ident(ident);
     signal(SIGPIPE, SIG_IGN);
+
+    /* Room for --max-unregistered silent connections beside the processes
+     * and trunks the router serves: the soft descriptor limit goes up to the
+     * hard one. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
 
     cfg.rf = rf;
     st = icbc_router_create(&cfg, &the_router, err, sizeof(err));

@@ -9,7 +9,7 @@
 dir=$(cd "$(dirname "$0")" && pwd)
 tests=("$@")
 if (( ${#tests[@]} == 0 )); then
-    for t in args single rtt throughput overload private down; do tests+=("$dir/$t.sh"); done
+    for t in args single rtt throughput overload private reach down; do tests+=("$dir/$t.sh"); done
 fi
 passed=0 failed=0
 start=$(date +%s)

@@ -52,6 +52,9 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
 /* Routed and TCP paths (icbc_xpath.c). */
 int MPIDI_ICBC_xpath_init_local(void);
 const icbc_bcard_tcp_t *MPIDI_ICBC_xpath_card_tcp(int *n);
+/* UCX devices between nodes: MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES, else the
+ * fabric device(s) towards our cluster's routers; NULL: UCX's choice. */
+const char *MPIDI_ICBC_xpath_ucx_devices(void);
 int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len);
 /* Returns how many events it handled (0: nothing happened). */
 int MPIDI_ICBC_xpath_progress(void);

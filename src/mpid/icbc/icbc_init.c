@@ -58,7 +58,12 @@ cvars:
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
         UCX network devices used between nodes (UCX_NET_DEVICES syntax, e.g.
-        "fab0" or "mlx5_0:1"). Empty keeps UCX_NET_DEVICES or UCX's default.
+        "fab0" or "mlx5_0:1"). Empty (default): with a router file whose
+        cluster of this process has routers, the interface(s) this host uses
+        to reach their fabric= addresses, so that UCX listens on the fabric
+        only and never on a WAN-facing or management interface; without
+        one, UCX_NET_DEVICES or UCX's default. Also the device of an
+        embedded router.
 
     - name        : MPIR_CVAR_CH4_ICBC_YIELD
       category    : CH4_ICBC
@@ -146,8 +151,8 @@ static int configure_ucx(ucp_config_t * config)
         MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
                              "**icbc_ucx %s %s", "setting UCX_TLS", ucs_status_string(status));
     }
-    if (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) {
-        status = ucp_config_modify(config, "NET_DEVICES", MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES);
+    if (MPIDI_ICBC_xpath_ucx_devices()) {
+        status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_xpath_ucx_devices());
         MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
                              "**icbc_ucx %s %s", "setting UCX_NET_DEVICES",
                              ucs_status_string(status));

@@ -13,7 +13,10 @@
 #include "core/icbc_routerfile.h"
 #include "router/router.h"
 
+#include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /*
@@ -76,6 +79,21 @@ static struct {
     int running;
 } E;
 
+/* True when something listens on ADDR already (a router daemon, or the
+ * embedded router of another job on this host). SO_REUSEADDR: sockets of an
+ * earlier router in TIME_WAIT do not count. */
+static int addr_in_use(const icbc_rf_addr_t * a)
+{
+    int one = 1, in_use, fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    in_use = bind(fd, (const struct sockaddr *) &a->sa, a->salen) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return in_use;
+}
+
 static void *router_thread(void *arg)
 {
     icbc_router_run(E.router);
@@ -86,7 +104,9 @@ int MPIDI_ICBC_router_embed_start(void)
 {
     char err[ICBC_RF_ERR_LEN + 128];
     char host[ICBC_RF_HOST_MAX + 1];
-    int cluster;
+    char why[ICBC_RF_ERR_LEN + 256];
+    const icbc_rf_router_t *rt;
+    int cluster, rc;
 
     if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0)
         return MPI_SUCCESS;
@@ -94,31 +114,41 @@ int MPIDI_ICBC_router_embed_start(void)
         return MPI_SUCCESS;     /* no router file: nothing to embed (errors come from xpath) */
     if (icbc_routerfile_num_clusters(E.rf) < 2 ||
         icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK ||
-        icbc_routerfile_find_router(E.rf, host, &cluster) == NULL)
+        (rt = icbc_routerfile_find_router(E.rf, host, &cluster)) == NULL)
         goto none;
 
+    if (addr_in_use(&rt->fabric) || addr_in_use(&rt->wan)) {
+        /* a daemon (or another job's router) serves this host: use it */
+        if (getenv("ICBC_LOG_LEVEL"))
+            fprintf(stderr, "icbc: rank %d uses the router already listening on %s / %s\n",
+                    MPIR_Process.rank, rt->fabric.text, rt->wan.text);
+        goto none;
+    }
     icbc_router_config_t cfg = {
         .rf = E.rf,
         .host = host,
         .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
         .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
         .max_pulls = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_PULLS, 1),
-        /* the router's fabric side must use the device its processes use */
+        /* as its processes when the user chose; else the interface of its
+         * own fabric address */
         .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES &&
                         MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) ?
             MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES : NULL,
     };
     if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
-        /* most likely a daemon holds the addresses: use it */
-        if (getenv("ICBC_LOG_LEVEL"))
-            fprintf(stderr, "icbc: rank %d runs no embedded router on %s: %s\n",
-                    MPIR_Process.rank, host, err);
-        goto none;
+        snprintf(why, sizeof(why), "rank %d cannot start the embedded router of host %s "
+                 "(router file %s): %s", MPIR_Process.rank, host,
+                 icbc_routerfile_name(E.rf), err);
+        goto fail;
     }
-    if (pthread_create(&E.thread, NULL, router_thread, NULL) != 0) {
+    rc = pthread_create(&E.thread, NULL, router_thread, NULL);
+    if (rc != 0) {
         icbc_router_destroy(E.router);
         E.router = NULL;
-        goto none;
+        snprintf(why, sizeof(why), "rank %d cannot start the embedded router thread of host "
+                 "%s: %s", MPIR_Process.rank, host, strerror(rc));
+        goto fail;
     }
     E.running = 1;
     return MPI_SUCCESS;
@@ -127,6 +157,12 @@ int MPIDI_ICBC_router_embed_start(void)
     icbc_routerfile_free(E.rf);
     E.rf = NULL;
     return MPI_SUCCESS;
+
+  fail:
+    icbc_routerfile_free(E.rf);
+    E.rf = NULL;
+    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                "**icbc_cfg", "**icbc_cfg %s", why);
 }
 
 void MPIDI_ICBC_router_embed_stop(void)

@@ -20,6 +20,7 @@
 #include "core/icbc_routerfile.h"
 #include "core/icbc_route.h"
 #include "core/icbc_bcard.h"
+#include "core/icbc_netif.h"
 #include "mx_router/mx_client.h"
 #include "bt_lib/bt_lib.h"
 
@@ -133,6 +134,7 @@ static struct {
     tcp_peer_t *tcp;
     bt_opts_t opts;
     const icbc_bcard_t *cards;  /* during init only */
+    char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
 } P;
 
 static int policy_uses_routers(void)
@@ -593,9 +595,9 @@ static void choose_tcp_addrs(uint16_t port)
             have_fab = local_addr_towards((const struct sockaddr *) &cl->routers[0].fabric.sa,
                                           cl->routers[0].fabric.salen, &fab);
     }
-    if (have_fab && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) {
+    if (have_fab && MPIDI_ICBC_xpath_ucx_devices()) {
         char dev[IF_NAMESIZE + 1];
-        snprintf(dev, sizeof(dev), "%s", MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES);
+        snprintf(dev, sizeof(dev), "%s", MPIDI_ICBC_xpath_ucx_devices());
         dev[strcspn(dev, ":,")] = '\0';
         have_fab = iface_addr(dev, &fab);
     }
@@ -653,6 +655,13 @@ int MPIDI_ICBC_xpath_init_local(void)
         st = icbc_routerfile_read_key(P.rf, P.key, sizeof(P.key), &P.keylen, err, sizeof(err));
         if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
             return xpath_error(err);
+        /* UCX on the fabric alone (docs/router.md, SECURITY); the CVAR overrides. */
+        if (!(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])) {
+            st = icbc_netif_fabric_devices(P.rf, P.cluster, P.fabric_devs,
+                                           sizeof(P.fabric_devs), err, sizeof(err));
+            if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
+                return xpath_error(err);
+        }
     }
     P.use_tcp = P.policy == ICBC_RF_POLICY_TCP ||
         (P.policy == ICBC_RF_POLICY_ALLTOALL && P.rf && icbc_routerfile_num_clusters(P.rf) > 1);
@@ -678,6 +687,13 @@ int MPIDI_ICBC_xpath_init_local(void)
         choose_tcp_addrs(ntohs(((struct sockaddr_in *) &ss)->sin_port));
     }
     return mpi_errno;
+}
+
+const char *MPIDI_ICBC_xpath_ucx_devices(void)
+{
+    if (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])
+        return MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES;
+    return P.fabric_devs[0] ? P.fabric_devs : NULL;
 }
 
 const icbc_bcard_tcp_t *MPIDI_ICBC_xpath_card_tcp(int *n)
