@@ -120,6 +120,8 @@ tests() {
     run_suite unit unit_tests
     [ -x "$top/test/testbed/run.sh" ] && run_suite testbed "$top/test/testbed/run.sh"
     run_suite mpi "$top/test/mpi/run.sh" --prefix "$prefix"
+    run_suite first-contact python3 "$top/test/mpi/first_contact.py" --prefix "$prefix"
+    run_suite trust-boundary python3 "$top/test/mpi/trust_boundary.py" --prefix "$prefix"
     run_suite clusters "$top/test/mpi/run-clusters.sh" --prefix "$prefix" --quick \
         --mpich-dirs "pt2pt coll comm datatype rma part"
     [ -x "$top/test/mpich/run-testsuite.sh" ] && \

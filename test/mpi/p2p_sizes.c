@@ -3,7 +3,9 @@
  * 8 MiB that matters, contiguous and strided datatypes, expected and
  * unexpected arrival, MPI_ANY_SOURCE, synchronous sends, probe/mprobe of
  * rendezvous messages and truncation. Payloads are checked byte by byte.
- * Run with an even number of ranks; rank i talks to rank i^1.
+ * Run with an even number of ranks; rank i talks to rank i^1, or with --half
+ * to rank i + n/2 (mod n): across clusters when a host file lists one
+ * cluster after the other.
  */
 #include "icbc_test.h"
 
@@ -135,6 +137,10 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int peer = rank ^ 1, lower = !(rank & 1);
+    if (argc > 1 && !strcmp(argv[1], "--half")) {
+        peer = (rank + size / 2) % size;
+        lower = rank < size / 2;
+    }
     contiguous(peer, lower, 0, 0, 0);
     contiguous(peer, lower, 1, 0, 0);
     contiguous(peer, lower, 0, 1, 0);

@@ -90,7 +90,8 @@ trap cleanup EXIT
     || { echo "FAIL testbed-up (see $work/testbed.log)"; echo "0 passed, 1 failed"; exit 1; }
 # shellcheck disable=SC1090
 . "$state/env"
-export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
+# No UCX device is pinned: processes and routers derive the fabric device
+# from the router file, as in a user's run.
 export HYDRA_LAUNCHER_AUTOFORK=0
 printf 'a0\nb0\na1\nb1\n' > "$work/hosts"
 mpiexec_args=(-f "$work/hosts")
@@ -106,7 +107,7 @@ router_rss=$((24 << 20))     # the daemons' --max-rss (resident size of the proc
 start_daemons() {
     for n in a0 b0; do
         "$testbed" exec --name "$name" "$n" -- "$prefix/bin/icbc-router" \
-            --routerfile "$state/routers.conf" --host "$n" --device fab0 --daemon \
+            --routerfile "$state/routers.conf" --host "$n" --daemon \
             --pidfile "$work/router-$n.pid" --logfile "$work/router-$n.log" \
             --max-memory "$router_memory" --max-rss "$router_rss" \
             || { report "router-start-$n" 1 "(see $work/router-$n.log)"; return 1; }
