@@ -1,9 +1,10 @@
 /*
  * Network interfaces of this host, as the router file sees them. The fabric
- * device of a cluster is the interface this host uses to reach the fabric
- * addresses of the cluster's routers: the interface that holds the local
- * address the kernel picks towards them (on a router host, the interface
- * that holds the router's own fabric address).
+ * device of a cluster is the interface that holds an address in the
+ * cluster's 'fabric' network when the router file gives one; else the
+ * interface this host uses to reach the fabric addresses of the cluster's
+ * routers: the one that holds the local address the kernel picks towards
+ * them (on a router host, the one that holds the router's own fabric address).
  *
  * UCX is opened on that device alone (docs/router.md, SECURITY): its ports
  * then listen on the fabric address only, never on a WAN-facing or a
@@ -37,11 +38,16 @@ icbc_status_t icbc_netif_towards(const struct sockaddr *dst, socklen_t dstlen, c
 /* Name of the interface that holds ADDR itself; ICBC_ERR_NOT_FOUND if none. */
 icbc_status_t icbc_netif_holding(const struct sockaddr *addr, char *name, size_t namelen);
 
-/* The fabric device(s) of CLUSTER seen from this host: every distinct
- * interface towards the fabric addresses of its routers, in router order,
- * joined by ','. ICBC_ERR_NOT_FOUND when the cluster has no routers (no
- * device can be derived: keep UCX's choice); any other error leaves one
- * line in ERR naming the router and its address. */
+/* Name of the first interface with an address in NET/PREFIX. */
+icbc_status_t icbc_netif_in_network(const struct sockaddr_storage *net, int prefix, char *name,
+                                    size_t namelen);
+
+/* The fabric device(s) of CLUSTER seen from this host: the interface in its
+ * 'fabric' network, else every distinct interface towards the fabric
+ * addresses of its routers, in router order, joined by ','.
+ * ICBC_ERR_NOT_FOUND when the cluster has neither (no device can be
+ * derived: keep UCX's choice); any other error leaves one line in ERR
+ * naming the file and line. */
 icbc_status_t icbc_netif_fabric_devices(const icbc_routerfile_t *rf, int cluster, char *list,
                                         size_t listlen, char *err, size_t errlen);
 

@@ -69,6 +69,9 @@ typedef struct {
     const char *const *hosts; /* in file order */
     size_t nrouters;
     const icbc_rf_router_t *routers; /* in file order */
+    int fabric_line;          /* line of the 'fabric' entry; 0: none */
+    struct sockaddr_storage fabric_net; /* its network address (port 0, host bits 0) */
+    int fabric_prefix;        /* its prefix length */
 } icbc_rf_cluster_t;
 
 typedef struct {

@@ -56,6 +56,48 @@ icbc_status_t icbc_netif_towards(const struct sockaddr *dst, socklen_t dstlen, c
     return icbc_netif_holding((const struct sockaddr *) &local, name, namelen);
 }
 
+static int in_network(const struct sockaddr *a, const struct sockaddr_storage *net, int prefix)
+{
+    const unsigned char *x, *y;
+    int bits;
+
+    if (a->sa_family != net->ss_family) return 0;
+    if (a->sa_family == AF_INET) {
+        x = (const unsigned char *) &((const struct sockaddr_in *) a)->sin_addr;
+        y = (const unsigned char *) &((const struct sockaddr_in *) net)->sin_addr;
+    } else if (a->sa_family == AF_INET6) {
+        x = (const unsigned char *) &((const struct sockaddr_in6 *) a)->sin6_addr;
+        y = (const unsigned char *) &((const struct sockaddr_in6 *) net)->sin6_addr;
+    } else {
+        return 0;
+    }
+    for (bits = 0; bits + 8 <= prefix; bits += 8)
+        if (x[bits / 8] != y[bits / 8]) return 0;
+    if (bits < prefix) {
+        unsigned char mask = (unsigned char) (0xff00 >> (prefix - bits));
+        if ((x[bits / 8] & mask) != (y[bits / 8] & mask)) return 0;
+    }
+    return 1;
+}
+
+icbc_status_t icbc_netif_in_network(const struct sockaddr_storage *net, int prefix, char *name,
+                                    size_t namelen)
+{
+    struct ifaddrs *ifa, *i;
+    icbc_status_t st = ICBC_ERR_NOT_FOUND;
+
+    if (getifaddrs(&ifa) != 0) return ICBC_ERR_IO;
+    for (i = ifa; i; i = i->ifa_next) {
+        if (i->ifa_addr && in_network(i->ifa_addr, net, prefix)) {
+            snprintf(name, namelen, "%s", i->ifa_name);
+            st = ICBC_OK;
+            break;
+        }
+    }
+    freeifaddrs(ifa);
+    return st;
+}
+
 static int list_has(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -76,7 +118,20 @@ icbc_status_t icbc_netif_fabric_devices(const icbc_routerfile_t *rf, int cluster
     size_t used = 0;
 
     if (listlen) list[0] = '\0';
-    if (cl == NULL || cl->nrouters == 0) return ICBC_ERR_NOT_FOUND;
+    if (cl == NULL) return ICBC_ERR_NOT_FOUND;
+    if (cl->fabric_line) {
+        icbc_status_t st = icbc_netif_in_network(&cl->fabric_net, cl->fabric_prefix, dev,
+                                                 sizeof(dev));
+        if (st != ICBC_OK) {
+            snprintf(err, errlen, "%s:%d: no interface of this host has an address in cluster "
+                     "'%s''s fabric network", icbc_routerfile_name(rf), cl->fabric_line,
+                     cl->name);
+            return st;
+        }
+        snprintf(list, listlen, "%s", dev);
+        return ICBC_OK;
+    }
+    if (cl->nrouters == 0) return ICBC_ERR_NOT_FOUND;
     for (size_t i = 0; i < cl->nrouters; i++) {
         const icbc_rf_router_t *rt = &cl->routers[i];
         icbc_status_t st = icbc_netif_towards((const struct sockaddr *) &rt->fabric.sa,

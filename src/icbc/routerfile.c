@@ -711,6 +711,58 @@ static icbc_status_t kw_hosts(struct rf_parser *p, char **tok, int ntok)
     return ICBC_OK;
 }
 
+static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
+{
+    struct rf_cluster *c;
+    char addr[INET6_ADDRSTRLEN + 1], *slash, *end;
+    unsigned char bytes[16];
+    long prefix;
+    int family, nbytes;
+
+    if (p->cur < 0) return rf_outside(p, "fabric");
+    if (ntok != 2)
+        return rf_fail_at(p, p->line, "'fabric' takes one network, e.g. 10.11.0.0/24");
+    c = &p->rf->clusters[p->cur];
+    if (c->pub.fabric_line)
+        return rf_fail_at(p, p->line, "cluster '%s' has a 'fabric' line already (line %d)",
+                          c->pub.name, c->pub.fabric_line);
+    slash = strchr(tok[1], '/');
+    if (slash == NULL || (size_t) (slash - tok[1]) >= sizeof(addr))
+        return rf_fail_at(p, p->line, "bad fabric network '%.*s%s' (want ADDRESS/PREFIX, e.g. "
+                          "10.11.0.0/24)", RF_Q(tok[1]));
+    memcpy(addr, tok[1], (size_t) (slash - tok[1]));
+    addr[slash - tok[1]] = '\0';
+    if (inet_pton(AF_INET, addr, bytes) == 1) {
+        family = AF_INET;
+        nbytes = 4;
+    } else if (inet_pton(AF_INET6, addr, bytes) == 1) {
+        family = AF_INET6;
+        nbytes = 16;
+    } else {
+        return rf_fail_at(p, p->line, "bad fabric network '%.*s%s': '%.*s%s' is not an IPv4 or "
+                          "IPv6 address", RF_Q(tok[1]), RF_Q(addr));
+    }
+    errno = 0;
+    prefix = strtol(slash + 1, &end, 10);
+    if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || errno || prefix < 0 ||
+        prefix > nbytes * 8)
+        return rf_fail_at(p, p->line, "bad fabric network '%.*s%s': prefix must be 0..%d",
+                          RF_Q(tok[1]), nbytes * 8);
+    for (int bit = (int) prefix; bit < nbytes * 8; bit++)
+        if (bytes[bit / 8] & (0x80 >> (bit % 8)))
+            return rf_fail_at(p, p->line, "bad fabric network '%.*s%s': host bits are set "
+                              "beyond /%ld", RF_Q(tok[1]), prefix);
+    memset(&c->pub.fabric_net, 0, sizeof(c->pub.fabric_net));
+    c->pub.fabric_net.ss_family = (sa_family_t) family;
+    if (family == AF_INET)
+        memcpy(&((struct sockaddr_in *) &c->pub.fabric_net)->sin_addr, bytes, 4);
+    else
+        memcpy(&((struct sockaddr_in6 *) &c->pub.fabric_net)->sin6_addr, bytes, 16);
+    c->pub.fabric_prefix = (int) prefix;
+    c->pub.fabric_line = p->line;
+    return ICBC_OK;
+}
+
 static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
 {
     static const char *const names[] = { "fabric", "wan" };
@@ -860,6 +912,7 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
     if (strcmp(tok[0], "cluster") == 0) return kw_cluster(p, tok, ntok);
     if (strcmp(tok[0], "hosts") == 0) return kw_hosts(p, tok, ntok);
     if (strcmp(tok[0], "router") == 0) return kw_router(p, tok, ntok);
+    if (strcmp(tok[0], "fabric") == 0) return kw_fabric(p, tok, ntok);
     if (strcmp(tok[0], "impi") == 0) return kw_impi(p, tok, ntok);
     return rf_fail_at(p, p->line, "unknown keyword '%.*s%s'", RF_Q(tok[0]));
 }

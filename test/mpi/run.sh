@@ -41,9 +41,8 @@ trap cleanup EXIT
     || { echo "FAIL testbed-up (see $work/testbed.log)"; echo "0 passed, 1 failed"; exit 1; }
 # shellcheck disable=SC1090
 . "/run/icbc-testbed/$name/env"
-# One cluster, no routers: no fabric device can be derived from the router
-# file, and UCX would also use ext0 and lo; the tests measure the fabric.
-export MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
+# No UCX device is pinned: the testbed's router file names the cluster's
+# fabric network, and the processes open UCX on it, as in a user's run.
 export HYDRA_LAUNCHER_AUTOFORK=0
 
 for src in "$top"/test/mpi/*.c "$top"/examples/icbc_demo.c; do

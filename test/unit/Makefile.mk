@@ -17,3 +17,7 @@ test_unit_icbc_unit_tests_SOURCES += test/unit/bt_lib_test.cc
 test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/bt_lib
 test_unit_icbc_unit_tests_LDADD += $(CRYPTO_LIBS)
 endif
+if HAVE_GTEST
+test_unit_icbc_unit_tests_SOURCES += test/unit/guard_test.cc
+test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/mx_router
+endif

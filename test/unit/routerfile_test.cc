@@ -1451,3 +1451,47 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
 }
 
 } // namespace
+
+TEST_F(RouterFile, FabricNetworkOfACluster)
+{
+    ExpectOk(OneCluster("  fabric 10.11.0.0/24") + "cluster b\n  hosts b0\n  fabric fd00:11::/64\n"
+             "policy tcp\n");
+    const icbc_rf_cluster_t *a = icbc_routerfile_cluster(rf_, 0);
+    const icbc_rf_cluster_t *b = icbc_routerfile_cluster(rf_, 1);
+    EXPECT_EQ(3, a->fabric_line);
+    EXPECT_EQ(24, a->fabric_prefix);
+    ASSERT_EQ(AF_INET, a->fabric_net.ss_family);
+    char text[64];
+    inet_ntop(AF_INET, &((const sockaddr_in *) &a->fabric_net)->sin_addr, text, sizeof(text));
+    EXPECT_STREQ("10.11.0.0", text);
+    EXPECT_EQ(6, b->fabric_line);
+    EXPECT_EQ(64, b->fabric_prefix);
+    EXPECT_EQ(AF_INET6, b->fabric_net.ss_family);
+}
+
+TEST_F(RouterFile, FabricNetworkIsOptional)
+{
+    ExpectOk(OneCluster("  hosts a2"));
+    EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->fabric_line);
+}
+
+TEST_F(RouterFile, BadFabricNetworks)
+{
+    const std::pair<const char *, const char *> cases[] = {
+        { "  fabric", "t.conf:3: 'fabric' takes one network, e.g. 10.11.0.0/24" },
+        { "  fabric 10.0.0.0/8 10.1.0.0/16", "t.conf:3: 'fabric' takes one network, e.g. 10.11.0.0/24" },
+        { "  fabric 10.11.0.0", "t.conf:3: bad fabric network '10.11.0.0' (want ADDRESS/PREFIX, e.g. 10.11.0.0/24)" },
+        { "  fabric a0/24", "t.conf:3: bad fabric network 'a0/24': 'a0' is not an IPv4 or IPv6 address" },
+        { "  fabric 10.11.0.0/33", "t.conf:3: bad fabric network '10.11.0.0/33': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/-1", "t.conf:3: bad fabric network '10.11.0.0/-1': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/", "t.conf:3: bad fabric network '10.11.0.0/': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/2x", "t.conf:3: bad fabric network '10.11.0.0/2x': prefix must be 0..32" },
+        { "  fabric fd00::/129", "t.conf:3: bad fabric network 'fd00::/129': prefix must be 0..128" },
+        { "  fabric 10.11.0.1/24", "t.conf:3: bad fabric network '10.11.0.1/24': host bits are set beyond /24" },
+        { "  fabric 10.11.0.0/24\n  fabric 10.12.0.0/24",
+          "t.conf:4: cluster 'a' has a 'fabric' line already (line 3)" },
+    };
+    for (const auto &c : cases) EXPECT_EQ(c.second, Err(OneCluster(c.first))) << c.first;
+    EXPECT_EQ("t.conf:1: 'fabric' outside a cluster section (no 'cluster' line before it)",
+              Err("fabric 10.0.0.0/8\ncluster a\n hosts a0\n"));
+}
