@@ -53,7 +53,7 @@ for src in "$top"/test/mpi/*.c "$top"/examples/icbc_demo.c; do
 done
 
 expected_errors() {
-    run p2p_sizes:bad-device 2 'error:icbc.*(nosuchdev0|[Dd]evice|unreachable|No such)' MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
+    run p2p_sizes:bad-device 2 "error:icbc netmod: UCX device 'nosuchdev0' \\(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0\\) is not a network interface of host a[01]" MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
     run p2p_sizes:corrupt-card 2 'error:business card of rank [0-9]+ is corrupt' MPIR_CVAR_CH4_ICBC_FAULT_INJECT=bcard
     run peer_death 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)'
     run peer_death:peer-errors 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)' MPIR_CVAR_CH4_ICBC_PEER_ERRORS=1

@@ -9,6 +9,7 @@
 #include "core/icbc_bcard.h"
 #include "icbc_xfer.h"
 
+#include <net/if.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,6 +139,28 @@ static const char *self_node_name(char *buf, size_t len)
     return buf;
 }
 
+/* A device list that names a network interface this host does not have
+ * would leave UCX without a transport and fail at the first message; say so
+ * at MPI_Init instead. Names with ':' (e.g. "mlx5_0:1") are UCX's own. */
+static int check_devices(const char *list)
+{
+    char buf[1024], *save = NULL, *dev;
+
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (dev = strtok_r(buf, ",", &save); dev; dev = strtok_r(NULL, ",", &save)) {
+        if (strchr(dev, ':') || !strcmp(dev, "all") || if_nametoindex(dev) != 0)
+            continue;
+        char host[256], why[1400];
+        gethostname(host, sizeof(host));
+        host[sizeof(host) - 1] = '\0';
+        snprintf(why, sizeof(why), "UCX device '%s' (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=%s) "
+                 "is not a network interface of host %s", dev, list, host);
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s", why);
+    }
+    return MPI_SUCCESS;
+}
+
 static int configure_ucx(ucp_config_t * config)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -152,6 +175,8 @@ static int configure_ucx(ucp_config_t * config)
                              "**icbc_ucx %s %s", "setting UCX_TLS", ucs_status_string(status));
     }
     if (MPIDI_ICBC_xpath_ucx_devices()) {
+        mpi_errno = check_devices(MPIDI_ICBC_xpath_ucx_devices());
+        MPIR_ERR_CHECK(mpi_errno);
         status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_xpath_ucx_devices());
         MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
                              "**icbc_ucx %s %s", "setting UCX_NET_DEVICES",
