@@ -314,7 +314,7 @@ size_t mx_guard_scan(mx_guard_t *g, double now_ms, double timeout_ms, size_t max
             shut(sc.cands[i].fd, &sc.conns[sc.cands[i].conn], &sc.shut);
         g->untrusted = max_untrusted;
     }
-    qsort(sc.conns, sc.nconns, sizeof(*sc.conns), by_ino);
+    if (sc.nconns > 1) qsort(sc.conns, sc.nconns, sizeof(*sc.conns), by_ino);
     free(sc.cands);
     free(g->conns);
     g->conns = sc.conns;
