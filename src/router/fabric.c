@@ -363,9 +363,9 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
     /* Connections UCX holds for hosts without a registered process: each
      * is shut down once it is as old as the registration deadline. */
     if (now >= r->next_guard) {
-        double period = r->cfg.register_ms / 4.0;
-        if (period > 1000) period = 1000;
-        if (period < 50) period = 50;
+        double period = r->cfg.register_ms / 20.0;
+        if (period > 250) period = 250;
+        if (period < 10) period = 10;
         r->st.fabric_conns_closed +=
             mx_server_guard(r->fabric, r->cfg.register_ms, (size_t) r->cfg.max_unregistered);
         r->next_guard = now + period;

@@ -13,7 +13,7 @@ keeps checked traffic flowing across the WAN. Then:
   daemons and the job must live on, and the job must end with its data right;
 * from a2, a node of the router's own cluster without a registered process,
   1,000 silent connections are held to the router's UCX ports: all must be
-  closed within --register-timeout (5 s) plus the guard's scan period (1 s),
+  closed within --register-timeout (5 s) plus the guard's scan period (0.25 s),
   while a second job through the same router passes.
 
   test/mpi/trust_boundary.py [--prefix DIR] [--keep]   ends with "N passed, N failed"
@@ -32,7 +32,7 @@ from testbed import TOP, Report, Testbed, alive, die, mpicc  # noqa: E402
 
 PROBE = os.path.join(TOP, "test/harness/netprobe.py")
 REGISTER_TIMEOUT_S = 5.0  # icbc-router's default --register-timeout
-GUARD_PERIOD_S = 1.0      # its scan period: register-timeout / 4, at most 1 s
+GUARD_PERIOD_S = 0.25     # its scan period: register-timeout / 20, at most 250 ms
 
 
 def probe(tb, node, args, timeout):
@@ -132,12 +132,14 @@ def main():
                   "" if second.returncode == 0 else f"(rc {second.returncode}: {second.stderr[-300:]})")
         out, err = idle.communicate(timeout=120)
         res = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        # ages count from the scan that first saw a connection; 1 s for the
+        # scheduling of the router and the probe on a loaded two-core host
         limit = REGISTER_TIMEOUT_S + GUARD_PERIOD_S + 1.0
         rep.check(res.get("opened") == 1000 and res.get("closed") == 1000,
                   "all 1,000 silent connections to the UCX ports were closed by the router",
                   f"({json.dumps(res) if res else err[-300:]})")
         rep.check(res.get("max_close_s") is not None and res["max_close_s"] <= limit,
-                  f"each within register-timeout + scan period ({limit:.0f} s)",
+                  f"each within register-timeout + scan period ({limit:.2f} s)",
                   f"(closed after {res.get('min_close_s')} .. {res.get('max_close_s')} s)")
         rep.check(alive(pids["a0"]), "router daemon a0 alive after the silent connections")
 
