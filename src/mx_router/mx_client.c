@@ -663,3 +663,21 @@ int mx_client_router_alive(const mx_client_t *c, int router)
     return router >= 0 && (size_t) router < c->p.nrouters &&
            c->routers[router].state == RT_READY;
 }
+
+void mx_client_dump(const mx_client_t *c, FILE *f)
+{
+    static const char *const states[] = { "connecting", "challenged", "registering", "ready",
+                                          "refused", "lost" };
+
+    fprintf(f, "  mx_client: %zu request(s) in flight\n", c->reqs_out);
+    for (size_t i = 0; i < c->p.nrouters; i++) {
+        const router_t *rt = &c->routers[i];
+        size_t waiting = 0;
+        for (const mx_creq_t *q = rt->wait_head; q; q = q->next_free) waiting++;
+        fprintf(f, "  router %zu (%s): %s, rendezvous %d/%d in flight, eager %zu/%zu bytes "
+                "not credited, %zu send(s) waiting for the window\n", i,
+                rt->rf ? rt->rf->fabric.text : "?",
+                (size_t) rt->state < sizeof(states) / sizeof(states[0]) ? states[rt->state] : "?",
+                rt->rndv_out, c->p.rndv_window, rt->eager_out, rt->eager_window, waiting);
+    }
+}

@@ -38,6 +38,7 @@
 #define MX_CLIENT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <ucp/api/ucp.h>
@@ -110,6 +111,8 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
 void mx_client_data_release(mx_client_t *c, void *data);
 
 size_t mx_client_max_inner(const mx_client_t *c);
+/* One line per router: state, windows, sends waiting (a hang's diagnosis). */
+void mx_client_dump(const mx_client_t *c, FILE *f);
 size_t mx_client_num_routers(const mx_client_t *c);
 int mx_client_router_alive(const mx_client_t *c, int router);
 

@@ -141,7 +141,7 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (cfg->ucx_devices == NULL &&
         icbc_netif_holding((const struct sockaddr *) &r->self->fabric.sa, r->fabric_dev,
                            sizeof(r->fabric_dev)) != ICBC_OK) {
-        set_err(err, errlen, "router %s: fabric=%s (%s:%d) is not an address of this host",
+        set_err(err, errlen, "router %s: fabric=%s is not an address of this host (%s:%d)",
                 r->name, r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
         st = ICBC_ERR_NOT_FOUND;
         goto fail;

@@ -13,6 +13,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_xfer.c \
                     src/mpid/ch4/netmod/icbc/icbc_xpath.c \
                     src/mpid/ch4/netmod/icbc/icbc_router_embed.c \
+                    src/mpid/ch4/netmod/icbc/icbc_dump.c \
                     src/mpid/ch4/netmod/icbc/core/status.c \
                     src/mpid/ch4/netmod/icbc/core/log.c \
                     src/mpid/ch4/netmod/icbc/core/bcard.c \

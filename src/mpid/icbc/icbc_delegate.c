@@ -104,25 +104,30 @@ int MPIDI_ICBC_mpi_free_mem(void *ptr)
     return MPIDIG_mpi_free_mem(ptr);
 }
 
-/* RMA windows: MPIDIG over active messages; no netmod state per window */
+/* RMA windows: MPIDIG over active messages; the netmod only lists them for
+ * its diagnostic dump (icbc_dump.c) */
 
 int MPIDI_ICBC_mpi_win_create_hook(MPIR_Win * win)
 {
+    MPIDI_ICBC_dump_win_add(win);
     return MPI_SUCCESS;
 }
 
 int MPIDI_ICBC_mpi_win_allocate_hook(MPIR_Win * win)
 {
+    MPIDI_ICBC_dump_win_add(win);
     return MPI_SUCCESS;
 }
 
 int MPIDI_ICBC_mpi_win_allocate_shared_hook(MPIR_Win * win)
 {
+    MPIDI_ICBC_dump_win_add(win);
     return MPI_SUCCESS;
 }
 
 int MPIDI_ICBC_mpi_win_create_dynamic_hook(MPIR_Win * win)
 {
+    MPIDI_ICBC_dump_win_add(win);
     return MPI_SUCCESS;
 }
 
@@ -138,6 +143,7 @@ int MPIDI_ICBC_mpi_win_detach_hook(MPIR_Win * win, const void *base)
 
 int MPIDI_ICBC_mpi_win_free_hook(MPIR_Win * win)
 {
+    MPIDI_ICBC_dump_win_del(win);
     return MPI_SUCCESS;
 }
 

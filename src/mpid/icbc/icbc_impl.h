@@ -9,6 +9,8 @@
 #include "mpidch4r.h"
 #include "ch4_impl.h"
 
+#include <signal.h>
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 #include "core/icbc_peer.h"
@@ -62,6 +64,14 @@ void MPIDI_ICBC_xpath_finalize(void);
 
 /* An empty progress poll in yield-when-idle mode (icbc_init.c). */
 void MPIDI_ICBC_progress_idle(void);
+
+/* Diagnostic dump on a signal (icbc_dump.c). */
+extern volatile sig_atomic_t MPIDI_ICBC_dump_requested;
+void MPIDI_ICBC_dump_init(void);
+void MPIDI_ICBC_dump(void);
+void MPIDI_ICBC_dump_win_add(MPIR_Win * win);
+void MPIDI_ICBC_dump_win_del(MPIR_Win * win);
+void MPIDI_ICBC_xpath_dump(FILE * f);
 
 /* Router thread on router hosts (icbc_router_embed.c). */
 int MPIDI_ICBC_router_embed_start(void);

@@ -211,6 +211,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_ICBC_router_embed_start();
     MPIR_ERR_CHECK(mpi_errno);
+    MPIDI_ICBC_dump_init();
 
     status = ucp_config_read(NULL, NULL, &config);
     MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",

@@ -16,6 +16,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
 
     if (vci != 0)
         return MPI_SUCCESS;
+    if (unlikely(MPIDI_ICBC_dump_requested))
+        MPIDI_ICBC_dump();
     if (unlikely(MPIDI_ICBC_global.xpath))
         work = (unsigned) MPIDI_ICBC_xpath_progress();
     work += ucp_worker_progress(MPIDI_ICBC_global.worker);

@@ -137,9 +137,9 @@ int MPIDI_ICBC_router_embed_start(void)
             MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES : NULL,
     };
     if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
-        snprintf(why, sizeof(why), "rank %d cannot start the embedded router of host %s "
-                 "(router file %s): %s", MPIR_Process.rank, host,
-                 icbc_routerfile_name(E.rf), err);
+        /* MPICH keeps a line of an error stack short: the reason first */
+        snprintf(why, sizeof(why), "rank %d cannot start the embedded router of host %s: %s",
+                 MPIR_Process.rank, host, err);
         goto fail;
     }
     rc = pthread_create(&E.thread, NULL, router_thread, NULL);

@@ -910,3 +910,28 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         }
     }
 }
+
+void MPIDI_ICBC_xfer_dump(FILE * f)
+{
+    double t = now();
+
+    fprintf(f, "  striped sends: %d active, %d blocked on a busy lane\n", X.active_sends,
+            X.blocked);
+    for (int i = 0; i < X.nsends; i++) {
+        const xsend_t *s = &X.sends[i];
+        if (s->sreq == NULL)
+            continue;
+        fprintf(f, "    send %d.%u to rank %d: %zu bytes, %zu handed to lanes, %d chunk(s) "
+                "out, %s%s%s, quiet for %.1f s\n", i, s->gen, s->dst, s->size, s->next,
+                s->outstanding, s->cts ? "CTS received" : "waiting for CTS",
+                s->blocked ? ", blocked" : "", s->failed ? ", failed" : "", t - s->t_last);
+    }
+    fprintf(f, "  striped receives: %d active\n", X.active_slots);
+    for (int i = 0; i < X.nslots; i++) {
+        const xslot_t *s = &X.slots[i];
+        if (s->rreq == NULL)
+            continue;
+        fprintf(f, "    slot %d.%u from rank %d: %zu of %zu bytes, quiet for %.1f s\n", i,
+                s->gen, s->src, s->received, s->size, t - s->t_last);
+    }
+}

@@ -85,6 +85,9 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq);
 /* Retry sends that found their lane busy; expire stalled transfers. */
 void MPIDI_ICBC_xfer_progress(void);
 
+/* Striped sends and receive slots in flight, for a hang's diagnosis. */
+void MPIDI_ICBC_xfer_dump(FILE * f);
+
 /* PEER failed (or the path to it): every transfer with it ends in an error. */
 void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
 

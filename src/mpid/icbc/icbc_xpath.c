@@ -805,6 +805,14 @@ int MPIDI_ICBC_xpath_progress(void)
     return events > 0 ? events : 0;
 }
 
+void MPIDI_ICBC_xpath_dump(FILE * f)
+{
+    fprintf(f, "  policy %s, cluster %d, %d router(s)%s\n", icbc_rf_policy_name(P.policy),
+            P.cluster, P.nrouters, P.mx ? "" : ", no router connections");
+    if (P.mx)
+        mx_client_dump(P.mx, f);
+}
+
 int MPIDI_ICBC_xpath_active(void)
 {
     return P.mx != NULL || P.poller != NULL;

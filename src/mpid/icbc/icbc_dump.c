@@ -1,0 +1,112 @@
+/*
+ * A hang's diagnosis: on MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL (SIGUSR2 by default)
+ * the next progress call prints, on stderr, what this process's netmod is
+ * waiting for: the routers (windows, sends held back), striped sends and
+ * receives, and the RMA operations still outstanding per window and target.
+ * The handler only sets a flag; the dump runs in progress, where the state
+ * is consistent.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_xfer.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL
+      category    : CH4_ICBC
+      type        : int
+      default     : 12
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Signal that makes a process print, on stderr, what its netmod is
+        waiting for (routers and their windows, striped sends and receives,
+        RMA operations outstanding per window and target): for diagnosing a
+        hung job (kill -USR2 PID). 12 (SIGUSR2) by default; 0: none. Not
+        installed when the application already handles that signal.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+volatile sig_atomic_t MPIDI_ICBC_dump_requested;
+
+#define DUMP_WINDOWS_MAX 256
+
+static MPIR_Win *windows[DUMP_WINDOWS_MAX];
+
+static void on_dump_signal(int sig)
+{
+    MPIDI_ICBC_dump_requested = 1;
+}
+
+void MPIDI_ICBC_dump_init(void)
+{
+    struct sigaction sa, old;
+    int sig = MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL;
+
+    if (sig <= 0 || sig >= NSIG || sigaction(sig, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+        return;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_dump_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+}
+
+void MPIDI_ICBC_dump_win_add(MPIR_Win * win)
+{
+    for (int i = 0; i < DUMP_WINDOWS_MAX; i++)
+        if (windows[i] == NULL) {
+            windows[i] = win;
+            return;
+        }
+}
+
+void MPIDI_ICBC_dump_win_del(MPIR_Win * win)
+{
+    for (int i = 0; i < DUMP_WINDOWS_MAX; i++)
+        if (windows[i] == win)
+            windows[i] = NULL;
+}
+
+static void dump_windows(FILE * f)
+{
+    for (int i = 0; i < DUMP_WINDOWS_MAX; i++) {
+        MPIR_Win *win = windows[i];
+        if (win == NULL)
+            continue;
+        fprintf(f, "  window %d (comm size %d): ops issued, not complete: local %d, remote %d; "
+                "access epoch %d, exposure epoch %d\n", win->handle, win->comm_ptr->local_size,
+                MPIR_cc_get(MPIDIG_WIN(win, local_cmpl_cnts)),
+                MPIR_cc_get(MPIDIG_WIN(win, remote_cmpl_cnts)),
+                MPIDIG_WIN(win, sync).access_epoch_type, MPIDIG_WIN(win, sync).exposure_epoch_type);
+        MPIDIG_win_target_t *t, *tmp;
+        HASH_ITER(hash_handle, MPIDIG_WIN(win, targets), t, tmp) {
+            int lc = MPIR_cc_get(t->local_cmpl_cnts), rc = MPIR_cc_get(t->remote_cmpl_cnts);
+            int ac = MPIR_cc_get(t->remote_acc_cmpl_cnts);
+            if (lc || rc || ac)
+                fprintf(f, "    target %d: local %d, remote %d, accumulates %d outstanding\n",
+                        t->rank, lc, rc, ac);
+        }
+    }
+}
+
+void MPIDI_ICBC_dump(void)
+{
+    char host[64] = "?";
+
+    MPIDI_ICBC_dump_requested = 0;
+    gethostname(host, sizeof(host) - 1);
+    fprintf(stderr, "icbc dump: rank %d on %s:\n", MPIR_Process.rank, host);
+    MPIDI_ICBC_xpath_dump(stderr);
+    MPIDI_ICBC_xfer_dump(stderr);
+    dump_windows(stderr);
+    fprintf(stderr, "icbc dump: rank %d end\n", MPIR_Process.rank);
+    fflush(stderr);
+}

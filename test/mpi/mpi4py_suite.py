@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""mpi4py's own test suite as a conformance test of an ICBC install.
+
+Builds mpi4py from PyPI's source with our mpicc into a virtual environment
+(_build/mpi4py), then runs its suite (test/main.py, per-test output, Python
+unbuffered) with 4 ranks, one per node, on a testbed started as a user
+starts one (". env", mpiexec, no UCX or ICBC variable):
+
+  --layout clusters   2 clusters x 2 nodes, 2 routers each, NIC 100 Mbit/s,
+                      WAN 400 Mbit/s, 1 ms (every rank has a peer across the WAN)
+  --layout one        4 nodes of one cluster
+
+once per policy of --policies (the router file's policy line) and --runs
+times each. A run that does not end within --timeout is reported with the
+test each rank was in. Excluded by name, with the reason:
+
+  testSplitTypeShared   MPI_Comm_split_type(SHARED) on an intercommunicator
+                        crashes MPICH 4.0.2 itself (stock ch4:ucx too)
+  test_dynproc, test_spawn   dynamic processes: the icbc netmod returns an
+                        MPI error for them by design (README)
+
+  test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one]
+                           [--policies "aggregate ..."] [--runs N] [--timeout S]
+                           [--include REGEX] [--keep]        ends with "N passed, N failed"
+"""
+
+import argparse
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from testbed import TOP, Report, Testbed, die  # noqa: E402
+
+VERSION = "4.1.2"
+EXCLUDE_NAMES = ["testSplitTypeShared"]
+EXCLUDE_MODULES = "test_dynproc|test_spawn"
+
+
+def build(prefix, work):
+    venv = os.path.join(work, "venv")
+    py = os.path.join(venv, "bin", "python")
+    stamp = os.path.join(work, f"built-{VERSION}")
+    if os.path.exists(stamp):
+        return py, glob.glob(os.path.join(work, f"mpi4py-{VERSION}", "test"))[0]
+    log = open(os.path.join(work, "build.log"), "w")
+
+    def sh(argv, **kw):
+        r = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, **kw)
+        if r.returncode != 0:
+            die(f"mpi4py build step failed: {' '.join(argv)} (see {work}/build.log)")
+
+    sh([sys.executable, "-m", "venv", venv])
+    sh([py, "-m", "pip", "install", "-q", "wheel", "setuptools", "cython>=3.0.1", "build"])
+    sh([py, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", work,
+        f"mpi4py=={VERSION}"])
+    sh(["tar", "-xzf", os.path.join(work, f"mpi4py-{VERSION}.tar.gz"), "-C", work])
+    src = os.path.join(work, f"mpi4py-{VERSION}")
+    env = dict(os.environ, MPICC=os.path.join(prefix, "bin", "mpicc"))
+    sh([py, "-m", "pip", "install", "-q", "--no-build-isolation", src], env=env, cwd=work)
+    open(stamp, "w").close()
+    return py, os.path.join(src, "test")
+
+
+def last_test(text):
+    """The last test any rank started, and how many ranks started and finished
+    it (the ranks' lines interleave, without a rank prefix)."""
+    names = re.findall(r"(test\w+) \(([\w.]+)\) \.\.\.", text)
+    if not names:
+        return "no test started"
+    name, where = names[-1]
+    key = f"{name} ({where}) ..."
+    started = text.count(key)
+    finished = len(re.findall(re.escape(key) + r" (?:ok|skipped|FAIL|ERROR)", text))
+    return f"{where}: started by {started} rank(s), finished by {finished}"
+
+
+def job_pids():
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        # the ranks: python running main.py (not mpiexec, whose arguments name it too)
+        if b"python" in os.path.basename(cmd[0]) and any(c.endswith(b"main.py") for c in cmd):
+            pids.append(int(d))
+    return pids
+
+
+def dump_and_backtraces(out):
+    """The netmod's dump (MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL, SIGUSR2) of every
+    process of the hung job, into the job's output; then gdb backtraces
+    (when gdb is there)."""
+    pids = job_pids()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGUSR2)
+        except OSError:
+            pass
+    time.sleep(3)
+    if subprocess.run(["which", "gdb"], capture_output=True).returncode != 0:
+        return f"dumps of {len(pids)} process(es) in the log; gdb not installed: no backtraces"
+    with open(out, "w") as f:
+        for pid in sorted(pids):
+            f.write(f"==== pid {pid}\n")
+            f.flush()
+            subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
+                           stdout=f, stderr=subprocess.STDOUT, timeout=120)
+    return f"dumps of {len(pids)} process(es) in the log, backtraces in {out}"
+
+
+def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
+    log = os.path.join(work, f"{label}.log")
+    argv = ["mpiexec", "-n", "4", "-ppn", "1", py, "-u", os.path.join(testdir, "main.py"), "-v",
+            "-e", EXCLUDE_MODULES]
+    for x in EXCLUDE_NAMES:
+        argv += ["-x", x]
+    if include:
+        argv += ["-i", include]
+    env = dict(env, PYTHONUNBUFFERED="1")
+    t0 = time.time()
+    with open(log, "w") as f:
+        p = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=work,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = "hung"
+            bts = dump_and_backtraces(log + ".bt")
+            os.killpg(p.pid, 9)
+            p.wait()
+    secs = time.time() - t0
+    text = open(log).read()
+    ran = re.findall(r"^Ran (\d+) tests?", text, re.M)
+    ok = rc == 0 and ran and re.search(r"^OK\b", text, re.M)
+    detail = f"(rc {rc}, {secs:.0f} s, tests per rank {ran}; log {log})"
+    if rc == "hung":
+        dumps = re.findall(r"^icbc dump: rank \d+ on .*?^icbc dump: rank \d+ end$", text,
+                           re.M | re.S)
+        for d in dumps:
+            print("    " + d.replace("\n", "\n    "), flush=True)
+    if rc == "hung":
+        detail += f" hung in {last_test(text)}; {bts}"
+    elif not ok:
+        fails = re.findall(r"^(?:FAIL|ERROR): (\S+ \([\w.]+\))", text, re.M)
+        detail += f" failures: {sorted(set(fails))[:10]}"
+    rep.check(bool(ok), label, detail)
+    return secs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
+    ap.add_argument("--layout", choices=("clusters", "one"), default="clusters")
+    ap.add_argument("--policies", default="aggregate")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--include", default="")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    prefix = os.path.abspath(args.prefix)
+    work = os.path.join(TOP, "_build/mpi4py")
+    os.makedirs(work, exist_ok=True)
+    rep = Report()
+    py, testdir = build(prefix, work)
+    if args.layout == "clusters":
+        tbargs = ["--clusters", "2", "--nodes", "2", "--routers", "2", "--nic-rate", "100mbit",
+                  "--wan-rate", "400mbit", "--delay", "1ms"]
+    else:
+        tbargs = ["--clusters", "1", "--nodes", "4"]
+    tb = Testbed("tm4py", prefix, tbargs, work)
+    try:
+        tb.up()
+    except Exception as e:  # noqa: BLE001
+        die(str(e))
+    try:
+        env = tb.user_env()
+        for pol in args.policies.split() if args.layout == "clusters" else ["-"]:
+            if pol != "-":
+                tb.set_policy(pol)
+            for i in range(args.runs):
+                label = f"mpi4py:{args.layout}:{pol}:{i + 1}"
+                run_suite(rep, tb, env, py, testdir, label, work, args.timeout, args.include)
+    finally:
+        if not args.keep:
+            tb.down()
+    return rep.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
