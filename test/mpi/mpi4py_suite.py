@@ -21,7 +21,7 @@ test each rank was in. Excluded by name, with the reason:
 
   test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one]
                            [--policies "aggregate ..."] [--runs N] [--timeout S]
-                           [--include REGEX] [--keep]        ends with "N passed, N failed"
+                           [--include REGEX] [--delay TIME] [--keep]        ends with "N passed, N failed"
 """
 
 import argparse
@@ -163,6 +163,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--include", default="")
+    ap.add_argument("--delay", default="1ms", help="one-way WAN delay of --layout clusters")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     prefix = os.path.abspath(args.prefix)
@@ -172,7 +173,7 @@ def main():
     py, testdir = build(prefix, work)
     if args.layout == "clusters":
         tbargs = ["--clusters", "2", "--nodes", "2", "--routers", "2", "--nic-rate", "100mbit",
-                  "--wan-rate", "400mbit", "--delay", "1ms"]
+                  "--wan-rate", "400mbit", "--delay", args.delay]
     else:
         tbargs = ["--clusters", "1", "--nodes", "4"]
     tb = Testbed("tm4py", prefix, tbargs, work)
