@@ -129,14 +129,6 @@ if [ $quick = 0 ]; then
     run p2p_sizes:small-chunks 4 ok MPIR_CVAR_CH4_ICBC_CHUNK_SIZE=4096
 fi
 
-# -- an embedded router that cannot start is an error at MPI_Init that says why
-mkdir -p "$work/badfab"
-sed "s|router a0 fabric=[0-9.]*:|router a0 fabric=10.100.0.99:|; s|^key .*|key $state/routers.key|" \
-    "$state/routers.conf" > "$work/badfab/routers.conf"
-run p2p_sizes:embedded-router-fails 4 \
-    'error:cannot start the embedded router of host a0: router a/0: fabric=10.100.0.99:7100 is not an address of this host' \
-    ICBC_ROUTERFILE="$work/badfab/routers.conf"
-
 # -- a process that does not know the key is refused --------------------------
 mkdir -p "$work/badkey"
 sed "s|^key .*|key $work/badkey/routers.key|" "$state/routers.conf" > "$work/badkey/routers.conf"
