@@ -142,10 +142,12 @@ def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
     ok = rc == 0 and ran and re.search(r"^OK\b", text, re.M)
     detail = f"(rc {rc}, {secs:.0f} s, tests per rank {ran}; log {log})"
     if rc == "hung":
-        dumps = re.findall(r"^icbc dump: rank \d+ on .*?^icbc dump: rank \d+ end$", text,
-                           re.M | re.S)
-        for d in dumps:
-            print("    " + d.replace("\n", "\n    "), flush=True)
+        # one block per rank, in rank order (each dump line carries its rank)
+        lines = re.findall(r"^icbc dump \[(\d+)\]: (.*)$", text, re.M)
+        for r in sorted({int(r) for r, _ in lines}):
+            for rr, line in lines:
+                if int(rr) == r:
+                    print(f"    [{r}] {line}", flush=True)
     if rc == "hung":
         detail += f" hung in {last_test(text)}; {bts}"
     elif not ok:

@@ -2,7 +2,8 @@
  * A hang's diagnosis: on MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL (SIGUSR2 by default)
  * the next progress call prints, on stderr, what this process's netmod is
  * waiting for: the routers (windows, sends held back), striped sends and
- * receives, and the RMA operations still outstanding per window and target.
+ * receives, the RMA operations still outstanding per window and target, and
+ * the first words of each window (often the flags a waiter spins on).
  * The handler only sets a flag; the dump runs in progress, where the state
  * is consistent.
  */
@@ -27,8 +28,9 @@ cvars:
       description : >-
         Signal that makes a process print, on stderr, what its netmod is
         waiting for (routers and their windows, striped sends and receives,
-        RMA operations outstanding per window and target): for diagnosing a
-        hung job (kill -USR2 PID). 12 (SIGUSR2) by default; 0: none. Not
+        RMA operations outstanding per window and target, the first words of
+        each window), every line starting with "icbc dump [RANK]:", for
+        diagnosing a hung job (kill -USR2 PID). 12 (SIGUSR2) by default; 0: none. Not
         installed when the application already handles that signal.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
@@ -86,6 +88,14 @@ static void dump_windows(FILE * f)
                 MPIR_cc_get(MPIDIG_WIN(win, local_cmpl_cnts)),
                 MPIR_cc_get(MPIDIG_WIN(win, remote_cmpl_cnts)),
                 MPIDIG_WIN(win, sync).access_epoch_type, MPIDIG_WIN(win, sync).exposure_epoch_type);
+        /* the first words of the window: often the flags a waiter spins on */
+        if (win->base && win->size >= (MPI_Aint) sizeof(int)) {
+            int n = (int) MPL_MIN(win->size / (MPI_Aint) sizeof(int), 8);
+            fprintf(f, "    memory (int):");
+            for (int k = 0; k < n; k++)
+                fprintf(f, " %d", ((volatile int *) win->base)[k]);
+            fprintf(f, "\n");
+        }
         MPIDIG_win_target_t *t, *tmp;
         HASH_ITER(hash_handle, MPIDIG_WIN(win, targets), t, tmp) {
             int lc = MPIR_cc_get(t->local_cmpl_cnts), rc = MPIR_cc_get(t->remote_cmpl_cnts);
@@ -97,16 +107,38 @@ static void dump_windows(FILE * f)
     }
 }
 
+/* Every line carries the rank: the dumps of all ranks meet in one stream. */
+static void write_prefixed(const char *text)
+{
+    const char *line = text, *nl;
+
+    while (*line) {
+        nl = strchr(line, '\n');
+        int len = nl ? (int) (nl - line) : (int) strlen(line);
+        fprintf(stderr, "icbc dump [%d]: %.*s\n", MPIR_Process.rank, len, line);
+        line += len + (nl != NULL);
+    }
+}
+
 void MPIDI_ICBC_dump(void)
 {
     char host[64] = "?";
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
 
     MPIDI_ICBC_dump_requested = 0;
     gethostname(host, sizeof(host) - 1);
-    fprintf(stderr, "icbc dump: rank %d on %s:\n", MPIR_Process.rank, host);
-    MPIDI_ICBC_xpath_dump(stderr);
-    MPIDI_ICBC_xfer_dump(stderr);
-    dump_windows(stderr);
-    fprintf(stderr, "icbc dump: rank %d end\n", MPIR_Process.rank);
+    f = open_memstream(&text, &len);
+    if (f == NULL)
+        return;
+    fprintf(f, "rank %d on %s:\n", MPIR_Process.rank, host);
+    MPIDI_ICBC_xpath_dump(f);
+    MPIDI_ICBC_xfer_dump(f);
+    dump_windows(f);
+    fprintf(f, "end\n");
+    fclose(f);
+    write_prefixed(text);
+    free(text);
     fflush(stderr);
 }
