@@ -21,7 +21,8 @@ logs="$build/logs"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config ccache gfortran
   libucx-dev ucx-utils libhwloc-dev libfabric-dev libssl-dev libgtest-dev googletest
-  iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib dpkg-dev xz-utils patch
+  iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib python3-venv
+  python3-dev dpkg-dev xz-utils patch gdb
   mpich libmpich-dev"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -124,6 +125,8 @@ tests() {
     run_suite trust-boundary python3 "$top/test/mpi/trust_boundary.py" --prefix "$prefix"
     run_suite clusters "$top/test/mpi/run-clusters.sh" --prefix "$prefix" --quick \
         --mpich-dirs "pt2pt coll comm datatype rma part"
+    run_suite mpi4py python3 "$top/test/mpi/mpi4py_suite.py" --prefix "$prefix" \
+        --layout both --policies aggregate --csv "$logs/mpi4py-times.csv"
     [ -x "$top/test/mpich/run-testsuite.sh" ] && \
         run_suite mpich-testsuite "$top/test/mpich/run-testsuite.sh" --ci --mpi "$prefix" --label icbc
     step "summary"

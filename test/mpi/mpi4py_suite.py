@@ -9,19 +9,30 @@ starts one (". env", mpiexec, no UCX or ICBC variable):
   --layout clusters   2 clusters x 2 nodes, 2 routers each, NIC 100 Mbit/s,
                       WAN 400 Mbit/s, 1 ms (every rank has a peer across the WAN)
   --layout one        4 nodes of one cluster
+  --layout both       one cluster first (--runs-one times: the reference
+                      time), then two clusters
 
-once per policy of --policies (the router file's policy line) and --runs
-times each. A run that does not end within --timeout is reported with the
-test each rank was in. Excluded by name, with the reason:
+across clusters once per policy of --policies (the router file's policy
+line) and --runs times each. A run that does not end within --timeout is
+reported with the test each rank was in, every rank's netmod dump
+(SIGUSR2) and gdb backtraces. At the end, every run's time is printed beside
+the mean single-cluster time (and written to --csv), and each run across
+clusters must have run and skipped the same tests as on one cluster.
+Excluded by name, with the reason:
 
   testSplitTypeShared   MPI_Comm_split_type(SHARED) on an intercommunicator
                         crashes MPICH 4.0.2 itself (stock ch4:ucx too)
   test_dynproc, test_spawn   dynamic processes: the icbc netmod returns an
                         MPI error for them by design (README)
 
-  test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one]
-                           [--policies "aggregate ..."] [--runs N] [--timeout S]
-                           [--include REGEX] [--delay TIME] [--keep]        ends with "N passed, N failed"
+  test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one|both]
+                           [--policies "aggregate ..."] [--runs N] [--runs-one N]
+                           [--timeout S] [--include REGEX] [--delay TIME] [--csv FILE]
+                           [--keep]                     ends with "N passed, N failed"
+
+The run in ./quickstart.sh test: --layout both --policies aggregate. The
+longer conformance run (docs/testsuite.md):
+  --layout both --policies "aggregate static alltoall tcp" --runs N
 """
 
 import argparse
@@ -139,6 +150,7 @@ def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
     secs = time.time() - t0
     text = open(log).read()
     ran = re.findall(r"^Ran (\d+) tests?", text, re.M)
+    skipped = re.findall(r"^OK \(skipped=(\d+)\)", text, re.M)
     ok = rc == 0 and ran and re.search(r"^OK\b", text, re.M)
     detail = f"(rc {rc}, {secs:.0f} s, tests per rank {ran}; log {log})"
     if rc == "hung":
@@ -154,18 +166,57 @@ def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
         fails = re.findall(r"^(?:FAIL|ERROR): (\S+ \([\w.]+\))", text, re.M)
         detail += f" failures: {sorted(set(fails))[:10]}"
     rep.check(bool(ok), label, detail)
-    return secs
+    return {"label": label, "secs": secs, "ok": bool(ok), "ran": sorted(set(ran)),
+            "skipped": sorted(set(skipped))}
+
+
+def testbed_args(layout, delay):
+    if layout == "clusters":
+        return ["--clusters", "2", "--nodes", "2", "--routers", "2", "--nic-rate", "100mbit",
+                "--wan-rate", "400mbit", "--delay", delay]
+    return ["--clusters", "1", "--nodes", "4"]
+
+
+def report_times(rep, results, csv_path):
+    """Each run's time beside the mean single-cluster time, and the check that
+    every run ran and skipped the same tests as on one cluster."""
+    ref = [r for r in results if r["layout"] == "one" and r["ok"]]
+    ref_s = sum(r["secs"] for r in ref) / len(ref) if ref else None
+    print("\nlayout    policy     run   seconds  vs one cluster   tests run / skipped per rank")
+    for r in results:
+        ratio = f"{r['secs'] / ref_s:6.2f}x" if ref_s else "     -"
+        print(f"{r['layout']:9} {r['policy']:10} {r['run']:3} {r['secs']:9.0f}  {ratio:>14}"
+              f"   {','.join(r['ran']) or '-'} / {','.join(r['skipped']) or '-'}"
+              f"{'' if r['ok'] else '   FAILED'}")
+    if ref:
+        same = {(tuple(r["ran"]), tuple(r["skipped"])) for r in ref}
+        for r in results:
+            if r["layout"] != "one" and r["ok"]:
+                rep.check((tuple(r["ran"]), tuple(r["skipped"])) in same,
+                          f"{r['label']}: the same tests as on one cluster",
+                          f"(ran/skipped {r['ran']}/{r['skipped']}, one cluster {sorted(same)})")
+    if csv_path:
+        with open(csv_path, "w") as f:
+            f.write("layout,policy,run,seconds,ratio_to_one_cluster,passed,tests_run,skipped\n")
+            for r in results:
+                ratio = f"{r['secs'] / ref_s:.3f}" if ref_s else ""
+                f.write(f"{r['layout']},{r['policy']},{r['run']},{r['secs']:.1f},{ratio},"
+                        f"{int(r['ok'])},{'/'.join(r['ran'])},{'/'.join(r['skipped'])}\n")
+        print(f"times: {csv_path}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
-    ap.add_argument("--layout", choices=("clusters", "one"), default="clusters")
+    ap.add_argument("--layout", choices=("clusters", "one", "both"), default="clusters",
+                    help="both: one cluster first (the reference time), then two clusters")
     ap.add_argument("--policies", default="aggregate")
-    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=1, help="runs per policy across clusters")
+    ap.add_argument("--runs-one", type=int, default=1, help="runs on one cluster")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--include", default="")
     ap.add_argument("--delay", default="1ms", help="one-way WAN delay of --layout clusters")
+    ap.add_argument("--csv", default="", help="write every run's time to this CSV file")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     prefix = os.path.abspath(args.prefix)
@@ -173,27 +224,31 @@ def main():
     os.makedirs(work, exist_ok=True)
     rep = Report()
     py, testdir = build(prefix, work)
-    if args.layout == "clusters":
-        tbargs = ["--clusters", "2", "--nodes", "2", "--routers", "2", "--nic-rate", "100mbit",
-                  "--wan-rate", "400mbit", "--delay", args.delay]
-    else:
-        tbargs = ["--clusters", "1", "--nodes", "4"]
-    tb = Testbed("tm4py", prefix, tbargs, work)
-    try:
-        tb.up()
-    except Exception as e:  # noqa: BLE001
-        die(str(e))
-    try:
-        env = tb.user_env()
-        for pol in args.policies.split() if args.layout == "clusters" else ["-"]:
-            if pol != "-":
-                tb.set_policy(pol)
-            for i in range(args.runs):
-                label = f"mpi4py:{args.layout}:{pol}:{i + 1}"
-                run_suite(rep, tb, env, py, testdir, label, work, args.timeout, args.include)
-    finally:
-        if not args.keep:
-            tb.down()
+    layouts = ["one", "clusters"] if args.layout == "both" else [args.layout]
+    results = []
+    for layout in layouts:
+        tb = Testbed("tm4py", prefix, testbed_args(layout, args.delay), work)
+        try:
+            tb.up()
+        except Exception as e:  # noqa: BLE001
+            die(str(e))
+        try:
+            env = tb.user_env()
+            policies = args.policies.split() if layout == "clusters" else ["-"]
+            runs = args.runs if layout == "clusters" else args.runs_one
+            for pol in policies:
+                if pol != "-":
+                    tb.set_policy(pol)
+                for i in range(runs):
+                    label = f"mpi4py:{layout}:{pol}:{i + 1}"
+                    r = run_suite(rep, tb, env, py, testdir, label, work, args.timeout,
+                                  args.include)
+                    r.update(layout=layout, policy=pol, run=i + 1)
+                    results.append(r)
+        finally:
+            if not args.keep:
+                tb.down()
+    report_times(rep, results, args.csv)
     return rep.finish()
 
 
