@@ -3,6 +3,7 @@ clusters up and down, read its env file the way ". env" does, run commands
 on its nodes, start icbc-router daemons as docs/router.md tells a user, and
 count PASS/FAIL lines ("N passed, N failed" at the end)."""
 
+import contextlib
 import os
 import shlex
 import signal
@@ -46,7 +47,35 @@ class Testbed:
         tb = os.path.join(prefix, "bin", "icbc-testbed")
         self.tool = tb if os.access(tb, os.X_OK) else os.path.join(TOP, "contrib/testbed/icbc-testbed")
         self.daemons = []  # (node, pidfile)
+        self.cleanups = []
         os.makedirs(work, exist_ok=True)
+
+    @contextlib.contextmanager
+    def running(self, rep, keep=False, what="test"):
+        """The testbed up for the block, which gets the user's environment
+        (". env"); down after it, whatever happened (with keep, only the
+        daemons stop). A testbed that does not come up ends the harness;
+        an exception in the block is a failed check naming WHAT."""
+        try:
+            self.up()
+        except Exception as e:  # noqa: BLE001
+            die(str(e))
+        try:
+            yield self.user_env()
+        except Exception as e:  # noqa: BLE001
+            rep.check(False, f"{what} aborted: {e}")
+        finally:
+            for fn in reversed(self.cleanups):
+                fn()
+            self.cleanups = []
+            if keep:
+                self.stop_daemons()
+            else:
+                self.down()
+
+    def at_exit(self, fn):
+        """FN runs when the running() block ends, before the testbed goes."""
+        self.cleanups.append(fn)
 
     def up(self):
         self.down()

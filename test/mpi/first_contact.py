@@ -65,12 +65,7 @@ def main():
         if not mpicc(prefix, os.path.join(TOP, f"test/mpi/{name}.c"), exe, exe + ".build.log"):
             die(f"cannot build {name} (see {exe}.build.log)")
         apps[name] = exe
-    try:
-        tb.up()
-    except Exception as e:  # noqa: BLE001
-        die(str(e))
-    try:
-        env = tb.user_env()
+    with tb.running(rep, args.keep, "first-contact test") as env:
         routers = [n for n, _, role, *_ in tb.nodes() if role == "router"]
         for mode in ("embedded", "daemons"):
             if mode == "daemons":
@@ -84,13 +79,6 @@ def main():
                     run_app(rep, env, apps["rma_coll"], f"rma_coll:{pol}:{mode}", work)
                     run_app(rep, env, apps["rma_self_order"], f"rma_self_order:{pol}:{mode}",
                             work, ["--rounds", "300", "--deadline", "10"])
-            tb.stop_daemons()
-    except Exception as e:  # noqa: BLE001
-        rep.check(False, f"first-contact test aborted: {e}")
-    finally:
-        if not args.keep:
-            tb.down()
-        else:
             tb.stop_daemons()
     return rep.finish()
 

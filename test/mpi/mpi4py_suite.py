@@ -228,12 +228,7 @@ def main():
     results = []
     for layout in layouts:
         tb = Testbed("tm4py", prefix, testbed_args(layout, args.delay), work)
-        try:
-            tb.up()
-        except Exception as e:  # noqa: BLE001
-            die(str(e))
-        try:
-            env = tb.user_env()
+        with tb.running(rep, args.keep, f"mpi4py suite ({layout})") as env:
             policies = args.policies.split() if layout == "clusters" else ["-"]
             runs = args.runs if layout == "clusters" else args.runs_one
             for pol in policies:
@@ -245,9 +240,6 @@ def main():
                                   args.include)
                     r.update(layout=layout, policy=pol, run=i + 1)
                     results.append(r)
-        finally:
-            if not args.keep:
-                tb.down()
     report_times(rep, results, args.csv)
     return rep.finish()
 

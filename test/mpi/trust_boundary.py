@@ -70,13 +70,7 @@ def main():
     soak = os.path.join(work, "soak")
     if not mpicc(prefix, os.path.join(TOP, "test/mpi/soak.c"), soak, soak + ".build.log"):
         die(f"cannot build soak (see {soak}.build.log)")
-    try:
-        tb.up()
-    except Exception as e:  # noqa: BLE001
-        die(str(e))
-    job = None
-    try:
-        env = tb.user_env()
+    with tb.running(rep, args.keep, "trust boundary test") as env:
         pids = {n: tb.start_router(n, env=env) for n in ("a0", "b0")}
         a0, a1, a2 = tb.node("a0"), tb.node("a1"), tb.node("a2")
         stop = os.path.join(work, "soak.stop")
@@ -86,6 +80,7 @@ def main():
         job = subprocess.Popen(["mpiexec", "-n", "4", "-ppn", "1", "-hosts", "a0,a1,b0,b1",
                                 soak, "--until", stop], env=env, stdout=joblog,
                                stderr=subprocess.STDOUT)
+        tb.at_exit(lambda: job.poll() is None and job.kill())
         time.sleep(4)
         rep.check(job.poll() is None, "job across the clusters is running before the scan")
 
@@ -161,15 +156,6 @@ def main():
         rep.check(bool(m) and int(m[-1]) >= 1000,
                   "router a0's stats count the connections it closed",
                   f"({m[-1] if m else 'no stats line'})")
-    except Exception as e:  # noqa: BLE001
-        rep.check(False, f"trust boundary test aborted: {e}")
-    finally:
-        if job and job.poll() is None:
-            job.kill()
-        if not args.keep:
-            tb.down()
-        else:
-            tb.stop_daemons()
     return rep.finish()
 
 
