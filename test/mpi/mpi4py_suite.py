@@ -22,6 +22,12 @@ Excluded by name, with the reason:
 
   testSplitTypeShared   MPI_Comm_split_type(SHARED) on an intercommunicator
                         crashes MPICH 4.0.2 itself (stock ch4:ucx too)
+  TestThreadPool.test_terminate   mpi4py.util.pool.ThreadPool: threads of one
+                        process, no MPI message; terminate() cannot stop a task a
+                        worker thread has already taken, so under CPU load the
+                        task the test expects cancelled sometimes runs (1 of 4
+                        runs under tcp here; CPython's multiprocessing ThreadPool
+                        test has the same race, gh-113205)
   test_dynproc, test_spawn   dynamic processes: the icbc netmod returns an
                         MPI error for them by design (README)
 
@@ -48,7 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from testbed import TOP, Report, Testbed, die  # noqa: E402
 
 VERSION = "4.1.2"
-EXCLUDE_NAMES = ["testSplitTypeShared"]
+EXCLUDE_NAMES = ["testSplitTypeShared", "TestThreadPool.test_terminate"]
 EXCLUDE_MODULES = "test_dynproc|test_spawn"
 
 
