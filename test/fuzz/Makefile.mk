@@ -1,0 +1,80 @@
+# libFuzzer targets of the parsers of outside bytes (docs/fuzzing.md).
+# libicbc is built with $(CC); each target instead compiles the few sources
+# it needs with clang and -fsanitize=fuzzer,address,undefined, so plain
+# rules rather than automake programs. `make fuzz` builds them, `make
+# fuzz-smoke` runs each for FUZZ_SECONDS (test/fuzz/run.sh).
+FUZZ_TARGETS = \
+    test/fuzz/routerfile_fuzz \
+    test/fuzz/route_hdr_fuzz \
+    test/fuzz/am_hdr_fuzz \
+    test/fuzz/bcard_fuzz \
+    test/fuzz/bt_frame_fuzz
+FUZZ_SECONDS = 20
+FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
+FUZZ_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -I$(top_srcdir)/test/fuzz
+FUZZ_HDRS = $(top_srcdir)/test/fuzz/fuzz_check.h $(top_srcdir)/src/icbc/icbc_status.h
+FUZZ_LINK = $(AM_V_CCLD)$(MKDIR_P) test/fuzz && \
+    $(CLANG) $(FUZZ_FLAGS) $(FUZZ_CPPFLAGS) -o $@ $(filter %.c,$^) $(CRYPTO_LIBS)
+
+EXTRA_DIST += \
+    test/fuzz/run.sh \
+    test/fuzz/fuzz_check.h \
+    test/fuzz/gen_seeds.c \
+    test/fuzz/routerfile_fuzz.c \
+    test/fuzz/routerfile_fuzz.dict \
+    test/fuzz/route_hdr_fuzz.c \
+    test/fuzz/am_hdr_fuzz.c \
+    test/fuzz/bcard_fuzz.c \
+    test/fuzz/bt_frame_fuzz.c \
+    test/fuzz/corpus
+CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
+
+.PHONY: fuzz fuzz-smoke fuzz-seeds
+
+if HAVE_LIBFUZZER
+fuzz: $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz
+	@$(SHELL) $(top_srcdir)/test/fuzz/run.sh --build $(abs_top_builddir) \
+	    --seconds $(FUZZ_SECONDS) --no-build --label 'fuzz: '
+
+test/fuzz/routerfile_fuzz: $(top_srcdir)/test/fuzz/routerfile_fuzz.c \
+    $(top_srcdir)/src/icbc/routerfile.c $(top_srcdir)/src/icbc/log.c \
+    $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/icbc/icbc_routerfile.h \
+    $(top_srcdir)/src/icbc/icbc_log.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/route_hdr_fuzz: $(top_srcdir)/test/fuzz/route_hdr_fuzz.c \
+    $(top_srcdir)/src/icbc/route.c $(top_srcdir)/src/icbc/icbc_route.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/am_hdr_fuzz: $(top_srcdir)/test/fuzz/am_hdr_fuzz.c \
+    $(top_srcdir)/src/icbc/wire.c $(top_srcdir)/src/icbc/icbc_wire.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/bcard_fuzz: $(top_srcdir)/test/fuzz/bcard_fuzz.c \
+    $(top_srcdir)/src/icbc/bcard.c $(top_srcdir)/src/icbc/icbc_bcard.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/bt_frame_fuzz: $(top_srcdir)/test/fuzz/bt_frame_fuzz.c \
+    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/bt_lib.h \
+    $(top_srcdir)/src/bt_lib/bt_impl.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+else
+fuzz fuzz-smoke:
+	@echo "fuzz: configure found no clang that builds -fsanitize=fuzzer targets" \
+	    "(apt-get install clang, then re-run configure)" >&2; exit 1
+endif
+
+# Rewrites the seed corpora of the binary targets in the source tree.
+fuzz-seeds: test/fuzz/gen_seeds
+	test/fuzz/gen_seeds $(top_srcdir)/test/fuzz/corpus
+
+test/fuzz/gen_seeds: $(top_srcdir)/test/fuzz/gen_seeds.c $(top_srcdir)/src/icbc/route.c \
+    $(top_srcdir)/src/icbc/wire.c $(top_srcdir)/src/icbc/bcard.c $(top_srcdir)/src/bt_lib/frame.c
+	$(AM_V_CCLD)$(MKDIR_P) test/fuzz && \
+	    $(CC) $(CFLAGS) -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -o $@ $^ $(CRYPTO_LIBS)
