@@ -22,7 +22,7 @@ logs="$build/logs"
 PACKAGES="build-essential autoconf automake libtool pkg-config ccache gfortran
   libucx-dev ucx-utils libhwloc-dev libfabric-dev libssl-dev libgtest-dev googletest
   iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib python3-venv
-  python3-dev dpkg-dev xz-utils patch gdb
+  python3-dev dpkg-dev xz-utils patch gdb clang
   mpich libmpich-dev"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -119,6 +119,7 @@ tests() {
     build_all
     total_pass=0; total_fail=0; summary=""
     run_suite unit unit_tests
+    run_suite fuzz "$top/test/fuzz/run.sh" --build "$build" --seconds 20
     [ -x "$top/test/testbed/run.sh" ] && run_suite testbed "$top/test/testbed/run.sh"
     run_suite mpi "$top/test/mpi/run.sh" --prefix "$prefix"
     run_suite first-contact python3 "$top/test/mpi/first_contact.py" --prefix "$prefix"

@@ -33,6 +33,7 @@ typedef struct {
     int flushing;
     router_state_t state;
     ucs_status_t ep_status;  /* why the endpoint failed */
+    double heard_ms;         /* last message of any kind from the router */
     int registered_once;
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
@@ -58,7 +59,10 @@ struct mx_client {
     router_t *routers;
     mx_creq_t *free_reqs;
     size_t reqs_out;         /* sends and pulls in flight */
+    double watched_ms;       /* last mx_client_watch that looked */
 };
+
+static double now_ms(void);
 
 static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errlen, const char *fmt, ...)
@@ -258,9 +262,10 @@ static router_t *router_of_ep(mx_client_t *c, ucp_ep_h ep)
     return NULL;
 }
 
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+/* RT is gone: sends to it fail from now on, and the owner hears of it
+ * once, if RT was registered. */
+static void router_lost(router_t *rt, ucs_status_t status, const char *why)
 {
-    router_t *rt = arg;
     mx_client_t *c = rt->client;
     router_state_t was = rt->state;
 
@@ -268,11 +273,38 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     rt->state = RT_LOST;
     rt->ep_status = status;
     if (was == RT_READY) {
-        icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text,
-                  ucs_status_string(status));
+        icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text, why);
         if (c->p.on_router_lost) c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
     }
     fail_waiting(rt);
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    router_t *rt = arg;
+
+    router_lost(rt, status, ucs_status_string(status));
+}
+
+void mx_client_watch(mx_client_t *c)
+{
+    double t = now_ms();
+    char why[96];
+
+    if (c->p.silence_ms <= 0 || t - c->watched_ms < 100) return;
+    if (t - c->watched_ms > 1000) {
+        /* not polled for a while: messages may wait unread in UCX */
+        for (size_t i = 0; i < c->p.nrouters; i++)
+            if (c->routers[i].heard_ms < t) c->routers[i].heard_ms = t;
+    }
+    c->watched_ms = t;
+    for (size_t i = 0; i < c->p.nrouters; i++) {
+        router_t *rt = &c->routers[i];
+        if (rt->state != RT_READY || t - rt->heard_ms <= c->p.silence_ms) continue;
+        snprintf(why, sizeof(why), "silent for %.0f s (a live router speaks every %.0f s)",
+                 (t - rt->heard_ms) / 1e3, MX_ROUTER_KEEPALIVE_MS / 1e3);
+        router_lost(rt, UCS_ERR_TIMED_OUT, why);
+    }
 }
 
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -291,6 +323,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         icbc_debug("router message dropped: unknown sender or malformed header");
         return drop;
     }
+    rt->heard_ms = now_ms();
     switch (h.type) {
     case ICBC_ROUTE_CHALLENGE:
         if (rt->state == RT_CONNECTING && h.inner_len == ICBC_ROUTE_NONCE_SIZE) {

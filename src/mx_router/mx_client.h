@@ -82,9 +82,13 @@ typedef struct mx_client_params {
      * descriptor for each until it pulls the payload); later sends to that
      * router wait here, in order. 0: MX_RNDV_WINDOW_DEFAULT. */
     int rndv_window;
+    /* A registered router that sends nothing for this long while the
+     * process polls (mx_client_watch) is lost: routers send at least every
+     * MX_ROUTER_KEEPALIVE_MS. 0: never. */
+    int silence_ms;
     int (*on_msg)(const mx_client_msg_t *m, void *arg);
-    /* The endpoint to ROUTER failed after registration (router gone).
-     * Sends to it fail from now on. */
+    /* The endpoint to ROUTER failed after registration (router gone), or
+     * the router fell silent (silence_ms). Sends to it fail from now on. */
     void (*on_router_lost)(int router, icbc_status_t status, void *arg);
     /* ROUTER can no longer (REACHABLE 0) or again (1) reach CLUSTER. */
     void (*on_cluster_state)(int router, uint16_t cluster, int reachable, void *arg);
@@ -109,6 +113,11 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
 icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
                                   mx_client_cb_t cb, void *arg);
 void mx_client_data_release(mx_client_t *c, void *data);
+
+/* Call from the process's progress loop: finds routers silent for
+ * silence_ms. Time between calls more than a second apart does not count
+ * (the process was not listening; what arrived is still queued). */
+void mx_client_watch(mx_client_t *c);
 
 size_t mx_client_max_inner(const mx_client_t *c);
 /* One line per router: state, windows, sends waiting (a hang's diagnosis). */

@@ -29,4 +29,9 @@
  * are copied to the heap. */
 #define MX_INLINE_HDR 256
 
+/* A router sends every registered process a CREDIT (maybe of 0 bytes) at
+ * least this often, so that a process can tell a silent router (hung,
+ * stopped, cut off without a connection error) from a quiet one. */
+#define MX_ROUTER_KEEPALIVE_MS 1000
+
 #endif /* MX_ROUTER_H */

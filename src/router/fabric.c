@@ -17,7 +17,11 @@
  *                its window was handed on: UCX delivers eager data whether
  *                or not the router has room, so each process keeps what it
  *                sent and was not credited within the window REGISTER_ACK
- *                gave it, which bounds what it makes the router hold
+ *                gave it, which bounds what it makes the router hold;
+ *                and to every registered process at least every
+ *                MX_ROUTER_KEEPALIVE_MS (with what is due, maybe 0): a
+ *                process that hears nothing from its router for much longer
+ *                knows it is gone or hung, even with no connection error
  */
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +375,19 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
         r->next_guard = now + period;
     }
     if (r->next_guard < *next) *next = r->next_guard;
+    if (now >= r->next_keepalive) {
+        for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
+            rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
+            uint8_t count[ICBC_ROUTE_COUNT_SIZE];
+            if (!p->registered) continue;
+            rt_list_del(&p->credit_link);
+            icbc_put64(count, p->credit_due);
+            p->credit_due = 0;
+            send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
+        }
+        r->next_keepalive = now + MX_ROUTER_KEEPALIVE_MS;
+    }
+    if (r->next_keepalive < *next) *next = r->next_keepalive;
 }
 
 void rt_fabric_destroy(icbc_router_t *r)

@@ -199,6 +199,7 @@ struct icbc_router {
     pthread_mutex_t pub_lock;
     double next_stats;
     double next_guard;        /* ms, monotonic: next scan of the UCX ports' connections */
+    double next_keepalive;    /* ms, monotonic: next CREDIT to every registered process */
 };
 
 double rt_now_ms(void);

@@ -2,7 +2,8 @@
 # MPI-level tests across two emulated clusters joined by the WAN emulator,
 # under every policy, with embedded routers and with icbc-router daemons
 # (also two jobs at once through the same daemons), plus the failure paths:
-# a router killed mid-transfer, a process with the wrong key.
+# a router killed mid-transfer, a router stopped (silent, connections open),
+# a process with the wrong key.
 #
 #   test/mpi/run-clusters.sh --prefix DIR [--name T] [--timeout S] [--keep] [--quick]
 #                            [--mpich-dirs "pt2pt coll ..."] [--mpich-list ci|full|FILE]
@@ -239,6 +240,38 @@ if [ $fail = $fail_before ]; then
         echo "    rank 1 heard from router b0 that cluster a is unreachable"
 fi
 grep -E 'lost router|router.*lost|stalled|unreachable' "$work/stress:router-killed.log" | head -3 | sed 's/^/    /'
+stop_daemons
+
+# -- a router stops answering without a connection error: MPI error, not a hang --
+# Router a0 is stopped (SIGSTOP) 4 s into the run: its connections stay open,
+# so no endpoint fails. A live router sends each registered process something
+# every second; rank 0 hears nothing from a0 for MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT
+# (20 s, the default a user has), takes it for lost and ends the job with an
+# MPI error naming the silence. Must end within 45 s of the stop: 20 s of
+# silence, the 5 s grace for the error to reach the application, and margin.
+start_daemons
+fail_before=$fail
+(
+    sleep 4
+    [ -f "$work/router-a0.pid" ] && kill -STOP "$(cat "$work/router-a0.pid")"
+) &
+stopper=$!
+limit_saved=$limit; limit=120
+stopped_start=$(date +%s)
+run stress:router-stopped 2 'error:silent for [0-9]+ s' \
+    MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 -- --seed 12
+stopped_secs=$(( $(date +%s) - stopped_start - 4 ))
+limit=$limit_saved
+wait $stopper 2>/dev/null
+[ -f "$work/router-a0.pid" ] && kill -CONT "$(cat "$work/router-a0.pid")" 2>/dev/null
+if [ $fail = $fail_before ]; then
+    if [ $stopped_secs -le 45 ]; then
+        report "router-stopped:within-45s" 0 "(ended ${stopped_secs}s after the stop)"
+    else
+        report "router-stopped:within-45s" 1 "(ended ${stopped_secs}s after the stop)"
+    fi
+fi
+grep -E 'silent|lost' "$work/stress:router-stopped.log" | head -2 | sed 's/^/    /'
 stop_daemons
 for n in a0 b0; do
     [ -f "$work/router-$n.log" ] && grep -E 'stats|peak' "$work/router-$n.log" | tail -1 | sed "s/^/    router $n: /"

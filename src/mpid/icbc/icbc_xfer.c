@@ -55,7 +55,10 @@ cvars:
         from its peer (no CTS, no chunk, no other message) before it fails
         with an MPI error, e.g. when a router died with chunks in flight.
         Transfers queued behind others on a busy path do not count as
-        stalled. 0 disables the check.
+        stalled. Also how long a router of this cluster may say nothing
+        (a live one speaks every second) before it counts as lost, with
+        the same consequence as a router that died. 0 disables both
+        checks.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -317,6 +320,9 @@ static void send_pump(int i)
             s->outstanding++;
             rc = MPIDI_ICBC_xpath_send(peer, lane, inner, sizeof(inner), s->base + s->next, len,
                                        chunk_done, (void *) (intptr_t) i, &busy);
+            /* completions inside the call may have started sends that
+             * grew (moved) the table */
+            s = &X.sends[i];
             if (rc != MPI_SUCCESS || busy)
                 s->outstanding--;
         } while (rc == MPI_SUCCESS && busy && ++tried < nlanes);

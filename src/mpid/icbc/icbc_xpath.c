@@ -111,10 +111,11 @@ typedef struct {
 } tcp_peer_t;
 
 /* Per accepted or opened connection: the receive in progress. */
-typedef struct {
+typedef struct tcp_conn {
     int rank;                   /* peer we opened it to, -1 for accepted ones */
     MPIDI_ICBC_xrecv_t x;
     int in_msg;
+    struct tcp_conn *next_all;  /* every one, freed in finalize */
 } tcp_conn_t;
 
 static struct {
@@ -132,6 +133,7 @@ static struct {
     icbc_bcard_tcp_t tcp_ep[2];
     int ntcp;
     tcp_peer_t *tcp;
+    tcp_conn_t *conns;          /* every tcp_conn_t, for finalize */
     bt_opts_t opts;
     const icbc_bcard_t *cards;  /* during init only */
     char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
@@ -471,6 +473,8 @@ static void tcp_on_accept(bt_listener_t * l, bt_conn_t * c, void *arg)
         return;
     }
     tc->rank = -1;
+    tc->next_all = P.conns;
+    P.conns = tc;
     bt_conn_set_arg(c, tc);
 }
 
@@ -509,7 +513,10 @@ static int tcp_connect(icbc_peer_t * peer)
     tc->rank = peer->rank;
     icbc_status_t st = bt_connect(P.poller, (struct sockaddr *) &ss, sl, &P.opts, &tcp_cbs, tc,
                                   &P.tcp[peer->rank].conn);
-    if (st != ICBC_OK) {
+    if (st == ICBC_OK) {
+        tc->next_all = P.conns;
+        P.conns = tc;
+    } else {
         MPL_free(tc);
         P.tcp[peer->rank].failed = 1;
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
@@ -767,6 +774,8 @@ int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len)
              * pulled one could be overtaken by the next */
             .rndv_thresh = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0) + 4096,
             .rndv_window = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTED_WINDOW, 1),
+            /* a router that says nothing for a transfer timeout is lost */
+            .silence_ms = MPL_MAX(MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT, 0) * 1000,
             .on_msg = mx_on_msg,
             .on_router_lost = mx_on_router_lost,
             .on_cluster_state = mx_on_cluster_state,
@@ -801,6 +810,8 @@ int MPIDI_ICBC_xpath_progress(void)
 
     if (P.poller)
         events = bt_poller_wait(P.poller, 0);
+    if (P.mx)
+        mx_client_watch(P.mx);
     MPIDI_ICBC_xfer_progress();
     return events > 0 ? events : 0;
 }
@@ -839,6 +850,13 @@ void MPIDI_ICBC_xpath_finalize(void)
         bt_listener_destroy(P.listener);
     if (P.poller)
         bt_poller_destroy(P.poller);
+    while (P.conns) {
+        tcp_conn_t *tc = P.conns;
+        P.conns = tc->next_all;
+        if (tc->in_msg)
+            MPL_free(tc->x.buf);
+        MPL_free(tc);
+    }
     MPL_free(P.tcp);
     if (P.rf)
         icbc_routerfile_free(P.rf);
