@@ -205,17 +205,21 @@ void rt_fabric_credit(icbc_router_t *r, uint64_t job, uint32_t rank, size_t n)
         rt_list_push(&r->credit_pending, &p->credit_link);
 }
 
+/* What is due to P (maybe 0 bytes), now. */
+static void send_credit(rt_peer_t *p)
+{
+    uint8_t count[ICBC_ROUTE_COUNT_SIZE];
+
+    rt_list_del(&p->credit_link);
+    icbc_put64(count, p->credit_due);
+    p->credit_due = 0;
+    send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
+}
+
 void rt_fabric_send_credits(icbc_router_t *r)
 {
-    while (!rt_list_empty(&r->credit_pending)) {
-        rt_peer_t *p = RT_CONTAINER(r->credit_pending.next, rt_peer_t, credit_link);
-        uint8_t count[ICBC_ROUTE_COUNT_SIZE];
-
-        rt_list_del(&p->credit_link);
-        icbc_put64(count, p->credit_due);
-        p->credit_due = 0;
-        send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
-    }
+    while (!rt_list_empty(&r->credit_pending))
+        send_credit(RT_CONTAINER(r->credit_pending.next, rt_peer_t, credit_link));
 }
 
 void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable)
@@ -378,12 +382,7 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
     if (now >= r->next_keepalive) {
         for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
             rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
-            uint8_t count[ICBC_ROUTE_COUNT_SIZE];
-            if (!p->registered) continue;
-            rt_list_del(&p->credit_link);
-            icbc_put64(count, p->credit_due);
-            p->credit_due = 0;
-            send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
+            if (p->registered) send_credit(p);
         }
         r->next_keepalive = now + MX_ROUTER_KEEPALIVE_MS;
     }
