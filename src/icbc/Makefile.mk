@@ -27,3 +27,7 @@ include_icbc_HEADERS += src/icbc/icbc_route.h src/icbc/icbc_bytes.h
 # Network interfaces: the fabric device UCX is opened on (docs/router.md, SECURITY).
 libicbc_la_SOURCES += src/icbc/netif.c
 include_icbc_HEADERS += src/icbc/icbc_netif.h
+
+# Striping engine: send and slot tables, chunks, accounting, stalls (docs/paths.md).
+libicbc_la_SOURCES += src/icbc/stripe.c
+include_icbc_HEADERS += src/icbc/icbc_stripe.h

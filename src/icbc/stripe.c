@@ -1,0 +1,703 @@
+/*
+ * Striping engine: send and slot tables, chunk cutting, placement and byte
+ * accounting, stall detection. See icbc_stripe.h.
+ */
+#include "icbc_stripe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "icbc_log.h"
+
+#define NONE (-1)
+
+typedef struct {
+    icbc_stripe_send_state_t state;
+    uint32_t gen;
+    int peer;
+    const char *base;           /* the caller's, valid until send_complete */
+    size_t size;
+    size_t next;                /* first byte not yet handed to a lane */
+    uint32_t slot, slot_gen;    /* from the CTS */
+    size_t chunk_size;          /* from the CTS: the receiver's unit */
+    int outstanding;            /* chunks with a lane, not yet reported sent */
+    icbc_status_t error;        /* first failure, ICBC_OK: none */
+    const char *why;
+    int lane;                   /* next lane to try */
+    double t_last;
+    void *user;
+    int next_free;
+    int blocked_prev, blocked_next;     /* queue of BLOCKED sends */
+} send_t;
+
+typedef struct {
+    icbc_stripe_slot_state_t state;
+    uint32_t gen;
+    int peer;
+    char *dest;                 /* the caller's; NULL: chunks go through ops->place */
+    size_t size;
+    size_t received;            /* bytes whose chunk ended well */
+    size_t unit;                /* length of every chunk but the last (our chunk size) */
+    uint8_t *seen;              /* owned: one bit per chunk, set when it began */
+    double t_last;
+    void *user;
+    int next_free;
+} slot_t;
+
+#ifndef NDEBUG
+#define TRANSITIONS_KEPT 64
+typedef struct {
+    char table;                 /* 's' send, 'r' receive slot */
+    int index;
+    uint32_t gen;
+    uint8_t from, to;
+} transition_t;
+#endif
+
+struct icbc_stripe {
+    icbc_stripe_config_t cfg;
+    icbc_stripe_ops_t ops;
+    void *ctx;
+    send_t *sends;
+    int nsends, free_send;
+    slot_t *slots;
+    int nslots, free_slot;
+    int blocked_head, blocked_tail;
+    double *seen;               /* per peer: when anything last arrived from it */
+    int nseen;
+    double last_scan;
+    icbc_stripe_stats_t stats;
+#ifndef NDEBUG
+    transition_t log[TRANSITIONS_KEPT];
+    unsigned nlog;
+#endif
+};
+
+#define STATE_NAME_(name) #name,
+static const char *send_state_names[] = { ICBC_STRIPE_SEND_STATES(STATE_NAME_) };
+static const char *slot_state_names[] = { ICBC_STRIPE_SLOT_STATES(STATE_NAME_) };
+#undef STATE_NAME_
+
+const char *icbc_stripe_send_state_str(icbc_stripe_send_state_t state)
+{
+    return (unsigned) state < sizeof(send_state_names) / sizeof(send_state_names[0]) ?
+        send_state_names[state] : "?";
+}
+
+const char *icbc_stripe_slot_state_str(icbc_stripe_slot_state_t state)
+{
+    return (unsigned) state < sizeof(slot_state_names) / sizeof(slot_state_names[0]) ?
+        slot_state_names[state] : "?";
+}
+
+/* ---- state transitions --------------------------------------------------- */
+
+static void note_transition(icbc_stripe_t *st, char table, int index, uint32_t gen, int from,
+                            int to)
+{
+#ifndef NDEBUG
+    transition_t *t = &st->log[st->nlog++ % TRANSITIONS_KEPT];
+    t->table = table;
+    t->index = index;
+    t->gen = gen;
+    t->from = (uint8_t) from;
+    t->to = (uint8_t) to;
+#else
+    (void) st; (void) table; (void) index; (void) gen; (void) from; (void) to;
+#endif
+}
+
+static void send_set_state(icbc_stripe_t *st, int i, icbc_stripe_send_state_t to)
+{
+    send_t *s = &st->sends[i];
+    note_transition(st, 's', i, s->gen, s->state, to);
+    s->state = to;
+}
+
+static void slot_set_state(icbc_stripe_t *st, int i, icbc_stripe_slot_state_t to)
+{
+    slot_t *s = &st->slots[i];
+    note_transition(st, 'r', i, s->gen, s->state, to);
+    s->state = to;
+}
+
+/* Generations skip 0, so that a zeroed header never names a live entry. */
+static uint32_t next_gen(uint32_t gen)
+{
+    return gen + 1 ? gen + 1 : 1;
+}
+
+/* ---- tables -------------------------------------------------------------- */
+
+static int send_alloc(icbc_stripe_t *st)
+{
+    if (st->free_send == NONE) {
+        int n = st->nsends ? 2 * st->nsends : 64;
+        send_t *v = realloc(st->sends, n * sizeof(*v));
+        if (v == NULL)
+            return NONE;
+        for (int i = n - 1; i >= st->nsends; i--) {
+            memset(&v[i], 0, sizeof(v[i]));
+            v[i].gen = st->cfg.first_gen;
+            v[i].next_free = st->free_send;
+            st->free_send = i;
+        }
+        st->sends = v;
+        st->nsends = n;
+    }
+    int i = st->free_send;
+    st->free_send = st->sends[i].next_free;
+    st->stats.active_sends++;
+    return i;
+}
+
+static void send_free(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+    uint32_t gen = next_gen(s->gen);
+
+    send_set_state(st, i, ICBC_STRIPE_SEND_FREE);
+    memset(s, 0, sizeof(*s));
+    s->gen = gen;
+    s->next_free = st->free_send;
+    st->free_send = i;
+    st->stats.active_sends--;
+}
+
+static int slot_alloc(icbc_stripe_t *st)
+{
+    if (st->free_slot == NONE) {
+        int n = st->nslots ? 2 * st->nslots : 64;
+        slot_t *v = realloc(st->slots, n * sizeof(*v));
+        if (v == NULL)
+            return NONE;
+        for (int i = n - 1; i >= st->nslots; i--) {
+            memset(&v[i], 0, sizeof(v[i]));
+            v[i].gen = st->cfg.first_gen;
+            v[i].next_free = st->free_slot;
+            st->free_slot = i;
+        }
+        st->slots = v;
+        st->nslots = n;
+    }
+    int i = st->free_slot;
+    st->free_slot = st->slots[i].next_free;
+    st->stats.active_slots++;
+    return i;
+}
+
+static void slot_free(icbc_stripe_t *st, int i)
+{
+    slot_t *s = &st->slots[i];
+    uint32_t gen = next_gen(s->gen);
+
+    slot_set_state(st, i, ICBC_STRIPE_SLOT_FREE);
+    free(s->seen);
+    memset(s, 0, sizeof(*s));
+    s->gen = gen;
+    s->next_free = st->free_slot;
+    st->free_slot = i;
+    st->stats.active_slots--;
+}
+
+static slot_t *slot_lookup(icbc_stripe_t *st, uint32_t slot, uint32_t gen, int peer)
+{
+    if (slot >= (uint32_t) st->nslots)
+        return NULL;
+    slot_t *s = &st->slots[slot];
+    return (s->state == ICBC_STRIPE_SLOT_RECEIVING && s->gen == gen && s->peer == peer) ? s : NULL;
+}
+
+/* ---- queue of blocked sends ---------------------------------------------- */
+
+static void blocked_push(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+
+    s->blocked_prev = st->blocked_tail;
+    s->blocked_next = NONE;
+    if (st->blocked_tail == NONE)
+        st->blocked_head = i;
+    else
+        st->sends[st->blocked_tail].blocked_next = i;
+    st->blocked_tail = i;
+    st->stats.blocked_sends++;
+    send_set_state(st, i, ICBC_STRIPE_SEND_BLOCKED);
+}
+
+static void blocked_remove(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+
+    if (s->blocked_prev == NONE)
+        st->blocked_head = s->blocked_next;
+    else
+        st->sends[s->blocked_prev].blocked_next = s->blocked_next;
+    if (s->blocked_next == NONE)
+        st->blocked_tail = s->blocked_prev;
+    else
+        st->sends[s->blocked_next].blocked_prev = s->blocked_prev;
+    s->blocked_prev = s->blocked_next = NONE;
+    st->stats.blocked_sends--;
+}
+
+/* ---- create / destroy ---------------------------------------------------- */
+
+icbc_status_t icbc_stripe_create(const icbc_stripe_config_t *config, const icbc_stripe_ops_t *ops,
+                                 void *ctx, icbc_stripe_t **stripe_p)
+{
+    icbc_stripe_t *st = calloc(1, sizeof(*st));
+
+    if (st == NULL)
+        return ICBC_ERR_NO_MEMORY;
+    st->cfg = *config;
+    if (st->cfg.chunk_size < ICBC_STRIPE_CHUNK_MIN)
+        st->cfg.chunk_size = ICBC_STRIPE_CHUNK_MIN;
+    if (st->cfg.chunk_size > ICBC_STRIPE_CHUNK_MAX)
+        st->cfg.chunk_size = ICBC_STRIPE_CHUNK_MAX;
+    if (st->cfg.first_gen == 0)
+        st->cfg.first_gen = 1;
+    st->ops = *ops;
+    st->ctx = ctx;
+    st->free_send = st->free_slot = NONE;
+    st->blocked_head = st->blocked_tail = NONE;
+    *stripe_p = st;
+    return ICBC_OK;
+}
+
+void icbc_stripe_destroy(icbc_stripe_t *st)
+{
+    if (st == NULL)
+        return;
+    for (int i = 0; i < st->nslots; i++)
+        free(st->slots[i].seen);
+    free(st->sends);
+    free(st->slots);
+    free(st->seen);
+    free(st);
+}
+
+/* ---- liveness ------------------------------------------------------------ */
+
+void icbc_stripe_peer_seen(icbc_stripe_t *st, int peer, double now)
+{
+    if (peer < 0)
+        return;
+    if (peer >= st->nseen) {
+        int n = peer + 1 > 2 * st->nseen ? peer + 1 : 2 * st->nseen;
+        double *v = realloc(st->seen, n * sizeof(*v));
+        if (v == NULL)
+            return;     /* only weakens stall detection towards a busy peer */
+        for (int i = st->nseen; i < n; i++)
+            v[i] = 0;
+        st->seen = v;
+        st->nseen = n;
+    }
+    st->seen[peer] = now;
+}
+
+/* A transfer is stalled only when nothing at all arrives from its peer: with
+ * thousands of transfers queued behind each other (e.g. 100,000 MPI_Get
+ * replies), one may wait far longer than the timeout for its turn while the
+ * path is busy with the others. */
+static double last_heard(const icbc_stripe_t *st, double t_last, int peer)
+{
+    return (peer < st->nseen && st->seen[peer] > t_last) ? st->seen[peer] : t_last;
+}
+
+/* ---- send side ----------------------------------------------------------- */
+
+static uint64_t make_id(uint32_t gen, int index)
+{
+    return ((uint64_t) gen << 32) | (uint32_t) index;
+}
+
+static void send_finish(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+    void *user = s->user;
+    icbc_status_t status = s->error;
+    const char *why = s->why;
+
+    if (s->state == ICBC_STRIPE_SEND_BLOCKED)
+        blocked_remove(st, i);
+    send_free(st, i);
+    st->ops.send_complete(st->ctx, user, status, why);
+}
+
+static void send_fail(send_t *s, icbc_status_t status, const char *why)
+{
+    if (s->error == ICBC_OK) {
+        s->error = status;
+        s->why = why;
+    }
+}
+
+static int send_done_with_lanes(const send_t *s)
+{
+    return s->outstanding == 0 && (s->next >= s->size || s->error != ICBC_OK);
+}
+
+void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double now)
+{
+    uint32_t i = (uint32_t) token, gen = (uint32_t) (token >> 32);
+    send_t *s;
+
+    if (i >= (uint32_t) st->nsends || (s = &st->sends[i])->gen != gen ||
+        s->state == ICBC_STRIPE_SEND_FREE || s->outstanding == 0)
+        return;     /* a lane reporting twice; nothing of ours */
+    s->outstanding--;
+    s->t_last = now;
+    if (!ok)
+        send_fail(s, ICBC_ERR_PEER_FAILED, "a chunk was lost on its lane");
+    if (send_done_with_lanes(s))
+        send_finish(st, (int) i);
+}
+
+/* Hands chunks to lanes until all are handed out or every lane is busy. */
+static void send_pump(icbc_stripe_t *st, int i, double now)
+{
+    send_t *s = &st->sends[i];
+    int nlanes = st->ops.nlanes(st->ctx, s->peer);
+    uint64_t token = make_id(s->gen, i);
+
+    if (nlanes < 1)
+        nlanes = 1;
+    if (s->state == ICBC_STRIPE_SEND_BLOCKED)
+        blocked_remove(st, i);
+    send_set_state(st, i, ICBC_STRIPE_SEND_SENDING);
+    /* A reference of our own, so that a chunk reported sent inside
+     * send_chunk cannot finish the send while this loop runs. */
+    s->outstanding++;
+    while (s->error == ICBC_OK && s->next < s->size) {
+        icbc_stripe_chunk_t c = {
+            .slot = s->slot,
+            .gen = s->slot_gen,
+            .offset = s->next,
+            .len = s->size - s->next < s->chunk_size ? s->size - s->next : s->chunk_size,
+        };
+        const void *data = s->base + s->next;
+        icbc_status_t rc = ICBC_ERR_BUSY;
+
+        /* the lanes in turn; a busy lane passes the chunk to the next one */
+        for (int tried = 0; tried < nlanes && rc == ICBC_ERR_BUSY; tried++) {
+            int lane = s->lane;
+            s->lane = (s->lane + 1) % nlanes;
+            s->outstanding++;
+            rc = st->ops.send_chunk(st->ctx, s->peer, lane, &c, data, token);
+            /* completions inside the call may have grown (moved) the table */
+            s = &st->sends[i];
+            if (rc != ICBC_OK)
+                s->outstanding--;
+        }
+        if (rc == ICBC_ERR_BUSY) {
+            blocked_push(st, i);
+            break;
+        }
+        if (rc != ICBC_OK) {
+            send_fail(s, rc, "a lane refused a chunk");
+            break;
+        }
+        st->stats.chunks_sent++;
+        s->next += c.len;
+    }
+    if (s->state == ICBC_STRIPE_SEND_SENDING)
+        send_set_state(st, i, ICBC_STRIPE_SEND_DRAINING);
+    icbc_stripe_chunk_sent(st, token, 1, now);
+}
+
+icbc_status_t icbc_stripe_send_start(icbc_stripe_t *st, int peer, const void *base, size_t size,
+                                     void *user, double now, uint64_t *cookie)
+{
+    int i;
+
+    if (size == 0)
+        return ICBC_ERR_INVALID;        /* nothing to stripe: send it whole */
+    if ((i = send_alloc(st)) == NONE)
+        return ICBC_ERR_NO_MEMORY;
+    send_t *s = &st->sends[i];
+    s->peer = peer;
+    s->base = base;
+    s->size = size;
+    s->user = user;
+    s->t_last = now;
+    s->blocked_prev = s->blocked_next = NONE;
+    send_set_state(st, i, ICBC_STRIPE_SEND_WAIT_CTS);
+    *cookie = make_id(s->gen, i);
+    return ICBC_OK;
+}
+
+void icbc_stripe_send_cancel(icbc_stripe_t *st, uint64_t cookie)
+{
+    uint32_t i = (uint32_t) cookie, gen = (uint32_t) (cookie >> 32);
+
+    if (i < (uint32_t) st->nsends && st->sends[i].gen == gen &&
+        st->sends[i].state == ICBC_STRIPE_SEND_WAIT_CTS)
+        send_free(st, (int) i);
+}
+
+icbc_status_t icbc_stripe_cts(icbc_stripe_t *st, int peer, uint64_t cookie,
+                              const icbc_stripe_cts_t *cts, double now)
+{
+    uint32_t i = (uint32_t) cookie, sgen = (uint32_t) (cookie >> 32);
+    send_t *s;
+
+    if (i >= (uint32_t) st->nsends || (s = &st->sends[i])->gen != sgen ||
+        s->state != ICBC_STRIPE_SEND_WAIT_CTS || s->peer != peer ||
+        (cts->slot != ICBC_STRIPE_SLOT_DISCARD &&
+         (cts->chunk_size < ICBC_STRIPE_CHUNK_MIN || cts->chunk_size > ICBC_STRIPE_CHUNK_MAX))) {
+        st->stats.dropped_cts++;
+        return ICBC_ERR_INVALID;
+    }
+    s->t_last = now;
+    if (cts->slot == ICBC_STRIPE_SLOT_DISCARD) {
+        s->next = s->size;
+        send_finish(st, (int) i);
+        return ICBC_OK;
+    }
+    s->slot = cts->slot;
+    s->slot_gen = cts->gen;
+    s->chunk_size = cts->chunk_size;
+    /* senders start on different lanes, so that many transfers at once
+     * spread over the lanes from their first chunk */
+    int nlanes = st->ops.nlanes(st->ctx, peer);
+    s->lane = (int) ((i + (uint32_t) peer) % (uint32_t) (nlanes > 0 ? nlanes : 1));
+    send_pump(st, (int) i, now);
+    return ICBC_OK;
+}
+
+/* ---- receive side -------------------------------------------------------- */
+
+icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, size_t size, void *dest,
+                                     void *user, double now, icbc_stripe_cts_t *cts)
+{
+    size_t unit = st->cfg.chunk_size;
+    size_t nunits = (size + unit - 1) / unit;
+    uint8_t *seen;
+    int i;
+
+    if (size == 0)
+        return ICBC_ERR_INVALID;
+    seen = calloc((nunits + 7) / 8, 1);
+    if (seen == NULL || (i = slot_alloc(st)) == NONE) {
+        free(seen);
+        return ICBC_ERR_NO_MEMORY;
+    }
+    slot_t *s = &st->slots[i];
+    s->unit = unit;
+    s->seen = seen;
+    s->peer = peer;
+    s->size = size;
+    s->dest = dest;
+    s->user = user;
+    s->t_last = now;
+    slot_set_state(st, i, ICBC_STRIPE_SLOT_RECEIVING);
+    cts->slot = (uint32_t) i;
+    cts->gen = s->gen;
+    cts->chunk_size = unit;
+    return ICBC_OK;
+}
+
+static void slot_complete(icbc_stripe_t *st, int i, icbc_status_t status, const char *why)
+{
+    void *user = st->slots[i].user;
+
+    slot_free(st, i);
+    st->ops.recv_complete(st->ctx, user, status, why);
+}
+
+/* Every chunk of a message is one unit long (the receiver's chunk size,
+ * sent in its CTS), but the last: a duplicate (e.g. a chunk sent again
+ * through another router) is one bit to test, any other overlap is a
+ * protocol error. */
+static icbc_status_t chunk_claim(slot_t *s, const icbc_stripe_chunk_t *c)
+{
+    if (c->offset >= s->size || c->offset % s->unit != 0 ||
+        c->len != (s->size - c->offset < s->unit ? s->size - c->offset : s->unit))
+        return ICBC_ERR_INVALID;
+    size_t u = c->offset / s->unit;
+    if (s->seen[u / 8] & (1u << (u % 8)))
+        return ICBC_ERR_INVALID;
+    s->seen[u / 8] |= (uint8_t) (1u << (u % 8));
+    return ICBC_OK;
+}
+
+icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *st, int peer, const icbc_stripe_chunk_t *c,
+                                      icbc_stripe_rx_t *rx, void **data_dest)
+{
+    slot_t *s = slot_lookup(st, c->slot, c->gen, peer);
+    icbc_status_t rc;
+
+    memset(rx, 0, sizeof(*rx));
+    *data_dest = NULL;
+    if (s == NULL) {
+        st->stats.dropped_chunks++;
+        return ICBC_ERR_NOT_FOUND;
+    }
+    rc = chunk_claim(s, c);
+    if (rc != ICBC_OK) {
+        st->stats.duplicate_chunks++;
+        return rc;
+    }
+    rx->slot = c->slot;
+    rx->gen = c->gen;
+    rx->peer = peer;
+    rx->offset = c->offset;
+    rx->len = c->len;
+    if (s->dest) {
+        *data_dest = s->dest + c->offset;
+    } else {
+        rx->staging = malloc(c->len);
+        if (rx->staging == NULL)
+            return ICBC_ERR_NO_MEMORY;
+        *data_dest = rx->staging;
+    }
+    return ICBC_OK;
+}
+
+void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, double now)
+{
+    slot_t *s = slot_lookup(st, rx->slot, rx->gen, rx->peer);
+
+    if (s == NULL) {
+        /* the receive failed (timeout, dead peer) while this chunk streamed */
+        free(rx->staging);
+        rx->staging = NULL;
+        return;
+    }
+    icbc_stripe_peer_seen(st, rx->peer, now);
+    s->t_last = now;
+    if (!ok) {
+        free(rx->staging);
+        rx->staging = NULL;
+        slot_complete(st, (int) rx->slot, ICBC_ERR_PEER_FAILED, "a chunk was lost");
+        return;
+    }
+    if (rx->staging) {
+        st->ops.place(st->ctx, s->user, rx->offset, rx->staging, rx->len);
+        free(rx->staging);
+        rx->staging = NULL;
+        s = &st->slots[rx->slot];       /* place may have started receives */
+    }
+    st->stats.chunks_received++;
+    s->received += rx->len;
+    if (s->received == s->size)
+        slot_complete(st, (int) rx->slot, ICBC_OK, NULL);
+}
+
+icbc_status_t icbc_stripe_chunk_data(icbc_stripe_t *st, int peer, const icbc_stripe_chunk_t *c,
+                                     const void *data, double now)
+{
+    icbc_stripe_rx_t rx;
+    void *dest;
+    icbc_status_t rc = icbc_stripe_chunk_begin(st, peer, c, &rx, &dest);
+
+    if (rc != ICBC_OK)
+        return rc;
+    memcpy(dest, data, c->len);
+    icbc_stripe_chunk_end(st, &rx, 1, now);
+    return ICBC_OK;
+}
+
+/* ---- progress and failures ----------------------------------------------- */
+
+void icbc_stripe_progress(icbc_stripe_t *st, double now)
+{
+    /* retry each send that was blocked when this call began, once */
+    for (int n = st->stats.blocked_sends; n > 0 && st->blocked_head != NONE; n--)
+        send_pump(st, st->blocked_head, now);
+
+    if (st->cfg.timeout <= 0 || (st->stats.active_sends == 0 && st->stats.active_slots == 0) ||
+        now - st->last_scan < 1.0)
+        return;
+    st->last_scan = now;
+    for (int i = 0; i < st->nslots; i++) {
+        slot_t *s = &st->slots[i];
+        double quiet;
+        if (s->state != ICBC_STRIPE_SLOT_RECEIVING ||
+            (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
+            continue;
+        icbc_warn("receive of %zu bytes from rank %d stalled for %.0f s (%zu bytes arrived, "
+                  "nothing else from that rank); failing it", s->size, s->peer, quiet,
+                  s->received);
+        st->stats.stalled_recvs++;
+        slot_complete(st, i, ICBC_ERR_TIMEOUT, "no chunk arrived in time");
+    }
+    for (int i = 0; i < st->nsends; i++) {
+        send_t *s = &st->sends[i];
+        double quiet;
+        if (s->state != ICBC_STRIPE_SEND_WAIT_CTS ||
+            (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
+            continue;
+        icbc_warn("striped send of %zu bytes to rank %d got no clear-to-send for %.0f s (nor "
+                  "anything else from that rank); failing it", s->size, s->peer, quiet);
+        st->stats.stalled_sends++;
+        send_fail(s, ICBC_ERR_TIMEOUT, "no clear-to-send arrived in time");
+        send_finish(st, i);
+    }
+}
+
+void icbc_stripe_peer_failed(icbc_stripe_t *st, int peer, const char *why)
+{
+    for (int i = 0; i < st->nslots; i++)
+        if (st->slots[i].state == ICBC_STRIPE_SLOT_RECEIVING && st->slots[i].peer == peer)
+            slot_complete(st, i, ICBC_ERR_PEER_FAILED, why);
+    for (int i = 0; i < st->nsends; i++) {
+        send_t *s = &st->sends[i];
+        if (s->state == ICBC_STRIPE_SEND_FREE || s->peer != peer || s->error != ICBC_OK)
+            continue;
+        send_fail(s, ICBC_ERR_PEER_FAILED, why);
+        /* chunks still with a lane report back; the last one finishes it */
+        if (s->outstanding == 0)
+            send_finish(st, i);
+    }
+}
+
+/* ---- introspection ------------------------------------------------------- */
+
+void icbc_stripe_stats(const icbc_stripe_t *st, icbc_stripe_stats_t *stats)
+{
+    *stats = st->stats;
+}
+
+void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
+{
+    fprintf(f, "  striped sends: %d active, %d blocked on busy lanes\n", st->stats.active_sends,
+            st->stats.blocked_sends);
+    for (int i = 0; i < st->nsends; i++) {
+        const send_t *s = &st->sends[i];
+        if (s->state == ICBC_STRIPE_SEND_FREE)
+            continue;
+        fprintf(f, "    send %d.%u to rank %d: %s, %zu bytes, %zu handed to lanes, %d chunk(s) "
+                "out%s%s, quiet for %.1f s\n", i, s->gen, s->peer,
+                icbc_stripe_send_state_str(s->state), s->size, s->next, s->outstanding,
+                s->error ? ", failed: " : "", s->error ? s->why : "", now - s->t_last);
+    }
+    fprintf(f, "  striped receives: %d active\n", st->stats.active_slots);
+    for (int i = 0; i < st->nslots; i++) {
+        const slot_t *s = &st->slots[i];
+        if (s->state == ICBC_STRIPE_SLOT_FREE)
+            continue;
+        fprintf(f, "    slot %d.%u from rank %d: %zu of %zu bytes, quiet for %.1f s\n", i, s->gen,
+                s->peer, s->received, s->size, now - s->t_last);
+    }
+    fprintf(f, "  chunks sent %llu, received %llu; dropped: %llu CTS, %llu chunks for no "
+            "receive, %llu duplicate or overlapping\n",
+            (unsigned long long) st->stats.chunks_sent,
+            (unsigned long long) st->stats.chunks_received,
+            (unsigned long long) st->stats.dropped_cts,
+            (unsigned long long) st->stats.dropped_chunks,
+            (unsigned long long) st->stats.duplicate_chunks);
+#ifndef NDEBUG
+    unsigned first = st->nlog > TRANSITIONS_KEPT ? st->nlog - TRANSITIONS_KEPT : 0;
+    fprintf(f, "  last %u state transitions:\n", st->nlog - first);
+    for (unsigned k = first; k < st->nlog; k++) {
+        const transition_t *t = &st->log[k % TRANSITIONS_KEPT];
+        fprintf(f, "    %s %d.%u %s -> %s\n", t->table == 's' ? "send" : "slot", t->index,
+                t->gen, t->table == 's' ? icbc_stripe_send_state_str(t->from) :
+                icbc_stripe_slot_state_str(t->from),
+                t->table == 's' ? icbc_stripe_send_state_str(t->to) :
+                icbc_stripe_slot_state_str(t->to));
+    }
+#endif
+}

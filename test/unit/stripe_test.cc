@@ -1,0 +1,656 @@
+/*
+ * The striping engine between two processes, over fake lanes: each lane is
+ * a queue the test delivers from in any order, refuses on demand (busy) or
+ * breaks (dead). Rank 0 sends, rank 1 receives, each with its own engine.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "icbc_stripe.h"
+
+namespace {
+
+struct Chunk {
+    int lane;
+    icbc_stripe_chunk_t c;
+    const void *data;
+    uint64_t token;
+};
+
+struct Done {
+    void *user;
+    icbc_status_t status;
+    std::string why;
+};
+
+/* One process: an engine, its lanes and what its callbacks saw. */
+struct Side {
+    icbc_stripe_t *st = nullptr;
+    int nlanes = 3;
+    std::vector<bool> busy = std::vector<bool>(8, false);
+    std::vector<bool> dead = std::vector<bool>(8, false);
+    bool complete_inline = false;   /* lanes report a chunk sent inside send_chunk */
+    std::vector<Chunk> wire;        /* chunks handed to lanes, in order */
+    std::vector<Done> sends_done, recvs_done;
+    std::vector<std::pair<uint64_t, size_t>> placed;
+    std::vector<char> placed_bytes;
+    /* hooks run from send_chunk and send_complete (re-entrancy tests) */
+    std::function<void(Side &)> on_send_chunk, on_send_complete;
+
+    static icbc_status_t send_chunk(void *ctx, int, int lane, const icbc_stripe_chunk_t *c,
+                                    const void *data, uint64_t token)
+    {
+        Side *s = static_cast<Side *>(ctx);
+        if (s->on_send_chunk) {
+            auto hook = s->on_send_chunk;
+            s->on_send_chunk = nullptr;
+            hook(*s);
+        }
+        if (s->dead[lane])
+            return ICBC_ERR_PEER_FAILED;
+        if (s->busy[lane])
+            return ICBC_ERR_BUSY;
+        s->wire.push_back({ lane, *c, data, token });
+        if (s->complete_inline)
+            icbc_stripe_chunk_sent(s->st, token, 1, 0);
+        return ICBC_OK;
+    }
+    static int lanes(void *ctx, int) { return static_cast<Side *>(ctx)->nlanes; }
+    static void send_complete(void *ctx, void *user, icbc_status_t st, const char *why)
+    {
+        Side *s = static_cast<Side *>(ctx);
+        s->sends_done.push_back({ user, st, why ? why : "" });
+        if (s->on_send_complete)
+            s->on_send_complete(*s);
+    }
+    static void recv_complete(void *ctx, void *user, icbc_status_t st, const char *why)
+    {
+        static_cast<Side *>(ctx)->recvs_done.push_back({ user, st, why ? why : "" });
+    }
+    static void place(void *ctx, void *, uint64_t off, const void *data, size_t len)
+    {
+        Side *s = static_cast<Side *>(ctx);
+        s->placed.push_back({ off, len });
+        if (s->placed_bytes.size() < off + len)
+            s->placed_bytes.resize(off + len);
+        memcpy(&s->placed_bytes[off], data, len);
+    }
+
+    explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0)
+    {
+        icbc_stripe_config_t cfg = { chunk, timeout, first_gen };
+        icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place };
+        EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
+    }
+    ~Side() { icbc_stripe_destroy(st); }
+    icbc_stripe_stats_t stats() const
+    {
+        icbc_stripe_stats_t s;
+        icbc_stripe_stats(st, &s);
+        return s;
+    }
+};
+
+std::vector<char> pattern(size_t n, unsigned seed = 1)
+{
+    std::vector<char> v(n);
+    std::mt19937 rng(seed);
+    for (auto &c : v)
+        c = (char) rng();
+    return v;
+}
+
+const int SENDER = 0, RECEIVER = 1;
+const size_t CHUNK = 4096;
+
+/* A transfer set up to the point where chunks flow: RTS (cookie) and CTS. */
+struct Transfer : ::testing::Test {
+    Side tx{ CHUNK }, rx{ CHUNK };
+    std::vector<char> src, dst;
+    uint64_t cookie = 0;
+    icbc_stripe_cts_t cts = {};
+    int sreq = 0, rreq = 0;   /* addresses stand for MPI requests */
+
+    void start(size_t size, bool contiguous = true)
+    {
+        src = pattern(size);
+        dst.assign(size, 0);
+        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, &sreq, 0,
+                                                  &cookie));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, size,
+                                                  contiguous ? dst.data() : nullptr, &rreq, 0,
+                                                  &cts));
+        EXPECT_EQ(CHUNK, cts.chunk_size);
+    }
+    void clear_to_send() { ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0)); }
+    /* Delivers wire chunk K to the receiver and reports it sent. */
+    icbc_status_t deliver(size_t k, double now = 0)
+    {
+        const Chunk &c = tx.wire[k];
+        icbc_status_t rc = icbc_stripe_chunk_data(rx.st, SENDER, &c.c, c.data, now);
+        icbc_stripe_chunk_sent(tx.st, c.token, 1, now);
+        return rc;
+    }
+};
+
+TEST_F(Transfer, ChunksCoverTheMessageOverEveryLane)
+{
+    start(10 * CHUNK + 100);
+    clear_to_send();
+    ASSERT_EQ(11u, tx.wire.size());
+    std::vector<int> per_lane(3);
+    size_t next = 0;
+    for (const Chunk &c : tx.wire) {
+        EXPECT_EQ(next, c.c.offset);
+        EXPECT_EQ(cts.slot, c.c.slot);
+        EXPECT_EQ(cts.gen, c.c.gen);
+        per_lane[c.lane]++;
+        next += c.c.len;
+    }
+    EXPECT_EQ(src.size(), next);
+    EXPECT_EQ(100u, tx.wire.back().c.len);
+    for (int n : per_lane)
+        EXPECT_GE(n, 3);
+    for (size_t k = 0; k < tx.wire.size(); k++)
+        EXPECT_EQ(ICBC_OK, deliver(k));
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(&sreq, tx.sends_done[0].user);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_OK, rx.recvs_done[0].status);
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(0, tx.stats().active_sends);
+    EXPECT_EQ(0, rx.stats().active_slots);
+}
+
+TEST_F(Transfer, ChunksInAnyOrderGiveTheSameBytes)
+{
+    for (unsigned seed = 1; seed <= 20; seed++) {
+        tx.wire.clear();
+        tx.sends_done.clear();
+        rx.recvs_done.clear();
+        start(7 * CHUNK + 1 + seed);
+        clear_to_send();
+        std::vector<size_t> order(tx.wire.size());
+        for (size_t k = 0; k < order.size(); k++)
+            order[k] = k;
+        std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+        for (size_t k : order) {
+            EXPECT_TRUE(rx.recvs_done.empty()) << "complete before its last chunk";
+            EXPECT_EQ(ICBC_OK, deliver(k));
+        }
+        ASSERT_EQ(1u, rx.recvs_done.size()) << "seed " << seed;
+        EXPECT_EQ(src, dst) << "seed " << seed;
+        ASSERT_EQ(1u, tx.sends_done.size());
+    }
+}
+
+TEST_F(Transfer, DuplicateChunkIsDroppedAndCountsOnce)
+{
+    start(4 * CHUNK);
+    clear_to_send();
+    EXPECT_EQ(ICBC_OK, deliver(1));
+    /* the same chunk again, e.g. resent through another router */
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c,
+                                                       tx.wire[1].data, 0));
+    EXPECT_EQ(1u, rx.stats().duplicate_chunks);
+    EXPECT_EQ(ICBC_OK, deliver(0));
+    EXPECT_EQ(ICBC_OK, deliver(2));
+    EXPECT_TRUE(rx.recvs_done.empty()) << "a duplicate counted as new bytes";
+    EXPECT_EQ(ICBC_OK, deliver(3));
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(src, dst);
+}
+
+TEST_F(Transfer, ChunksOffTheGridOrOutsideTheMessageAreRejected)
+{
+    start(3 * CHUNK + 10);
+    clear_to_send();
+    const icbc_stripe_chunk_t good = tx.wire[0].c;
+    std::vector<char> junk(2 * CHUNK, 'x');
+    struct { uint64_t offset; size_t len; const char *what; } bad[] = {
+        { 1, CHUNK, "unaligned offset" },
+        { 0, CHUNK - 1, "short chunk that is not the last" },
+        { 0, CHUNK + 1, "longer than the chunk size" },
+        { 3 * CHUNK, 11, "last chunk past the end" },
+        { 3 * CHUNK, 9, "last chunk too short" },
+        { 4 * CHUNK, CHUNK, "offset past the end" },
+        { UINT64_MAX - CHUNK + 1, CHUNK, "offset that wraps" },
+        { 0, 0, "empty" },
+    };
+    for (const auto &b : bad) {
+        icbc_stripe_chunk_t c = good;
+        c.offset = b.offset;
+        c.len = b.len;
+        EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_chunk_data(rx.st, SENDER, &c, junk.data(), 0))
+            << b.what;
+    }
+    for (size_t k = 0; k < tx.wire.size(); k++)
+        EXPECT_EQ(ICBC_OK, deliver(k));
+    EXPECT_EQ(src, dst) << "a rejected chunk wrote into the receive buffer";
+    ASSERT_EQ(1u, rx.recvs_done.size());
+}
+
+TEST_F(Transfer, ForgedOrStaleSlotNamesNoReceive)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    std::vector<char> junk(CHUNK, 'x');
+    icbc_stripe_chunk_t c = tx.wire[0].c;
+    c.gen++;
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, SENDER, &c, junk.data(), 0));
+    c = tx.wire[0].c;
+    c.slot = 1000000;
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, SENDER, &c, junk.data(), 0));
+    /* the right slot, from another process */
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_stripe_chunk_data(rx.st, 7, &tx.wire[0].c, junk.data(), 0));
+    EXPECT_EQ(3u, rx.stats().dropped_chunks);
+    EXPECT_EQ(ICBC_OK, deliver(0));
+    EXPECT_EQ(ICBC_OK, deliver(1));
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(src, dst);
+    /* a late copy after completion: the slot's generation moved on */
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[0].c, junk.data(), 0));
+    icbc_stripe_cts_t again;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, CHUNK, dst.data(), &rreq, 0, &again));
+    EXPECT_EQ(cts.slot, again.slot) << "a freed slot is reused";
+    EXPECT_NE(cts.gen, again.gen);
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[0].c, junk.data(), 0));
+}
+
+TEST_F(Transfer, ForgedDuplicatedOrStaleCtsIsDropped)
+{
+    start(3 * CHUNK);
+    icbc_stripe_cts_t bad = cts;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie + (1ull << 32), &cts, 0));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie + 1, &cts, 0));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, 5, cookie, &cts, 0)) << "another process";
+    bad.chunk_size = 100;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie, &bad, 0));
+    bad.chunk_size = (uint64_t) ICBC_STRIPE_CHUNK_MAX + 1;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie, &bad, 0));
+    EXPECT_TRUE(tx.wire.empty()) << "a dropped CTS let chunks out";
+    clear_to_send();
+    EXPECT_EQ(3u, tx.wire.size());
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0)) << "twice";
+    EXPECT_EQ(3u, tx.wire.size());
+    EXPECT_EQ(6u, tx.stats().dropped_cts);
+    for (size_t k = 0; k < tx.wire.size(); k++)
+        deliver(k);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0)) << "stale";
+    EXPECT_EQ(src, dst);
+}
+
+TEST_F(Transfer, DiscardingCtsCompletesTheSendWithoutChunks)
+{
+    start(3 * CHUNK);
+    icbc_stripe_cts_t discard = { ICBC_STRIPE_SLOT_DISCARD, 0, 0 };
+    EXPECT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &discard, 0));
+    EXPECT_TRUE(tx.wire.empty());
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+}
+
+TEST_F(Transfer, CancelledSendIgnoresItsCts)
+{
+    start(3 * CHUNK);
+    icbc_stripe_send_cancel(tx.st, cookie);
+    EXPECT_EQ(0, tx.stats().active_sends);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0));
+    EXPECT_TRUE(tx.sends_done.empty()) << "a cancelled send has no completion";
+}
+
+TEST_F(Transfer, BusyLaneHandsTheChunkToTheNext)
+{
+    tx.busy[0] = true;
+    start(9 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(9u, tx.wire.size());
+    for (const Chunk &c : tx.wire)
+        EXPECT_NE(0, c.lane);
+    EXPECT_EQ(0, tx.stats().blocked_sends);
+}
+
+TEST_F(Transfer, AllLanesBusyBlocksUntilProgressFindsOneFree)
+{
+    tx.busy[0] = tx.busy[1] = tx.busy[2] = true;
+    start(5 * CHUNK);
+    clear_to_send();
+    EXPECT_TRUE(tx.wire.empty());
+    EXPECT_EQ(1, tx.stats().blocked_sends);
+    icbc_stripe_progress(tx.st, 0.1);
+    EXPECT_TRUE(tx.wire.empty());
+    EXPECT_EQ(1, tx.stats().blocked_sends);
+    tx.busy[2] = false;
+    icbc_stripe_progress(tx.st, 0.2);
+    EXPECT_EQ(0, tx.stats().blocked_sends);
+    ASSERT_EQ(5u, tx.wire.size());
+    for (size_t k = 0; k < tx.wire.size(); k++)
+        deliver(k);
+    EXPECT_EQ(src, dst);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+}
+
+TEST_F(Transfer, BlockedSendOfAFailedPeerLeavesTheQueue)
+{
+    tx.busy[0] = tx.busy[1] = tx.busy[2] = true;
+    start(5 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(1, tx.stats().blocked_sends);
+    icbc_stripe_peer_failed(tx.st, RECEIVER, "its router died");
+    EXPECT_EQ(0, tx.stats().blocked_sends);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, tx.sends_done[0].status);
+    EXPECT_EQ("its router died", tx.sends_done[0].why);
+    tx.busy[0] = false;
+    icbc_stripe_progress(tx.st, 0.1);
+    EXPECT_TRUE(tx.wire.empty()) << "a failed send still sends";
+}
+
+TEST_F(Transfer, DeadLaneFailsTheSendOnceItsChunksAreBack)
+{
+    start(6 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(6u, tx.wire.size());
+    tx.wire.clear();
+    /* a second send whose lane dies after two chunks */
+    uint64_t cookie2;
+    icbc_stripe_cts_t cts2;
+    std::vector<char> dst2(6 * CHUNK);
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), 6 * CHUNK, &rreq, 0,
+                                              &cookie2));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, 6 * CHUNK, dst2.data(), nullptr, 0,
+                                              &cts2));
+    tx.dead[0] = tx.dead[1] = tx.dead[2] = true;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie2, &cts2, 0));
+    EXPECT_TRUE(tx.wire.empty());
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(&rreq, tx.sends_done[0].user);
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, tx.sends_done[0].status);
+}
+
+TEST_F(Transfer, LostChunkFailsTheSendAfterTheOthersReport)
+{
+    start(3 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(3u, tx.wire.size());
+    icbc_stripe_chunk_sent(tx.st, tx.wire[1].token, 0, 0);
+    EXPECT_TRUE(tx.sends_done.empty()) << "finished with chunks still on lanes";
+    icbc_stripe_chunk_sent(tx.st, tx.wire[0].token, 1, 0);
+    icbc_stripe_chunk_sent(tx.st, tx.wire[2].token, 1, 0);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, tx.sends_done[0].status);
+    /* a lane reporting the same chunk again changes nothing */
+    icbc_stripe_chunk_sent(tx.st, tx.wire[2].token, 1, 0);
+    EXPECT_EQ(1u, tx.sends_done.size());
+}
+
+TEST_F(Transfer, StreamedChunkLostFailsTheReceive)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    icbc_stripe_rx_t r;
+    void *where;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[0].c, &r, &where));
+    EXPECT_EQ(dst.data(), where);
+    icbc_stripe_chunk_end(rx.st, &r, 0, 0);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, rx.recvs_done[0].status);
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c,
+                                                         tx.wire[1].data, 0));
+}
+
+TEST_F(Transfer, ChunkStillStreamingWhenItsReceiveFailsIsDropped)
+{
+    start(2 * CHUNK, false);
+    clear_to_send();
+    icbc_stripe_rx_t r;
+    void *where;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[0].c, &r, &where));
+    memcpy(where, tx.wire[0].data, CHUNK);
+    icbc_stripe_peer_failed(rx.st, SENDER, "connection closed");
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    icbc_stripe_chunk_end(rx.st, &r, 1, 0);     /* frees its staging (ASan) */
+    EXPECT_TRUE(rx.placed.empty());
+    EXPECT_EQ(1u, rx.recvs_done.size());
+}
+
+TEST_F(Transfer, NonContiguousReceiveStagesOneChunkAtATime)
+{
+    start(5 * CHUNK + 7, false);
+    clear_to_send();
+    std::vector<size_t> order = { 4, 0, 5, 2, 1, 3 };
+    for (size_t k : order)
+        EXPECT_EQ(ICBC_OK, deliver(k));
+    ASSERT_EQ(6u, rx.placed.size());
+    for (size_t i = 0; i < order.size(); i++) {
+        EXPECT_EQ(tx.wire[order[i]].c.offset, rx.placed[i].first);
+        EXPECT_LE(rx.placed[i].second, CHUNK);
+    }
+    EXPECT_EQ(src, rx.placed_bytes);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+}
+
+TEST_F(Transfer, SilentPeerFailsAWaitingSendAndAReceiveAfterTheTimeout)
+{
+    start(3 * CHUNK);                   /* timeout 10 s */
+    icbc_stripe_progress(tx.st, 5);
+    icbc_stripe_progress(rx.st, 5);
+    EXPECT_TRUE(tx.sends_done.empty());
+    EXPECT_TRUE(rx.recvs_done.empty());
+    /* the peer speaks (any message): the clock starts again */
+    icbc_stripe_peer_seen(tx.st, RECEIVER, 9);
+    icbc_stripe_progress(tx.st, 12);
+    icbc_stripe_progress(rx.st, 12);
+    EXPECT_TRUE(tx.sends_done.empty()) << "failed though its peer spoke 3 s ago";
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_ERR_TIMEOUT, rx.recvs_done[0].status);
+    EXPECT_EQ(1u, rx.stats().stalled_recvs);
+    icbc_stripe_progress(tx.st, 19.5);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_TIMEOUT, tx.sends_done[0].status);
+    EXPECT_EQ(1u, tx.stats().stalled_sends);
+}
+
+TEST_F(Transfer, ChunksKeepAReceiveAlive)
+{
+    start(4 * CHUNK);
+    clear_to_send();
+    for (size_t k = 0; k < 3; k++) {
+        deliver(k, 8.0 * (k + 1));
+        icbc_stripe_progress(rx.st, 8.0 * (k + 1) + 5);
+    }
+    EXPECT_TRUE(rx.recvs_done.empty());
+    icbc_stripe_progress(rx.st, 35);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_ERR_TIMEOUT, rx.recvs_done[0].status);
+}
+
+TEST(Stripe, TimeoutZeroNeverFails)
+{
+    Side s(CHUNK, 0);
+    uint64_t cookie;
+    char buf[8192];
+    icbc_stripe_cts_t cts;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, sizeof(buf), nullptr, 0, &cookie));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, sizeof(buf), buf, nullptr, 0, &cts));
+    icbc_stripe_progress(s.st, 1e6);
+    EXPECT_TRUE(s.sends_done.empty());
+    EXPECT_TRUE(s.recvs_done.empty());
+}
+
+TEST(Stripe, GenerationsWrapAroundAndSkipZero)
+{
+    Side s(CHUNK, 10, UINT32_MAX - 1);
+    char buf[CHUNK];
+    std::vector<uint32_t> gens;
+    for (int k = 0; k < 3; k++) {
+        icbc_stripe_cts_t cts;
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, CHUNK, buf, nullptr, 0, &cts));
+        EXPECT_EQ(0u, cts.slot);
+        gens.push_back(cts.gen);
+        icbc_stripe_chunk_t c = { cts.slot, cts.gen, 0, CHUNK };
+        ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_data(s.st, 1, &c, buf, 0));
+    }
+    EXPECT_EQ((std::vector<uint32_t>{ UINT32_MAX - 1, UINT32_MAX, 1 }), gens);
+
+    std::vector<uint32_t> send_gens;
+    for (int k = 0; k < 3; k++) {
+        uint64_t cookie;
+        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, CHUNK, nullptr, 0, &cookie));
+        EXPECT_EQ(0u, (uint32_t) cookie);
+        send_gens.push_back((uint32_t) (cookie >> 32));
+        icbc_stripe_send_cancel(s.st, cookie);
+    }
+    EXPECT_EQ((std::vector<uint32_t>{ UINT32_MAX - 1, UINT32_MAX, 1 }), send_gens);
+}
+
+TEST(Stripe, EmptyTransfersAreRefused)
+{
+    Side s(CHUNK);
+    uint64_t cookie;
+    icbc_stripe_cts_t cts;
+    char b;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_send_start(s.st, 1, &b, 0, nullptr, 0, &cookie));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_recv_start(s.st, 1, 0, &b, nullptr, 0, &cts));
+}
+
+TEST(Stripe, PeerFailureEndsOnlyThatPeersTransfers)
+{
+    Side s(CHUNK);
+    char buf[CHUNK];
+    uint64_t c1, c2;
+    icbc_stripe_cts_t r1, r2;
+    int u1, u2, u3, u4;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, CHUNK, &u1, 0, &c1));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 2, buf, CHUNK, &u2, 0, &c2));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, CHUNK, buf, &u3, 0, &r1));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 2, CHUNK, buf, &u4, 0, &r2));
+    icbc_stripe_peer_failed(s.st, 1, "lost");
+    ASSERT_EQ(1u, s.sends_done.size());
+    EXPECT_EQ(&u1, s.sends_done[0].user);
+    ASSERT_EQ(1u, s.recvs_done.size());
+    EXPECT_EQ(&u3, s.recvs_done[0].user);
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, s.recvs_done[0].status);
+    EXPECT_EQ(1, s.stats().active_sends);
+    EXPECT_EQ(1, s.stats().active_slots);
+}
+
+/* A lane that, inside send_chunk, reports an earlier send's last chunk
+ * sent, whose completion starts many more sends: the send table grows
+ * (moves) while the engine is inside its loop over the later send. ASan
+ * catches a stale pointer. */
+TEST(Stripe, CompletionsThatGrowTheTableInsideASend)
+{
+    Side s(CHUNK);
+    std::vector<char> buf(3 * CHUNK, 'a');
+    std::vector<uint64_t> started;
+    s.on_send_complete = [&](Side &side) {
+        if (!started.empty())
+            return;
+        for (int k = 0; k < 200; k++) {
+            uint64_t ck;
+            ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(side.st, 1, buf.data(), buf.size(),
+                                                      nullptr, 0, &ck));
+            started.push_back(ck);
+        }
+    };
+    uint64_t first, second;
+    icbc_stripe_cts_t cts = { 0, 1, CHUNK };
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf.data(), CHUNK, nullptr, 0, &first));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_cts(s.st, 1, first, &cts, 0));
+    ASSERT_EQ(1u, s.wire.size());
+    uint64_t first_chunk = s.wire[0].token;
+    s.on_send_chunk = [&](Side &side) { icbc_stripe_chunk_sent(side.st, first_chunk, 1, 0); };
+    s.complete_inline = true;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf.data(), buf.size(), nullptr, 0,
+                                              &second));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_cts(s.st, 1, second, &cts, 0));
+    ASSERT_EQ(200u, started.size()) << "the first send did not complete inside the second's";
+    EXPECT_EQ(4u, s.wire.size());
+    EXPECT_EQ(2u, s.sends_done.size());
+    for (uint64_t ck : started)
+        ASSERT_EQ(ICBC_OK, icbc_stripe_cts(s.st, 1, ck, &cts, 0));
+    EXPECT_EQ(202u, s.sends_done.size());
+    EXPECT_EQ(0, s.stats().active_sends);
+}
+
+TEST(Stripe, ManyTransfersAtOnceOverLanesThatRefuseAtRandom)
+{
+    Side tx(CHUNK), rx(CHUNK);
+    std::mt19937 rng(7);
+    const int N = 50;
+    std::vector<std::vector<char>> srcs, dsts(N);
+    std::vector<uint64_t> cookies(N);
+    std::vector<icbc_stripe_cts_t> ctss(N);
+    for (int k = 0; k < N; k++) {
+        srcs.push_back(pattern(1 + rng() % (20 * CHUNK), k));
+        dsts[k].assign(srcs[k].size(), 0);
+        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, 1, srcs[k].data(), srcs[k].size(),
+                                                  nullptr, 0, &cookies[k]));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, srcs[k].size(), dsts[k].data(),
+                                                  nullptr, 0, &ctss[k]));
+    }
+    for (int k = 0; k < N; k++) {
+        for (int l = 0; l < 3; l++)
+            tx.busy[l] = rng() % 2;
+        ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, 1, cookies[k], &ctss[k], 0));
+    }
+    size_t delivered = 0;
+    for (int round = 0; round < 1000 && rx.recvs_done.size() < (size_t) N; round++) {
+        for (int l = 0; l < 3; l++)
+            tx.busy[l] = rng() % 3 == 0;
+        icbc_stripe_progress(tx.st, 0);
+        std::vector<size_t> order;
+        for (size_t k = delivered; k < tx.wire.size(); k++)
+            order.push_back(k);
+        std::shuffle(order.begin(), order.end(), rng);
+        for (size_t k : order) {
+            const Chunk &c = tx.wire[k];
+            ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_data(rx.st, 0, &c.c, c.data, 0));
+            icbc_stripe_chunk_sent(tx.st, c.token, 1, 0);
+        }
+        delivered = tx.wire.size();
+    }
+    ASSERT_EQ((size_t) N, rx.recvs_done.size());
+    EXPECT_EQ((size_t) N, tx.sends_done.size());
+    for (int k = 0; k < N; k++)
+        EXPECT_EQ(srcs[k], dsts[k]) << "transfer " << k;
+    EXPECT_GT(tx.stats().chunks_sent, (uint64_t) N);
+}
+
+#ifndef NDEBUG
+TEST(Stripe, DumpNamesStatesAndRecentTransitions)
+{
+    Side s(CHUNK);
+    char buf[2 * CHUNK];
+    uint64_t cookie;
+    icbc_stripe_cts_t cts = { 0, 1, CHUNK };
+    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, sizeof(buf), nullptr, 0, &cookie));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_cts(s.st, 1, cookie, &cts, 0));
+    char *text = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    icbc_stripe_dump(s.st, f, 1);
+    fclose(f);
+    std::string out(text, len);
+    free(text);
+    EXPECT_NE(std::string::npos, out.find("DRAINING, 8192 bytes, 8192 handed to lanes, 2 chunk(s) out"))
+        << out;
+    EXPECT_NE(std::string::npos, out.find("send 0.1 WAIT_CTS -> SENDING")) << out;
+    EXPECT_NE(std::string::npos, out.find("send 0.1 SENDING -> DRAINING")) << out;
+}
+#endif
+
+} // namespace
