@@ -42,6 +42,7 @@ longer conformance run (docs/testsuite.md):
 """
 
 import argparse
+import shutil
 import glob
 import os
 import re
@@ -58,12 +59,31 @@ EXCLUDE_NAMES = ["testSplitTypeShared", "TestThreadPool.test_terminate"]
 EXCLUDE_MODULES = "test_dynproc|test_spawn"
 
 
+def mpi_library(py):
+    """The MPI library mpi4py loads at run time, as MPI_Get_library_version
+    says it (with no LD_LIBRARY_PATH: what a user's run loads)."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    r = subprocess.run([py, "-c", "from mpi4py import MPI; print(MPI.Get_library_version())"],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
+    return r.stdout
+
+
 def build(prefix, work):
+    """mpi4py built with PREFIX's mpicc into a virtual environment (once), and
+    the check that it loads PREFIX's MPI: a host with Debian's libmpich-dev has
+    a libmpi.so in /usr/lib, which distutils' -L/usr/lib/<arch> would
+    otherwise link in place of ours (it did: every run then tested stock
+    MPICH)."""
     venv = os.path.join(work, "venv")
     py = os.path.join(venv, "bin", "python")
     stamp = os.path.join(work, f"built-{VERSION}")
-    if os.path.exists(stamp):
+    if os.path.exists(stamp) and "ch4:icbc" in mpi_library(py):
         return py, glob.glob(os.path.join(work, f"mpi4py-{VERSION}", "test"))[0]
+    if os.path.exists(stamp):
+        print("mpi4py: the built module does not load this prefix's MPI; building it again",
+              flush=True)
+        os.unlink(stamp)
     log = open(os.path.join(work, "build.log"), "w")
 
     def sh(argv, **kw):
@@ -71,14 +91,26 @@ def build(prefix, work):
         if r.returncode != 0:
             die(f"mpi4py build step failed: {' '.join(argv)} (see {work}/build.log)")
 
-    sh([sys.executable, "-m", "venv", venv])
-    sh([py, "-m", "pip", "install", "-q", "wheel", "setuptools", "cython>=3.0.1", "build"])
-    sh([py, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", work,
-        f"mpi4py=={VERSION}"])
-    sh(["tar", "-xzf", os.path.join(work, f"mpi4py-{VERSION}.tar.gz"), "-C", work])
+    if not os.path.exists(py):
+        sh([sys.executable, "-m", "venv", venv])
+        sh([py, "-m", "pip", "install", "-q", "wheel", "setuptools", "cython>=3.0.1", "build"])
+    tarball = os.path.join(work, f"mpi4py-{VERSION}.tar.gz")
+    if not os.path.exists(tarball):
+        sh([py, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", work,
+            f"mpi4py=={VERSION}"])
     src = os.path.join(work, f"mpi4py-{VERSION}")
-    env = dict(os.environ, MPICC=os.path.join(prefix, "bin", "mpicc"))
-    sh([py, "-m", "pip", "install", "-q", "--no-build-isolation", src], env=env, cwd=work)
+    shutil.rmtree(src, ignore_errors=True)
+    sh(["tar", "-xzf", tarball, "-C", work])
+    # Our library directory first: distutils adds -L/usr/lib/<arch> before
+    # mpicc's own -L, and there libmpi.so may be another MPI's.
+    env = dict(os.environ, MPICC=os.path.join(prefix, "bin", "mpicc"),
+               LDFLAGS=f"-L{os.path.join(prefix, 'lib')} " + os.environ.get("LDFLAGS", ""))
+    sh([py, "-m", "pip", "install", "-v", "--force-reinstall", "--no-deps",
+        "--no-build-isolation", src], env=env, cwd=work)
+    lib = mpi_library(py)
+    if "ch4:icbc" not in lib:
+        die(f"mpi4py was built but loads another MPI than {prefix}'s:\n{lib}"
+            f"(see {work}/build.log)")
     open(stamp, "w").close()
     return py, os.path.join(src, "test")
 
@@ -230,6 +262,9 @@ def main():
     os.makedirs(work, exist_ok=True)
     rep = Report()
     py, testdir = build(prefix, work)
+    lib = mpi_library(py)
+    rep.check("ch4:icbc" in lib, "mpi4py loads this prefix's MPI",
+              "(" + next((l.strip() for l in lib.splitlines() if "Device" in l), "no device") + ")")
     layouts = ["one", "clusters"] if args.layout == "both" else [args.layout]
     results = []
     for layout in layouts:
