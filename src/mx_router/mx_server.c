@@ -13,6 +13,7 @@
 #include "icbc_log.h"
 #include "mx_guard.h"
 #include "mx_map.h"
+#include "icbc_clock.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
  * server an operation belongs to, set right after it was posted. UCX may
@@ -93,20 +94,12 @@ struct mx_server {
     mx_guard_t *guard;      /* bound on connections of hosts without a registered process */
 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
-}
-
 static void peer_untrust(mx_peer_t *p)
 {
     if (!p->trusted) return;
     p->trusted = 0;
     if (p->server->guard)
-        mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, now_ms());
+        mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, icbc_clock_ms());
 }
 
 static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
@@ -518,10 +511,10 @@ void mx_server_trust_peer(mx_peer_t *p)
 {
     if (p->trusted || p->state != PEER_OPEN || p->sa.ss_family == 0 || !p->server->guard) return;
     p->trusted = 1;
-    mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, now_ms());
+    mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, icbc_clock_ms());
 }
 
 size_t mx_server_guard(mx_server_t *s, double timeout_ms, size_t max_untrusted)
 {
-    return s->guard ? mx_guard_scan(s->guard, now_ms(), timeout_ms, max_untrusted) : 0;
+    return s->guard ? mx_guard_scan(s->guard, icbc_clock_ms(), timeout_ms, max_untrusted) : 0;
 }

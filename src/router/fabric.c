@@ -116,7 +116,7 @@ static void on_connect(mx_peer_t *mp, void *arg)
         peer_free(p);
         return;
     }
-    p->deadline = rt_now_ms() + r->cfg.register_ms;
+    p->deadline = icbc_clock_ms() + r->cfg.register_ms;
     rt_list_push(&r->unregistered, &p->unreg_link);
     icbc_debug("router %s: process connected from %s", r->name, mx_peer_addr_text(mp));
     send_control(p, ICBC_ROUTE_CHALLENGE, 0, p->nonce, sizeof(p->nonce));

@@ -72,7 +72,7 @@ void rt_msg_free(rt_msg_t *m)
 
 void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
 {
-    if (q->kind == Q_WAIT) m->arrived = rt_now_ms();
+    if (q->kind == Q_WAIT) m->arrived = icbc_clock_ms();
     m->q = q;
     m->to_trunk = q->kind == Q_STREAM;
     q->bytes += m->len;
@@ -258,7 +258,7 @@ static void note_peak(icbc_router_t *r)
  * since. */
 static size_t rss_estimate(icbc_router_t *r)
 {
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     if (now - r->rss_at >= 1.0) {
         size_t rss = rt_resident_bytes();

@@ -17,13 +17,6 @@
 #include "icbc_netif.h"
 #include "router_int.h"
 
-double rt_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void on_stop_fd(int fd, uint32_t events, void *arg)
 {
     icbc_router_t *r = arg;
@@ -253,7 +246,7 @@ static void stats_line(icbc_router_t *r)
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
 {
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
     while (!r->stopping) {
@@ -264,7 +257,7 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         rt_mem_kick(r);          /* rendezvous pulls queued by UCX callbacks */
         rt_pump_deferred(r);     /* queues filled by UCX callbacks */
         rt_destroy_dead(r);
-        now = rt_now_ms();
+        now = icbc_clock_ms();
         next = now + 1000;
         rt_fabric_timers(r, now, &next);
         rt_trunk_timers(r, now, &next);

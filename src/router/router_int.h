@@ -27,6 +27,7 @@
 #include "mx_server.h"
 #include "router.h"
 #include "rt_list.h"
+#include "icbc_clock.h"
 
 typedef struct rt_queue rt_queue_t;
 typedef struct rt_trunk rt_trunk_t;
@@ -202,7 +203,7 @@ struct icbc_router {
     double next_keepalive;    /* ms, monotonic: next CREDIT to every registered process */
 };
 
-double rt_now_ms(void);
+
 /* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
 size_t rt_resident_bytes(void);
 

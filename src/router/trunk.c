@@ -114,7 +114,7 @@ static int cluster_has_trunk_up(icbc_router_t *r, int cluster)
 static void trunk_down(rt_trunk_t *t, const char *why, int failed)
 {
     icbc_router_t *r = t->r;
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
     char name[160];
     int was_up = t->up;
 
@@ -550,7 +550,7 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
     size_t rc = own->nrouters;
     bt_opts_t o;
     icbc_status_t st;
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     r->trunks = calloc(nclusters * ICBC_RF_MAX_ROUTERS, sizeof(rt_trunk_t));
     r->trunk_wait = calloc(nclusters, sizeof(rt_queue_t));
@@ -633,7 +633,7 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
 
 void rt_trunks_shutdown(icbc_router_t *r)
 {
-    double deadline = rt_now_ms() + 1000;
+    double deadline = icbc_clock_ms() + 1000;
     int open;
 
     for (int i = 0; i < r->ntrunks; i++)
@@ -649,7 +649,7 @@ void rt_trunks_shutdown(icbc_router_t *r)
         rt_pump_deferred(r);
         if (bt_poller_wait(r->poller, 20) < 0) break;
         rt_destroy_dead(r);
-    } while (rt_now_ms() < deadline);
+    } while (icbc_clock_ms() < deadline);
 }
 
 void rt_trunks_destroy(icbc_router_t *r)
