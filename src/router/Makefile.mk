@@ -6,9 +6,10 @@ libicbc_la_SOURCES += \
     src/router/fabric.c \
     src/router/trunk.c \
     src/router/forward.c \
+    src/router/router_opts.c \
     src/router/router_int.h \
     src/router/rt_list.h
-include_icbc_HEADERS += src/router/router.h
+include_icbc_HEADERS += src/router/router.h src/router/router_opts.h
 
 bin_PROGRAMS += icbc-router
 icbc_router_SOURCES = src/router/router_main.c

@@ -22,3 +22,9 @@ if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/guard_test.cc
 test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/mx_router
 endif
+if HAVE_GTEST
+# icbc-router's option table, and the manual's SYNOPSIS and OPTIONS held to it.
+test_unit_icbc_unit_tests_SOURCES += test/unit/router_opts_test.cc
+test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/router $(UCX_CPPFLAGS) \
+    -DICBC_DOCS_DIR='"$(abs_top_srcdir)/docs"'
+endif

@@ -84,20 +84,69 @@ TEST(RouteHeader, RejectsBadFields)
     }
 }
 
-TEST(RouteHeader, RandomBytesRespectLimits)
+/* What the layout in icbc_route.h allows, decided from the bytes alone. */
+bool route_bytes_valid(const uint8_t *b, size_t len)
+{
+    auto get32 = [&](size_t o) {
+        return (uint32_t) b[o] << 24 | (uint32_t) b[o + 1] << 16 | (uint32_t) b[o + 2] << 8 | b[o + 3];
+    };
+    const uint8_t known[] = { ICBC_ROUTE_MSG, ICBC_ROUTE_CHALLENGE, ICBC_ROUTE_REGISTER,
+                              ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_UNREACHABLE,
+                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE,
+                              ICBC_ROUTE_CREDIT };
+    if (len < ICBC_ROUTE_HDR_SIZE || b[0] != ICBC_ROUTE_VERSION ||
+        std::find(std::begin(known), std::end(known), b[1]) == std::end(known))
+        return false;
+    unsigned flags = (unsigned) b[2] << 8 | b[3];
+    if (flags & ~(unsigned) (ICBC_ROUTE_F_ORDERED | ICBC_ROUTE_F_OK))
+        return false;
+    if (get32(28) != 0 || get32(24) > ICBC_ROUTE_INNER_MAX)
+        return false;
+    uint64_t payload = (uint64_t) get32(32) << 32 | get32(36);
+    return payload <= ICBC_ROUTE_PAYLOAD_MAX;
+}
+
+/* Valid headers with a few bits flipped or cut short: the parser accepts
+ * exactly what the layout allows, and what it accepts packs back to the
+ * same bytes. */
+TEST(RouteHeader, MutatedHeadersParseExactlyWhenValid)
 {
     std::mt19937 rng(11);
+    int accepted = 0, rejected = 0;
     for (int i = 0; i < 20000; i++) {
+        icbc_route_hdr_t h = sample(), out;
+        h.flags = (uint16_t) (rng() % 4);
+        h.src_rank = rng();
+        h.dst_rank = rng();
+        h.job = (uint64_t) rng() << 32 | rng();
+        h.inner_len = rng() % (ICBC_ROUTE_INNER_MAX + 1);
+        h.payload_len = ((uint64_t) rng() << 32 | rng()) % (ICBC_ROUTE_PAYLOAD_MAX + 1);
         uint8_t buf[ICBC_ROUTE_HDR_SIZE];
-        for (auto &c : buf)
-            c = static_cast<uint8_t>(rng());
-        buf[0] = ICBC_ROUTE_VERSION;
-        icbc_route_hdr_t out;
-        if (icbc_route_hdr_parse(buf, sizeof(buf), &out) == ICBC_OK) {
-            ASSERT_LE(out.inner_len, ICBC_ROUTE_INNER_MAX);
-            ASSERT_LE(out.payload_len, ICBC_ROUTE_PAYLOAD_MAX);
+        icbc_route_hdr_pack(&h, buf);
+        ASSERT_TRUE(route_bytes_valid(buf, sizeof(buf))) << "sample " << i;
+        size_t len = sizeof(buf);
+        int nmut = (int) (rng() % 3);
+        for (int m = 0; m < nmut; m++) {
+            if (rng() % 10 == 0)
+                len = rng() % (len + 1);
+            else
+                buf[rng() % sizeof(buf)] ^= (uint8_t) (1u << (rng() % 8));
         }
+        bool valid = route_bytes_valid(buf, len);
+        icbc_status_t st = icbc_route_hdr_parse(buf, len, &out);
+        ASSERT_EQ(valid ? ICBC_OK : ICBC_ERR_INVALID, st) << "sample " << i;
+        if (st != ICBC_OK) {
+            rejected++;
+            continue;
+        }
+        accepted++;
+        uint8_t again[ICBC_ROUTE_HDR_SIZE];
+        icbc_route_hdr_pack(&out, again);
+        ASSERT_EQ(0, memcmp(buf, again, sizeof(buf)))
+            << "sample " << i << ": what was accepted does not pack back to the same bytes";
     }
+    EXPECT_GT(accepted, 5000);
+    EXPECT_GT(rejected, 5000);
 }
 
 TEST(RouteRegister, MacDependsOnKeyNonceJobAndRank)
