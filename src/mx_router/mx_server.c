@@ -12,7 +12,7 @@
 
 #include "icbc_log.h"
 #include "mx_guard.h"
-#include "mx_map.h"
+#include "icbc_hmap.h"
 #include "icbc_clock.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
@@ -87,7 +87,7 @@ struct mx_server {
     size_t rndv_thresh;
     mx_server_cbs_t cbs;
     void *arg;
-    mx_map_t by_ep;         /* ucp_ep_h -> open peer */
+    icbc_hmap_t by_ep;         /* ucp_ep_h -> open peer */
     mx_peer_t *peers;       /* every peer not yet freed */
     mx_peer_t *to_close;    /* peers whose ep is to be closed from the loop */
     size_t closing;         /* close operations in flight */
@@ -143,7 +143,7 @@ static void peer_schedule_close(mx_peer_t *p, int flush)
     peer_untrust(p);
     p->state = PEER_CLOSING;
     p->flush = flush;
-    mx_map_del(&s->by_ep, (uintptr_t) p->ep, 0);
+    icbc_hmap_del(&s->by_ep, (uintptr_t) p->ep, 0);
     p->close_next = s->to_close;
     s->to_close = p;
 }
@@ -224,7 +224,7 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         free(p);
         return;
     }
-    if (mx_map_put(&s->by_ep, (uintptr_t) p->ep, 0, p) != ICBC_OK) {
+    if (icbc_hmap_put(&s->by_ep, (uintptr_t) p->ep, 0, p) != ICBC_OK) {
         icbc_error("fabric: out of memory accepting %s", p->addr);
         p->state = PEER_OPEN;
         p->next = s->peers;
@@ -250,7 +250,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     mx_recv_t r = { header, header_length, data, length, rndv };
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        p = mx_map_get(&s->by_ep, (uintptr_t) param->reply_ep, 0);
+        p = icbc_hmap_get(&s->by_ep, (uintptr_t) param->reply_ep, 0);
     if (p == NULL || p->state != PEER_OPEN) {
         icbc_debug("fabric: dropped a message from an unknown endpoint");
         return rndv ? UCS_ERR_CANCELED : UCS_OK;
@@ -272,7 +272,7 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
     s->arg = arg;
     s->efd = -1;
     s->rndv_thresh = opts->rndv_thresh ? opts->rndv_thresh : MX_RNDV_THRESH_DEFAULT;
-    mx_map_init(&s->by_ep);
+    icbc_hmap_init(&s->by_ep);
     format_addr(opts->addr, addr, sizeof(addr));
     if (mx_guard_begin(&s->guard) != ICBC_OK) {
         free(s);
@@ -364,7 +364,7 @@ void mx_server_destroy(mx_server_t *s)
     while (s->peers) peer_unlink(s->peers);
     if (s->worker) ucp_worker_destroy(s->worker);
     if (s->context) ucp_cleanup(s->context);
-    mx_map_free(&s->by_ep);
+    icbc_hmap_free(&s->by_ep);
     mx_guard_free(s->guard);
     free(s);
 }

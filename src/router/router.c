@@ -86,14 +86,14 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         if (r->cfg.eager_window > ICBC_ROUTER_EAGER_WINDOW_MAX)
             r->cfg.eager_window = ICBC_ROUTER_EAGER_WINDOW_MAX;
     }
-    mx_map_init(&r->registry);
-    mx_map_init(&r->unreach_logged);
-    rt_list_init(&r->unregistered);
-    rt_list_init(&r->peers);
-    rt_list_init(&r->to_pump);
-    rt_list_init(&r->credit_pending);
-    rt_list_init(&r->mem_waiters);
-    rt_list_init(&r->pull_waiters);
+    icbc_hmap_init(&r->registry);
+    icbc_hmap_init(&r->unreach_logged);
+    icbc_list_init(&r->unregistered);
+    icbc_list_init(&r->peers);
+    icbc_list_init(&r->to_pump);
+    icbc_list_init(&r->credit_pending);
+    icbc_list_init(&r->mem_waiters);
+    icbc_list_init(&r->pull_waiters);
     pthread_mutex_init(&r->pub_lock, NULL);
 
     if (cfg->host) {
@@ -269,8 +269,8 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
             if (r->next_stats < next) next = r->next_stats;
         }
         publish(r);
-        if (mx_server_progress(r->fabric) > 0 || !rt_list_empty(&r->to_pump) ||
-            !rt_list_empty(&r->credit_pending))
+        if (mx_server_progress(r->fabric) > 0 || !icbc_list_empty(&r->to_pump) ||
+            !icbc_list_empty(&r->credit_pending))
             continue;
         /* bt_lib runs deferred work (send completions) at the start of a
          * wait; that work may start UCX operations, so only block once a
@@ -317,8 +317,8 @@ void icbc_router_destroy(icbc_router_t *r)
     }
     if (r->poller) bt_poller_destroy(r->poller);
     if (r->stop_fd >= 0) close(r->stop_fd);
-    mx_map_free(&r->registry);
-    mx_map_free(&r->unreach_logged);
+    icbc_hmap_free(&r->registry);
+    icbc_hmap_free(&r->unreach_logged);
     free(r->dead);
     pthread_mutex_destroy(&r->pub_lock);
     memset(r->key, 0, sizeof(r->key));

@@ -28,7 +28,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_client.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_server.c \
-                    src/mpid/ch4/netmod/icbc/mx_router/mx_map.c \
+                    src/mpid/ch4/netmod/icbc/core/hmap.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_guard.c \
                     src/mpid/ch4/netmod/icbc/router/router.c \
                     src/mpid/ch4/netmod/icbc/router/fabric.c \
