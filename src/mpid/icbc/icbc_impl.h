@@ -41,6 +41,12 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 #define MPIDI_ICBC_AMREQ(req) ((req)->dev.ch4.am.netmod_am.icbc)
 #define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
 
+/* A failed UCX call as the MPI error that names it (jumps to fn_fail): the
+ * one translation of a UCX status into an MPI error. */
+#define MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, what) \
+    MPIR_ERR_CHKANDJUMP2((status) != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx", \
+                         "**icbc_ucx %s %s", what, ucs_status_string(status))
+
 /* Connect to a peer on first use; defined in icbc_init.c. */
 int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p);
 

@@ -171,16 +171,13 @@ static int configure_ucx(ucp_config_t * config)
         tls = getenv("UCX_TLS") ? NULL : "^sm";
     if (tls) {
         status = ucp_config_modify(config, "TLS", tls);
-        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                             "**icbc_ucx %s %s", "setting UCX_TLS", ucs_status_string(status));
+        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_TLS");
     }
     if (MPIDI_ICBC_path_ucx_devices()) {
         mpi_errno = check_devices(MPIDI_ICBC_path_ucx_devices());
         MPIR_ERR_CHECK(mpi_errno);
         status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_path_ucx_devices());
-        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                             "**icbc_ucx %s %s", "setting UCX_NET_DEVICES",
-                             ucs_status_string(status));
+        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_NET_DEVICES");
     }
   fn_fail:
     return mpi_errno;
@@ -220,8 +217,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIDI_ICBC_dump_init();
 
     status = ucp_config_read(NULL, NULL, &config);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_config_read", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_config_read");
     mpi_errno = configure_ucx(config);
     MPIR_ERR_CHECK(mpi_errno);
 
@@ -231,8 +227,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
         .estimated_num_eps = MPIR_Process.size,
     };
     status = ucp_init(&params, config, &MPIDI_ICBC_global.context);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_init", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_init");
 
     /* All matching happens in MPIDIG, which supports the full MPI tag range. */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
@@ -255,13 +250,11 @@ static int create_worker(void)
         .thread_mode = UCS_THREAD_MODE_SERIALIZED,
     };
     status = ucp_worker_create(MPIDI_ICBC_global.context, &wparams, &MPIDI_ICBC_global.worker);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_create", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_create");
 
     ucp_worker_attr_t wattr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
     status = ucp_worker_query(MPIDI_ICBC_global.worker, &wattr);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_query", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_query");
     /* Bound the MPI header so that a wire header plus the MPI header always fits. */
     MPIDI_ICBC_global.max_am_header = MPL_MIN(wattr.max_am_header, 4096 + ICBC_WIRE_AM_HDR_SIZE);
     MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256,
@@ -276,9 +269,7 @@ static int create_worker(void)
         .flags = UCP_AM_FLAG_WHOLE_MSG,
     };
     status = ucp_worker_set_am_recv_handler(MPIDI_ICBC_global.worker, &hparams);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_set_am_recv_handler",
-                         ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_set_am_recv_handler");
   fn_fail:
     return mpi_errno;
 }
@@ -349,8 +340,7 @@ static int exchange_cards(void)
     ucs_status_t status;
 
     status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_get_address", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_get_address");
     self_node_name(node, sizeof(node));
     tcp = MPIDI_ICBC_path_card_tcp(&ntcp);
     card_len = icbc_bcard_size_tcp(node, addr_len, ntcp);
