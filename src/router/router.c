@@ -234,14 +234,37 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
              (unsigned long long) st->fabric_conns_closed);
 }
 
+/* Every counter of icbc_router_stats_t, for the JSON form. */
+#define ROUTER_STATS_U64(_) \
+    _(msgs_out) _(bytes_out) _(msgs_in) _(bytes_in) _(msgs_local) _(bytes_local) \
+    _(unreachable) _(refused_fabric) _(fabric_conns_closed) _(refused_trunk) _(buffered) \
+    _(peak_buffered) _(registered) _(trunks) _(trunks_up) _(clusters_unreachable) \
+    _(descs_held) _(peak_descs_held)
+
+void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, size_t len)
+{
+    size_t n = 0;
+
+#define ROUTER_STATS_JSON_(field) \
+    if (n < len) \
+        n += (size_t) snprintf(buf + n, len - n, "%s\"" #field "\": %llu", n ? ", " : "{", \
+                               (unsigned long long) st->field);
+    ROUTER_STATS_U64(ROUTER_STATS_JSON_)
+#undef ROUTER_STATS_JSON_
+    if (n < len)
+        snprintf(buf + n, len - n, ", \"peak_rss_kb\": %ld}", st->peak_rss_kb);
+}
+
 static void stats_line(icbc_router_t *r)
 {
-    char line[512];
+    char line[1024];
     icbc_router_stats_t st = r->st;
 
     st.peak_rss_kb = peak_rss_kb();
     icbc_router_format_stats(&st, line, sizeof(line));
     icbc_info("router %s: %s", r->name, line);
+    icbc_router_format_stats_json(&st, line, sizeof(line));
+    icbc_info("router %s: stats-json %s", r->name, line);
 }
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
