@@ -22,7 +22,7 @@ logs="$build/logs"
 PACKAGES="build-essential autoconf automake libtool pkg-config ccache gfortran
   libucx-dev ucx-utils libhwloc-dev libfabric-dev libssl-dev libgtest-dev googletest
   iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib python3-venv
-  python3-dev dpkg-dev xz-utils patch gdb clang
+  python3-dev dpkg-dev xz-utils patch gdb clang clang-format
   mpich libmpich-dev"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -118,6 +118,7 @@ unit_tests() {
 tests() {
     build_all
     total_pass=0; total_fail=0; summary=""
+    run_suite format "$top/contrib/check-format.sh"
     run_suite unit unit_tests
     run_suite fuzz "$top/test/fuzz/run.sh" --build "$build" --seconds 20
     [ -x "$top/test/testbed/run.sh" ] && run_suite testbed "$top/test/testbed/run.sh"

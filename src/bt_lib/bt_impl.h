@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "bt_lib.h"
+#include "icbc_clock.h"
 
 #define BT_DEFAULT_SOCKBUF (4 << 20)
 #define BT_DEFAULT_MAX_QUEUED ((size_t) 16 << 20)
@@ -149,7 +150,6 @@ struct bt_listener {
 };
 
 /* ---- poller.c ---- */
-int64_t bt_now_ms(void);
 void bt_poller_link_conn(bt_poller_t *p, bt_conn_t *c);
 void bt_poller_unlink_conn(bt_poller_t *p, bt_conn_t *c);
 void bt_poller_link_listener(bt_poller_t *p, bt_listener_t *l);

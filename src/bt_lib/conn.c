@@ -46,7 +46,7 @@ icbc_status_t bt_conn_new(bt_poller_t *p, int fd, bt_cfg_t *cfg, const bt_conn_c
         return ICBC_ERR_IO;
     }
     bt_poller_link_conn(p, c);
-    bt_conn_set_deadline(c, bt_now_ms() + cfg->o.handshake_ms);
+    bt_conn_set_deadline(c, ((int64_t) icbc_clock_ms()) + cfg->o.handshake_ms);
     *out = c;
     return ICBC_OK;
 }

@@ -29,7 +29,7 @@ static void pause_accepting(bt_listener_t *l, int err)
     icbc_warn("bt_lib: accept on %s: %s; not accepting for %d ms", l->addr_text, strerror(err),
               BT_ACCEPT_PAUSE_MS);
     set_interest(l, 0);
-    l->retry_ms = bt_now_ms() + BT_ACCEPT_PAUSE_MS;
+    l->retry_ms = ((int64_t) icbc_clock_ms()) + BT_ACCEPT_PAUSE_MS;
     bt_poller_deadline_changed(l->p, 1);
 }
 

@@ -33,14 +33,6 @@ struct bt_poller {
     int n_deadlines;         /* connections with a deadline: timers are scanned */
 };
 
-int64_t bt_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 icbc_status_t bt_poller_create(bt_poller_t **out)
 {
     bt_poller_t *p = calloc(1, sizeof(*p));
@@ -244,7 +236,7 @@ static int next_timeout(bt_poller_t *p, int timeout_ms)
             first = l->retry_ms;
     if (first == INT64_MAX)
         return timeout_ms;
-    now = bt_now_ms();
+    now = ((int64_t) icbc_clock_ms());
     if (first <= now)
         return 0;
     if (timeout_ms < 0 || first - now < timeout_ms)
@@ -259,7 +251,7 @@ static int run_timers(bt_poller_t *p)
 
     if (p->n_deadlines == 0)
         return 0;
-    now = bt_now_ms();
+    now = ((int64_t) icbc_clock_ms());
     for (bt_conn_t *c = p->conns; c != NULL; c = c->next) {
         if (c->deadline_ms != 0 && c->deadline_ms <= now) {
             bt_conn_check_deadline(c, now); /* only defers callbacks: list stays intact */

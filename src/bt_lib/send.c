@@ -154,7 +154,7 @@ static void close_written(bt_conn_t *c)
 {
     shutdown(c->fd, SHUT_WR);
     c->state = BT_CONN_LINGER;
-    bt_conn_set_deadline(c, bt_now_ms() + c->cfg->o.handshake_ms);
+    bt_conn_set_deadline(c, ((int64_t) icbc_clock_ms()) + c->cfg->o.handshake_ms);
 }
 
 /* Accounts W written bytes to the entries in gather order. */

@@ -30,4 +30,8 @@ include_icbc_HEADERS += src/icbc/icbc_netif.h
 
 # Striping engine: send and slot tables, chunks, accounting, stalls (docs/paths.md).
 libicbc_la_SOURCES += src/icbc/stripe.c
-include_icbc_HEADERS += src/icbc/icbc_stripe.h
+include_icbc_HEADERS += src/icbc/icbc_stripe.h src/icbc/icbc_clock.h
+
+# The one list and the one hash map of libicbc, the routers and the transports.
+libicbc_la_SOURCES += src/icbc/hmap.c
+include_icbc_HEADERS += src/icbc/icbc_list.h src/icbc/icbc_hmap.h

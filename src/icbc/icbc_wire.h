@@ -20,11 +20,13 @@
  *   24      8     sender cookie (names the send at the sender)
  *   32      4     receive slot (names the receive at the receiver)
  *   36      4     slot generation (a stale or forged chunk does not match)
- *   40      8     offset of this chunk in the message
+ *   40      8     CHUNK: offset of this chunk in the message;
+ *                 CTS: the chunk size the receiver accepts (every chunk but
+ *                 the last is that long, so a duplicate is one bit to test)
  *
  *   AM     MPI header + whole payload
  *   RTS    MPI header, no payload; payload length = message size; cookie
- *   CTS    no MPI header; cookie, slot, generation; payload length 0
+ *   CTS    no MPI header; cookie, slot, generation, chunk size; payload length 0
  *   CHUNK  no MPI header; slot, generation, offset; payload = the chunk
  */
 #ifndef ICBC_WIRE_H

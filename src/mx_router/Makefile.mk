@@ -4,7 +4,6 @@ libicbc_la_CPPFLAGS += -I$(top_srcdir)/src/mx_router $(UCX_CPPFLAGS)
 libicbc_la_LDFLAGS = $(UCX_LDFLAGS)
 libicbc_la_LIBADD += $(UCX_LIBS)
 libicbc_la_SOURCES += \
-    src/mx_router/mx_map.c \
     src/mx_router/mx_guard.c \
     src/mx_router/mx_server.c \
     src/mx_router/mx_client.c
@@ -12,5 +11,4 @@ include_icbc_HEADERS += \
     src/mx_router/mx_router.h \
     src/mx_router/mx_client.h \
     src/mx_router/mx_server.h \
-    src/mx_router/mx_map.h \
     src/mx_router/mx_guard.h

@@ -9,6 +9,7 @@
 
 #include "icbc_bytes.h"
 #include "icbc_log.h"
+#include "icbc_clock.h"
 
 typedef enum {
     RT_CONNECTING,  /* ep created, waiting for CHALLENGE */
@@ -62,7 +63,6 @@ struct mx_client {
     double watched_ms;       /* last mx_client_watch that looked */
 };
 
-static double now_ms(void);
 
 static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errlen, const char *fmt, ...)
@@ -288,7 +288,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 void mx_client_watch(mx_client_t *c)
 {
-    double t = now_ms();
+    double t = icbc_clock_coarse_ms();
     char why[96];
 
     if (c->p.silence_ms <= 0 || t - c->watched_ms < 100) return;
@@ -323,7 +323,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         icbc_debug("router message dropped: unknown sender or malformed header");
         return drop;
     }
-    rt->heard_ms = now_ms();
+    rt->heard_ms = icbc_clock_coarse_ms();
     switch (h.type) {
     case ICBC_ROUTE_CHALLENGE:
         if (rt->state == RT_CONNECTING && h.inner_len == ICBC_ROUTE_NONCE_SIZE) {
@@ -371,14 +371,6 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     default:
         return drop;
     }
-}
-
-/* Coarse (a few ms): read on every progress poll by mx_client_watch. */
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static void idle_pause(void)
@@ -480,7 +472,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     }
 
     /* Drive the worker until every router answered or the deadline passed. */
-    deadline = now_ms() + c->p.timeout_ms;
+    deadline = icbc_clock_coarse_ms() + c->p.timeout_ms;
     for (;;) {
         int pending = 0;
 
@@ -500,7 +492,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
             }
             if (rt->state < RT_READY) pending++;
         }
-        if (pending == 0 || now_ms() > deadline) break;
+        if (pending == 0 || icbc_clock_coarse_ms() > deadline) break;
         if (ucp_worker_progress(params->worker) == 0) idle_pause();
     }
     for (size_t i = 0; i < params->nrouters; i++) {
@@ -556,7 +548,7 @@ void mx_client_destroy(mx_client_t *c)
         else if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
         rt->ep = NULL;
     }
-    deadline = now_ms() + 2000;
+    deadline = icbc_clock_coarse_ms() + 2000;
     for (;;) {
         int open = 0;
         for (size_t i = 0; close_reqs && i < c->p.nrouters; i++) {
@@ -568,7 +560,7 @@ void mx_client_destroy(mx_client_t *c)
                 open++;
             }
         }
-        if ((open == 0 && c->reqs_out == 0) || now_ms() > deadline) break;
+        if ((open == 0 && c->reqs_out == 0) || icbc_clock_coarse_ms() > deadline) break;
         if (ucp_worker_progress(w) == 0) idle_pause();
     }
     for (size_t i = 0; close_reqs && i < c->p.nrouters; i++)

@@ -12,7 +12,8 @@
 
 #include "icbc_log.h"
 #include "mx_guard.h"
-#include "mx_map.h"
+#include "icbc_hmap.h"
+#include "icbc_clock.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
  * server an operation belongs to, set right after it was posted. UCX may
@@ -86,27 +87,19 @@ struct mx_server {
     size_t rndv_thresh;
     mx_server_cbs_t cbs;
     void *arg;
-    mx_map_t by_ep;         /* ucp_ep_h -> open peer */
+    icbc_hmap_t by_ep;         /* ucp_ep_h -> open peer */
     mx_peer_t *peers;       /* every peer not yet freed */
     mx_peer_t *to_close;    /* peers whose ep is to be closed from the loop */
     size_t closing;         /* close operations in flight */
     mx_guard_t *guard;      /* bound on connections of hosts without a registered process */
 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
-}
-
 static void peer_untrust(mx_peer_t *p)
 {
     if (!p->trusted) return;
     p->trusted = 0;
     if (p->server->guard)
-        mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, now_ms());
+        mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, icbc_clock_ms());
 }
 
 static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
@@ -150,7 +143,7 @@ static void peer_schedule_close(mx_peer_t *p, int flush)
     peer_untrust(p);
     p->state = PEER_CLOSING;
     p->flush = flush;
-    mx_map_del(&s->by_ep, (uintptr_t) p->ep, 0);
+    icbc_hmap_del(&s->by_ep, (uintptr_t) p->ep, 0);
     p->close_next = s->to_close;
     s->to_close = p;
 }
@@ -231,7 +224,7 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         free(p);
         return;
     }
-    if (mx_map_put(&s->by_ep, (uintptr_t) p->ep, 0, p) != ICBC_OK) {
+    if (icbc_hmap_put(&s->by_ep, (uintptr_t) p->ep, 0, p) != ICBC_OK) {
         icbc_error("fabric: out of memory accepting %s", p->addr);
         p->state = PEER_OPEN;
         p->next = s->peers;
@@ -257,7 +250,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     mx_recv_t r = { header, header_length, data, length, rndv };
 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        p = mx_map_get(&s->by_ep, (uintptr_t) param->reply_ep, 0);
+        p = icbc_hmap_get(&s->by_ep, (uintptr_t) param->reply_ep, 0);
     if (p == NULL || p->state != PEER_OPEN) {
         icbc_debug("fabric: dropped a message from an unknown endpoint");
         return rndv ? UCS_ERR_CANCELED : UCS_OK;
@@ -279,7 +272,7 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
     s->arg = arg;
     s->efd = -1;
     s->rndv_thresh = opts->rndv_thresh ? opts->rndv_thresh : MX_RNDV_THRESH_DEFAULT;
-    mx_map_init(&s->by_ep);
+    icbc_hmap_init(&s->by_ep);
     format_addr(opts->addr, addr, sizeof(addr));
     if (mx_guard_begin(&s->guard) != ICBC_OK) {
         free(s);
@@ -371,7 +364,7 @@ void mx_server_destroy(mx_server_t *s)
     while (s->peers) peer_unlink(s->peers);
     if (s->worker) ucp_worker_destroy(s->worker);
     if (s->context) ucp_cleanup(s->context);
-    mx_map_free(&s->by_ep);
+    icbc_hmap_free(&s->by_ep);
     mx_guard_free(s->guard);
     free(s);
 }
@@ -518,10 +511,10 @@ void mx_server_trust_peer(mx_peer_t *p)
 {
     if (p->trusted || p->state != PEER_OPEN || p->sa.ss_family == 0 || !p->server->guard) return;
     p->trusted = 1;
-    mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, now_ms());
+    mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, icbc_clock_ms());
 }
 
 size_t mx_server_guard(mx_server_t *s, double timeout_ms, size_t max_untrusted)
 {
-    return s->guard ? mx_guard_scan(s->guard, now_ms(), timeout_ms, max_untrusted) : 0;
+    return s->guard ? mx_guard_scan(s->guard, icbc_clock_ms(), timeout_ms, max_untrusted) : 0;
 }

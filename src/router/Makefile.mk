@@ -7,8 +7,7 @@ libicbc_la_SOURCES += \
     src/router/trunk.c \
     src/router/forward.c \
     src/router/router_opts.c \
-    src/router/router_int.h \
-    src/router/rt_list.h
+    src/router/router_int.h
 include_icbc_HEADERS += src/router/router.h src/router/router_opts.h
 
 bin_PROGRAMS += icbc-router

@@ -33,7 +33,7 @@
 
 rt_peer_t *rt_lookup(icbc_router_t *r, uint64_t job, uint32_t rank)
 {
-    return mx_map_get(&r->registry, job, rank);
+    return icbc_hmap_get(&r->registry, job, rank);
 }
 
 static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void *inner,
@@ -64,7 +64,7 @@ static void unregister(rt_peer_t *p)
 {
     icbc_router_t *r = p->r;
 
-    if (p->registered && rt_lookup(r, p->job, p->rank) == p) mx_map_del(&r->registry, p->job,
+    if (p->registered && rt_lookup(r, p->job, p->rank) == p) icbc_hmap_del(&r->registry, p->job,
                                                                          p->rank);
     p->registered = 0;
     r->st.registered = r->registry.count;
@@ -74,10 +74,10 @@ static void unregister(rt_peer_t *p)
 static void peer_free(rt_peer_t *p)
 {
     unregister(p);
-    rt_list_del(&p->unreg_link);
-    rt_list_del(&p->all_link);
-    rt_list_del(&p->out.pump_link);
-    rt_list_del(&p->credit_link);
+    icbc_list_del(&p->unreg_link);
+    icbc_list_del(&p->all_link);
+    icbc_list_del(&p->out.pump_link);
+    icbc_list_del(&p->credit_link);
     rt_queue_fail(&p->out);
     free(p);
 }
@@ -106,9 +106,9 @@ static void on_connect(mx_peer_t *mp, void *arg)
     p->r = r;
     p->mp = mp;
     rt_queue_init(&p->out, Q_PEER, p);
-    rt_list_init(&p->unreg_link);
-    rt_list_init(&p->credit_link);
-    rt_list_push(&r->peers, &p->all_link);
+    icbc_list_init(&p->unreg_link);
+    icbc_list_init(&p->credit_link);
+    icbc_list_push(&r->peers, &p->all_link);
     mx_peer_set_arg(mp, p);
     if (getrandom(p->nonce, sizeof(p->nonce), 0) != sizeof(p->nonce)) {
         icbc_error("router %s: getrandom failed; closing %s", r->name, mx_peer_addr_text(mp));
@@ -116,8 +116,8 @@ static void on_connect(mx_peer_t *mp, void *arg)
         peer_free(p);
         return;
     }
-    p->deadline = rt_now_ms() + r->cfg.register_ms;
-    rt_list_push(&r->unregistered, &p->unreg_link);
+    p->deadline = icbc_clock_ms() + r->cfg.register_ms;
+    icbc_list_push(&r->unregistered, &p->unreg_link);
     icbc_debug("router %s: process connected from %s", r->name, mx_peer_addr_text(mp));
     send_control(p, ICBC_ROUTE_CHALLENGE, 0, p->nonce, sizeof(p->nonce));
 }
@@ -176,7 +176,7 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
                   mx_peer_addr_text(old->mp));
         old->registered = 0;
     }
-    if (mx_map_put(&r->registry, rh->job, rh->src_rank, p) != ICBC_OK) {
+    if (icbc_hmap_put(&r->registry, rh->job, rh->src_rank, p) != ICBC_OK) {
         refuse(p, 1, "out of memory");
         return;
     }
@@ -184,7 +184,7 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
     mx_server_trust_peer(p->mp);
     p->job = rh->job;
     p->rank = rh->src_rank;
-    rt_list_del(&p->unreg_link);
+    icbc_list_del(&p->unreg_link);
     r->st.registered = r->registry.count;
     icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
                (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
@@ -201,8 +201,8 @@ void rt_fabric_credit(icbc_router_t *r, uint64_t job, uint32_t rank, size_t n)
 
     if (p == NULL) return; /* nothing owed, or gone: nobody waits for it */
     p->credit_due += n;
-    if (p->credit_due >= r->cfg.eager_window / 4 && !rt_list_linked(&p->credit_link))
-        rt_list_push(&r->credit_pending, &p->credit_link);
+    if (p->credit_due >= r->cfg.eager_window / 4 && !icbc_list_linked(&p->credit_link))
+        icbc_list_push(&r->credit_pending, &p->credit_link);
 }
 
 /* What is due to P (maybe 0 bytes), now. */
@@ -210,7 +210,7 @@ static void send_credit(rt_peer_t *p)
 {
     uint8_t count[ICBC_ROUTE_COUNT_SIZE];
 
-    rt_list_del(&p->credit_link);
+    icbc_list_del(&p->credit_link);
     icbc_put64(count, p->credit_due);
     p->credit_due = 0;
     send_control(p, ICBC_ROUTE_CREDIT, 0, count, sizeof(count));
@@ -218,21 +218,21 @@ static void send_credit(rt_peer_t *p)
 
 void rt_fabric_send_credits(icbc_router_t *r)
 {
-    while (!rt_list_empty(&r->credit_pending))
-        send_credit(RT_CONTAINER(r->credit_pending.next, rt_peer_t, credit_link));
+    while (!icbc_list_empty(&r->credit_pending))
+        send_credit(ICBC_CONTAINER(r->credit_pending.next, rt_peer_t, credit_link));
 }
 
 void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable)
 {
-    for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
-        rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
+    for (icbc_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
+        rt_peer_t *p = ICBC_CONTAINER(e, rt_peer_t, all_link);
         if (p->registered) cluster_state_to(p, cluster, reachable);
     }
 }
 
 static void pull_go(rt_waiter_t *w)
 {
-    rt_msg_t *m = RT_CONTAINER(w, rt_msg_t, wait);
+    rt_msg_t *m = ICBC_CONTAINER(w, rt_msg_t, wait);
     icbc_router_t *r = m->r;
     void *desc = m->desc;
 
@@ -318,9 +318,9 @@ static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
         return 0;
     }
     if (!p->registered) {
-        if (rh.type == ICBC_ROUTE_REGISTER && rt_list_linked(&p->unreg_link))
+        if (rh.type == ICBC_ROUTE_REGISTER && icbc_list_linked(&p->unreg_link))
             do_register(p, &rh, (const uint8_t *) rcv->hdr + ICBC_ROUTE_HDR_SIZE);
-        else if (rt_list_linked(&p->unreg_link))
+        else if (icbc_list_linked(&p->unreg_link))
             refuse(p, 1, "message before REGISTER");
         return 0;
     }
@@ -360,8 +360,8 @@ const mx_server_cbs_t rt_fabric_cbs = {
 
 void rt_fabric_timers(icbc_router_t *r, double now, double *next)
 {
-    while (!rt_list_empty(&r->unregistered)) {
-        rt_peer_t *p = RT_CONTAINER(r->unregistered.next, rt_peer_t, unreg_link);
+    while (!icbc_list_empty(&r->unregistered)) {
+        rt_peer_t *p = ICBC_CONTAINER(r->unregistered.next, rt_peer_t, unreg_link);
         if (p->deadline > now) {
             if (p->deadline < *next) *next = p->deadline;
             break;
@@ -380,8 +380,8 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
     }
     if (r->next_guard < *next) *next = r->next_guard;
     if (now >= r->next_keepalive) {
-        for (rt_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
-            rt_peer_t *p = RT_CONTAINER(e, rt_peer_t, all_link);
+        for (icbc_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
+            rt_peer_t *p = ICBC_CONTAINER(e, rt_peer_t, all_link);
             if (p->registered) send_credit(p);
         }
         r->next_keepalive = now + MX_ROUTER_KEEPALIVE_MS;
@@ -391,8 +391,8 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
 
 void rt_fabric_destroy(icbc_router_t *r)
 {
-    while (!rt_list_empty(&r->peers)) {
-        rt_peer_t *p = RT_CONTAINER(r->peers.next, rt_peer_t, all_link);
+    while (!icbc_list_empty(&r->peers)) {
+        rt_peer_t *p = ICBC_CONTAINER(r->peers.next, rt_peer_t, all_link);
         peer_free(p);
     }
 }

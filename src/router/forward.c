@@ -20,8 +20,8 @@
 
 void rt_queue_init(rt_queue_t *q, rt_queue_kind_t kind, void *owner)
 {
-    rt_list_init(&q->msgs);
-    rt_list_init(&q->pump_link);
+    icbc_list_init(&q->msgs);
+    icbc_list_init(&q->pump_link);
     q->bytes = 0;
     q->kind = kind;
     q->owner = owner;
@@ -34,8 +34,8 @@ rt_msg_t *rt_msg_new(icbc_router_t *r, const void *hdr, size_t hdr_len,
 
     if (m == NULL) return NULL;
     memset(m, 0, sizeof(*m));
-    rt_list_init(&m->qlink);
-    rt_list_init(&m->wait.link);
+    icbc_list_init(&m->qlink);
+    icbc_list_init(&m->wait.link);
     m->r = r;
     m->rh = *rh;
     m->hdr = (uint8_t *) (m + 1);
@@ -52,11 +52,11 @@ void rt_msg_free(rt_msg_t *m)
     icbc_router_t *r = m->r;
 
     if (m->q) {
-        rt_list_del(&m->qlink);
+        icbc_list_del(&m->qlink);
         m->q->bytes -= m->len;
         m->q = NULL;
     }
-    rt_list_del(&m->wait.link);
+    icbc_list_del(&m->wait.link);
     if (m->desc) {
         mx_server_data_release(r->fabric, m->desc);
         r->st.descs_held--;
@@ -72,11 +72,11 @@ void rt_msg_free(rt_msg_t *m)
 
 void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
 {
-    if (q->kind == Q_WAIT) m->arrived = rt_now_ms();
+    if (q->kind == Q_WAIT) m->arrived = icbc_clock_ms();
     m->q = q;
     m->to_trunk = q->kind == Q_STREAM;
     q->bytes += m->len;
-    rt_list_push(&q->msgs, &m->qlink);
+    icbc_list_push(&q->msgs, &m->qlink);
 }
 
 static void count_done(icbc_router_t *r, const rt_msg_t *m)
@@ -107,8 +107,8 @@ void rt_on_sent(void *arg, icbc_status_t status)
 void rt_pump(rt_queue_t *q)
 {
     if (q->kind == Q_WAIT) return; /* trunk_check_up moves them on */
-    while (!rt_list_empty(&q->msgs)) {
-        rt_msg_t *m = RT_CONTAINER(q->msgs.next, rt_msg_t, qlink);
+    while (!icbc_list_empty(&q->msgs)) {
+        rt_msg_t *m = ICBC_CONTAINER(q->msgs.next, rt_msg_t, qlink);
         icbc_status_t st;
 
         if (m->state != MSG_READY) break;
@@ -116,7 +116,7 @@ void rt_pump(rt_queue_t *q)
             rt_stream_t *s = q->owner;
             if (s->busy || !s->ready) break;
         }
-        rt_list_del(&m->qlink);
+        icbc_list_del(&m->qlink);
         q->bytes -= m->len;
         m->q = NULL;
         m->state = MSG_SENDING;
@@ -124,7 +124,7 @@ void rt_pump(rt_queue_t *q)
             st = rt_stream_send(q->owner, m);
             if (st == ICBC_ERR_BUSY) {
                 /* Back to the head; on_writable pumps again. */
-                rt_list_t *first = q->msgs.next;
+                icbc_list_t *first = q->msgs.next;
                 m->state = MSG_READY;
                 m->q = q;
                 q->bytes += m->len;
@@ -148,14 +148,14 @@ void rt_pump(rt_queue_t *q)
 
 void rt_pump_later(icbc_router_t *r, rt_queue_t *q)
 {
-    if (!rt_list_linked(&q->pump_link)) rt_list_push(&r->to_pump, &q->pump_link);
+    if (!icbc_list_linked(&q->pump_link)) icbc_list_push(&r->to_pump, &q->pump_link);
 }
 
 void rt_pump_deferred(icbc_router_t *r)
 {
-    while (!rt_list_empty(&r->to_pump)) {
-        rt_queue_t *q = RT_CONTAINER(r->to_pump.next, rt_queue_t, pump_link);
-        rt_list_del(&q->pump_link);
+    while (!icbc_list_empty(&r->to_pump)) {
+        rt_queue_t *q = ICBC_CONTAINER(r->to_pump.next, rt_queue_t, pump_link);
+        icbc_list_del(&q->pump_link);
         rt_pump(q);
     }
     rt_fabric_send_credits(r);
@@ -164,7 +164,7 @@ void rt_pump_deferred(icbc_router_t *r)
 void rt_msg_fail(rt_msg_t *m, const char *why)
 {
     if (m->q) {
-        rt_list_del(&m->qlink);
+        icbc_list_del(&m->qlink);
         m->q->bytes -= m->len;
         m->q = NULL;
     }
@@ -175,8 +175,8 @@ void rt_msg_fail(rt_msg_t *m, const char *why)
 
 void rt_queue_fail(rt_queue_t *q)
 {
-    while (!rt_list_empty(&q->msgs))
-        rt_msg_fail(RT_CONTAINER(q->msgs.next, rt_msg_t, qlink),
+    while (!icbc_list_empty(&q->msgs))
+        rt_msg_fail(ICBC_CONTAINER(q->msgs.next, rt_msg_t, qlink),
                     q->kind == Q_PEER ? "destination lost" : "trunk down");
 }
 
@@ -204,9 +204,9 @@ static void log_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, cons
 {
     uint64_t k2 = (uint64_t) lost->dst_cluster << 32 | lost->dst_rank;
 
-    if (mx_map_get(&r->unreach_logged, lost->job, k2)) return;
+    if (icbc_hmap_get(&r->unreach_logged, lost->job, k2)) return;
     if (r->unreach_logged.count >= UNREACH_LOG_MAX) return;
-    mx_map_put(&r->unreach_logged, lost->job, k2, (void *) 1);
+    icbc_hmap_put(&r->unreach_logged, lost->job, k2, (void *) 1);
     icbc_warn("router %s: job %llu rank %u of cluster %u unreachable (%s); message from "
               "rank %u of cluster %u dropped, source told",
               r->name, (unsigned long long) lost->job, lost->dst_rank, lost->dst_cluster, why,
@@ -258,7 +258,7 @@ static void note_peak(icbc_router_t *r)
  * since. */
 static size_t rss_estimate(icbc_router_t *r)
 {
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     if (now - r->rss_at >= 1.0) {
         size_t rss = rt_resident_bytes();
@@ -300,7 +300,7 @@ static void mem_take(icbc_router_t *r, size_t n)
  * window holds back what follows. */
 static int pull_blocked(const rt_waiter_t *w)
 {
-    const rt_msg_t *m = RT_CONTAINER(w, rt_msg_t, wait);
+    const rt_msg_t *m = ICBC_CONTAINER(w, rt_msg_t, wait);
 
     return m->q != NULL && m->q->kind == Q_STREAM && ((const rt_stream_t *) m->q->owner)->busy;
 }
@@ -312,14 +312,14 @@ static int pull_blocked(const rt_waiter_t *w)
  * the trunk idles until the first one is whole. */
 static rt_waiter_t *first_waiter(icbc_router_t *r)
 {
-    rt_waiter_t *a = rt_list_empty(&r->mem_waiters) ? NULL
-                     : RT_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
+    rt_waiter_t *a = icbc_list_empty(&r->mem_waiters) ? NULL
+                     : ICBC_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
     rt_waiter_t *b = NULL;
 
     if (r->pulls < r->cfg.max_pulls)
-        for (rt_list_t *e = r->pull_waiters.next; e != &r->pull_waiters && b == NULL; e = e->next)
-            if (!pull_blocked(RT_CONTAINER(e, rt_waiter_t, link)))
-                b = RT_CONTAINER(e, rt_waiter_t, link);
+        for (icbc_list_t *e = r->pull_waiters.next; e != &r->pull_waiters && b == NULL; e = e->next)
+            if (!pull_blocked(ICBC_CONTAINER(e, rt_waiter_t, link)))
+                b = ICBC_CONTAINER(e, rt_waiter_t, link);
 
     if (a == NULL) return b;
     if (b == NULL) return a;
@@ -351,7 +351,7 @@ void rt_mem_release(icbc_router_t *r, size_t n, int pool)
 void rt_mem_wait(icbc_router_t *r, rt_waiter_t *w)
 {
     w->seq = ++r->wait_seq;
-    rt_list_push(w->pull ? &r->pull_waiters : &r->mem_waiters, &w->link);
+    icbc_list_push(w->pull ? &r->pull_waiters : &r->mem_waiters, &w->link);
 }
 
 void rt_mem_kick(icbc_router_t *r)
@@ -367,7 +367,7 @@ void rt_mem_kick(icbc_router_t *r)
         for (;;) {
             rt_waiter_t *w = first_waiter(r);
             if (w == NULL || !mem_fits(r, w->need)) break;
-            rt_list_del(&w->link);
+            icbc_list_del(&w->link);
             mem_take(r, w->need);
             w->go(w);
         }

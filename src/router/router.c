@@ -17,13 +17,6 @@
 #include "icbc_netif.h"
 #include "router_int.h"
 
-double rt_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void on_stop_fd(int fd, uint32_t events, void *arg)
 {
     icbc_router_t *r = arg;
@@ -93,14 +86,14 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         if (r->cfg.eager_window > ICBC_ROUTER_EAGER_WINDOW_MAX)
             r->cfg.eager_window = ICBC_ROUTER_EAGER_WINDOW_MAX;
     }
-    mx_map_init(&r->registry);
-    mx_map_init(&r->unreach_logged);
-    rt_list_init(&r->unregistered);
-    rt_list_init(&r->peers);
-    rt_list_init(&r->to_pump);
-    rt_list_init(&r->credit_pending);
-    rt_list_init(&r->mem_waiters);
-    rt_list_init(&r->pull_waiters);
+    icbc_hmap_init(&r->registry);
+    icbc_hmap_init(&r->unreach_logged);
+    icbc_list_init(&r->unregistered);
+    icbc_list_init(&r->peers);
+    icbc_list_init(&r->to_pump);
+    icbc_list_init(&r->credit_pending);
+    icbc_list_init(&r->mem_waiters);
+    icbc_list_init(&r->pull_waiters);
     pthread_mutex_init(&r->pub_lock, NULL);
 
     if (cfg->host) {
@@ -241,19 +234,42 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
              (unsigned long long) st->fabric_conns_closed);
 }
 
+/* Every counter of icbc_router_stats_t, for the JSON form. */
+#define ROUTER_STATS_U64(_) \
+    _(msgs_out) _(bytes_out) _(msgs_in) _(bytes_in) _(msgs_local) _(bytes_local) \
+    _(unreachable) _(refused_fabric) _(fabric_conns_closed) _(refused_trunk) _(buffered) \
+    _(peak_buffered) _(registered) _(trunks) _(trunks_up) _(clusters_unreachable) \
+    _(descs_held) _(peak_descs_held)
+
+void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, size_t len)
+{
+    size_t n = 0;
+
+#define ROUTER_STATS_JSON_(field) \
+    if (n < len) \
+        n += (size_t) snprintf(buf + n, len - n, "%s\"" #field "\": %llu", n ? ", " : "{", \
+                               (unsigned long long) st->field);
+    ROUTER_STATS_U64(ROUTER_STATS_JSON_)
+#undef ROUTER_STATS_JSON_
+    if (n < len)
+        snprintf(buf + n, len - n, ", \"peak_rss_kb\": %ld}", st->peak_rss_kb);
+}
+
 static void stats_line(icbc_router_t *r)
 {
-    char line[512];
+    char line[1024];
     icbc_router_stats_t st = r->st;
 
     st.peak_rss_kb = peak_rss_kb();
     icbc_router_format_stats(&st, line, sizeof(line));
     icbc_info("router %s: %s", r->name, line);
+    icbc_router_format_stats_json(&st, line, sizeof(line));
+    icbc_info("router %s: stats-json %s", r->name, line);
 }
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
 {
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
     while (!r->stopping) {
@@ -264,7 +280,7 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         rt_mem_kick(r);          /* rendezvous pulls queued by UCX callbacks */
         rt_pump_deferred(r);     /* queues filled by UCX callbacks */
         rt_destroy_dead(r);
-        now = rt_now_ms();
+        now = icbc_clock_ms();
         next = now + 1000;
         rt_fabric_timers(r, now, &next);
         rt_trunk_timers(r, now, &next);
@@ -276,8 +292,8 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
             if (r->next_stats < next) next = r->next_stats;
         }
         publish(r);
-        if (mx_server_progress(r->fabric) > 0 || !rt_list_empty(&r->to_pump) ||
-            !rt_list_empty(&r->credit_pending))
+        if (mx_server_progress(r->fabric) > 0 || !icbc_list_empty(&r->to_pump) ||
+            !icbc_list_empty(&r->credit_pending))
             continue;
         /* bt_lib runs deferred work (send completions) at the start of a
          * wait; that work may start UCX operations, so only block once a
@@ -324,8 +340,8 @@ void icbc_router_destroy(icbc_router_t *r)
     }
     if (r->poller) bt_poller_destroy(r->poller);
     if (r->stop_fd >= 0) close(r->stop_fd);
-    mx_map_free(&r->registry);
-    mx_map_free(&r->unreach_logged);
+    icbc_hmap_free(&r->registry);
+    icbc_hmap_free(&r->unreach_logged);
     free(r->dead);
     pthread_mutex_destroy(&r->pub_lock);
     memset(r->key, 0, sizeof(r->key));

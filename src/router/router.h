@@ -98,6 +98,9 @@ void icbc_router_destroy(icbc_router_t *r);
 void icbc_router_get_stats(icbc_router_t *r, icbc_router_stats_t *st);
 /* The one-line form used by --stats-interval and at exit. */
 void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t len);
+/* The same counters as one JSON object, named as the struct's fields; the
+ * router logs it as "stats-json {...}" beside each stats line, for tools. */
+void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

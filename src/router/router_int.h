@@ -23,10 +23,11 @@
 #include "bt_lib.h"
 #include "icbc_route.h"
 #include "icbc_routerfile.h"
-#include "mx_map.h"
+#include "icbc_hmap.h"
 #include "mx_server.h"
 #include "router.h"
-#include "rt_list.h"
+#include "icbc_list.h"
+#include "icbc_clock.h"
 
 typedef struct rt_queue rt_queue_t;
 typedef struct rt_trunk rt_trunk_t;
@@ -36,7 +37,7 @@ typedef struct rt_peer rt_peer_t;
 /* Something that waits for payload memory: go() runs once NEED bytes were
  * charged on its behalf. */
 typedef struct rt_waiter {
-    rt_list_t link;
+    icbc_list_t link;
     size_t need;
     void (*go)(struct rt_waiter *w);
     int pull;                 /* a rendezvous pull: also bounded by max_pulls */
@@ -59,7 +60,7 @@ typedef enum {
 typedef enum { FROM_FABRIC, FROM_TRUNK, FROM_ROUTER } rt_origin_t;
 
 typedef struct rt_msg {
-    rt_list_t qlink;          /* in q->msgs */
+    icbc_list_t qlink;          /* in q->msgs */
     rt_waiter_t wait;         /* in router->mem_waiters while MSG_WAIT_MEM */
     struct icbc_router *r;
     rt_queue_t *q;            /* output queue, NULL once handed on */
@@ -82,8 +83,8 @@ typedef struct rt_msg {
 typedef enum { Q_STREAM, Q_PEER, Q_WAIT } rt_queue_kind_t;
 
 struct rt_queue {
-    rt_list_t msgs;
-    rt_list_t pump_link;      /* in router->to_pump: pump from the loop */
+    icbc_list_t msgs;
+    icbc_list_t pump_link;      /* in router->to_pump: pump from the loop */
     uint64_t bytes;           /* payload bytes queued, not yet handed on */
     rt_queue_kind_t kind;
     void *owner;              /* rt_stream_t or rt_peer_t */
@@ -138,11 +139,11 @@ struct rt_peer {
     uint32_t rank;
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     double deadline;          /* REGISTER due by then (ms, monotonic) */
-    rt_list_t unreg_link;     /* in router->unregistered until registered */
-    rt_list_t all_link;       /* in router->peers */
+    icbc_list_t unreg_link;     /* in router->unregistered until registered */
+    icbc_list_t all_link;       /* in router->peers */
     rt_queue_t out;           /* messages to this process */
     size_t credit_due;        /* eager bytes handed on, not credited yet */
-    rt_list_t credit_link;    /* in router->credit_pending while a CREDIT is due */
+    icbc_list_t credit_link;    /* in router->credit_pending while a CREDIT is due */
 };
 
 struct icbc_router {
@@ -168,19 +169,19 @@ struct icbc_router {
     rt_queue_t *trunk_wait;   /* per cluster: messages waiting for a trunk (Q_WAIT) */
     rt_reach_t *reach;        /* per cluster: lost since when, announced */
 
-    mx_map_t registry;        /* (job, rank) -> rt_peer_t */
-    mx_map_t unreach_logged;  /* (job, cluster << 32 | rank) already logged */
-    rt_list_t unregistered;   /* rt_peer_t by deadline */
-    rt_list_t peers;          /* every rt_peer_t */
-    rt_list_t to_pump;        /* queues to pump once UCX callbacks returned */
-    rt_list_t credit_pending; /* processes owed a CREDIT, sent from the loop */
+    icbc_hmap_t registry;        /* (job, rank) -> rt_peer_t */
+    icbc_hmap_t unreach_logged;  /* (job, cluster << 32 | rank) already logged */
+    icbc_list_t unregistered;   /* rt_peer_t by deadline */
+    icbc_list_t peers;          /* every rt_peer_t */
+    icbc_list_t to_pump;        /* queues to pump once UCX callbacks returned */
+    icbc_list_t credit_pending; /* processes owed a CREDIT, sent from the loop */
     int destroying;
 
     /* memory bound */
     size_t charged;           /* payload bytes held */
     size_t charged_pool;      /* of which pulled or read into our buffers */
-    rt_list_t mem_waiters;    /* trunk streams waiting to read a payload */
-    rt_list_t pull_waiters;   /* rendezvous pulls waiting for memory or a pull slot */
+    icbc_list_t mem_waiters;    /* trunk streams waiting to read a payload */
+    icbc_list_t pull_waiters;   /* rendezvous pulls waiting for memory or a pull slot */
     uint64_t wait_seq;
     int kicking, kick_again;
     int pulls;                /* rendezvous pulls in flight (at most cfg.max_pulls) */
@@ -202,7 +203,7 @@ struct icbc_router {
     double next_keepalive;    /* ms, monotonic: next CREDIT to every registered process */
 };
 
-double rt_now_ms(void);
+
 /* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
 size_t rt_resident_bytes(void);
 

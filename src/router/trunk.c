@@ -94,9 +94,9 @@ static void stream_reset(rt_stream_t *s)
     s->ready = 0;
     s->busy = 0;
     if (c) conn_drop(r, c);
-    rt_list_del(&s->q.pump_link);
+    icbc_list_del(&s->q.pump_link);
     rt_queue_fail(&s->q);
-    rt_list_del(&s->wait.link);
+    icbc_list_del(&s->wait.link);
     if (s->reserved) rt_mem_release(r, s->reserved, 1);
     s->reserved = 0;
     if (s->rx) rt_msg_free(s->rx);
@@ -114,7 +114,7 @@ static int cluster_has_trunk_up(icbc_router_t *r, int cluster)
 static void trunk_down(rt_trunk_t *t, const char *why, int failed)
 {
     icbc_router_t *r = t->r;
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
     char name[160];
     int was_up = t->up;
 
@@ -167,11 +167,11 @@ static void trunk_check_up(rt_trunk_t *t)
     }
     /* Messages that waited for a trunk to this cluster go now, in order. */
     rt_queue_t *w = &r->trunk_wait[t->cluster];
-    while (!rt_list_empty(&w->msgs)) {
-        rt_msg_t *m = RT_CONTAINER(w->msgs.next, rt_msg_t, qlink);
+    while (!icbc_list_empty(&w->msgs)) {
+        rt_msg_t *m = ICBC_CONTAINER(w->msgs.next, rt_msg_t, qlink);
         rt_queue_t *q;
 
-        rt_list_del(&m->qlink);
+        icbc_list_del(&m->qlink);
         w->bytes -= m->len;
         m->q = NULL;
         q = rt_route(r, &m->rh);
@@ -201,7 +201,7 @@ static icbc_status_t trunk_alloc_streams(rt_trunk_t *t, int n)
             s->t = t;
             s->index = i;
             rt_queue_init(&s->q, Q_STREAM, s);
-            rt_list_init(&s->wait.link);
+            icbc_list_init(&s->wait.link);
             snprintf(s->id, sizeof(s->id), "icbc-router %s %d %d %d", own->name, r->index, i, n);
         }
     }
@@ -254,7 +254,7 @@ static void trunk_connect(rt_trunk_t *t)
 
 static void stream_mem_go(rt_waiter_t *w)
 {
-    rt_stream_t *s = RT_CONTAINER(w, rt_stream_t, wait);
+    rt_stream_t *s = ICBC_CONTAINER(w, rt_stream_t, wait);
 
     s->reserved = w->need;
     if (s->conn) bt_conn_resume(s->conn);
@@ -394,7 +394,7 @@ static icbc_router_t *router_of(void *arg)
 {
     rt_conn_tag_t *tag = arg;
 
-    if (*tag == CONN_ROUTER) return RT_CONTAINER(tag, icbc_router_t, conn_tag);
+    if (*tag == CONN_ROUTER) return ICBC_CONTAINER(tag, icbc_router_t, conn_tag);
     if (*tag == CONN_STREAM) return ((rt_stream_t *) arg)->t->r;
     return NULL;
 }
@@ -550,7 +550,7 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
     size_t rc = own->nrouters;
     bt_opts_t o;
     icbc_status_t st;
-    double now = rt_now_ms();
+    double now = icbc_clock_ms();
 
     r->trunks = calloc(nclusters * ICBC_RF_MAX_ROUTERS, sizeof(rt_trunk_t));
     r->trunk_wait = calloc(nclusters, sizeof(rt_queue_t));
@@ -592,8 +592,8 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
     /* Waits for a trunk end after trunk_wait_ms (FIFO: arrival order). */
     for (size_t d = 0; r->trunk_wait && d < nclusters; d++) {
         rt_queue_t *w = &r->trunk_wait[d];
-        while (!rt_list_empty(&w->msgs)) {
-            rt_msg_t *m = RT_CONTAINER(w->msgs.next, rt_msg_t, qlink);
+        while (!icbc_list_empty(&w->msgs)) {
+            rt_msg_t *m = ICBC_CONTAINER(w->msgs.next, rt_msg_t, qlink);
             double due = m->arrived + r->cfg.trunk_wait_ms;
             if (due > now) {
                 if (due < *next) *next = due;
@@ -633,7 +633,7 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
 
 void rt_trunks_shutdown(icbc_router_t *r)
 {
-    double deadline = rt_now_ms() + 1000;
+    double deadline = icbc_clock_ms() + 1000;
     int open;
 
     for (int i = 0; i < r->ntrunks; i++)
@@ -649,7 +649,7 @@ void rt_trunks_shutdown(icbc_router_t *r)
         rt_pump_deferred(r);
         if (bt_poller_wait(r->poller, 20) < 0) break;
         rt_destroy_dead(r);
-    } while (rt_now_ms() < deadline);
+    } while (icbc_clock_ms() < deadline);
 }
 
 void rt_trunks_destroy(icbc_router_t *r)

@@ -1501,3 +1501,25 @@ TEST_F(RouterTest, ResidentSizeBoundUnderFlood)
     EXPECT_GT(hwm, 0u);
     EXPECT_LE(hwm, bound) << "peak resident " << hwm << " B over the bound " << bound << " B";
 }
+
+/* The JSON form of the stats names every counter with its value, so that
+ * tools read numbers instead of scraping the human line. */
+TEST(RouterStats, JsonNamesEveryCounter)
+{
+    icbc_router_stats_t st = {};
+    uint64_t *words = reinterpret_cast<uint64_t *>(&st);
+    size_t nwords = offsetof(icbc_router_stats_t, peak_rss_kb) / sizeof(uint64_t);
+    for (size_t i = 0; i < nwords; i++)
+        words[i] = 1000 + i;
+    st.peak_rss_kb = 4242;
+    char buf[2048];
+    icbc_router_format_stats_json(&st, buf, sizeof(buf));
+    std::string j(buf);
+    EXPECT_EQ('{', j.front());
+    EXPECT_EQ('}', j.back());
+    for (size_t i = 0; i < nwords; i++)
+        EXPECT_NE(std::string::npos, j.find(": " + std::to_string(1000 + i))) << j;
+    EXPECT_NE(std::string::npos, j.find("\"peak_buffered\": " +
+                                        std::to_string(st.peak_buffered))) << j;
+    EXPECT_NE(std::string::npos, j.find("\"peak_rss_kb\": 4242")) << j;
+}

@@ -11,7 +11,10 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_am_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_delegate.c \
                     src/mpid/ch4/netmod/icbc/icbc_xfer.c \
-                    src/mpid/ch4/netmod/icbc/icbc_xpath.c \
+                    src/mpid/ch4/netmod/icbc/icbc_xrecv.c \
+                    src/mpid/ch4/netmod/icbc/icbc_path.c \
+                    src/mpid/ch4/netmod/icbc/icbc_path_routed.c \
+                    src/mpid/ch4/netmod/icbc/icbc_path_tcp.c \
                     src/mpid/ch4/netmod/icbc/icbc_router_embed.c \
                     src/mpid/ch4/netmod/icbc/icbc_dump.c \
                     src/mpid/ch4/netmod/icbc/core/status.c \
@@ -19,12 +22,13 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/bcard.c \
                     src/mpid/ch4/netmod/icbc/core/peer.c \
                     src/mpid/ch4/netmod/icbc/core/wire.c \
+                    src/mpid/ch4/netmod/icbc/core/stripe.c \
                     src/mpid/ch4/netmod/icbc/core/route.c \
                     src/mpid/ch4/netmod/icbc/core/routerfile.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_client.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_server.c \
-                    src/mpid/ch4/netmod/icbc/mx_router/mx_map.c \
+                    src/mpid/ch4/netmod/icbc/core/hmap.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_guard.c \
                     src/mpid/ch4/netmod/icbc/router/router.c \
                     src/mpid/ch4/netmod/icbc/router/fabric.c \

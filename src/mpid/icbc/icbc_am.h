@@ -13,10 +13,6 @@
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
 
-/* Peers reached through routers or TCP take the transfer protocol of
- * icbc_xfer.c instead of UCX end to end. */
-#define MPIDI_ICBC_PEER_IS_XPATH(peer) \
-    ((peer)->path == ICBC_PATH_ROUTED || (peer)->path == ICBC_PATH_TCP_DIRECT)
 
 MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm * comm, int rank)
 {
@@ -79,6 +75,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
     icbc_peer_t *peer;
+    const MPIDI_ICBC_path_ops_t *path;
     ucp_ep_h ep;
     int dt_contig;
     size_t data_sz;
@@ -92,9 +89,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
     MPIR_FUNC_ENTER;
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
-    if (unlikely(peer && MPIDI_ICBC_PEER_IS_XPATH(peer))) {
-        mpi_errno = MPIDI_ICBC_xfer_am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count,
-                                             datatype, src_vci, dst_vci, sreq);
+    if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
+        /* through routers or TCP (or another MPI's protocol): icbc_path.h */
+        mpi_errno = (path->am_isend ? path->am_isend : MPIDI_ICBC_xfer_am_isend)
+            (peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype, src_vci, dst_vci, sreq);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
@@ -173,6 +171,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
 {
     int mpi_errno = MPI_SUCCESS;
     icbc_peer_t *peer;
+    const MPIDI_ICBC_path_ops_t *path;
     ucp_ep_h ep;
     size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
     uint64_t stack_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
@@ -182,9 +181,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
     MPIR_FUNC_ENTER;
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
-    if (unlikely(peer && MPIDI_ICBC_PEER_IS_XPATH(peer))) {
-        mpi_errno = MPIDI_ICBC_xfer_send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci,
-                                             dst_vci);
+    if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
+        mpi_errno = (path->send_hdr ? path->send_hdr : MPIDI_ICBC_xfer_send_hdr)
+            (peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);

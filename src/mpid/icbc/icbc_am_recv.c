@@ -150,8 +150,8 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
         wh.kind != ICBC_MSG_AM || wh.data_sz != length || (src >= 0 && wh.src_rank != (uint32_t) src) ||
         MPIDIG_global.target_msg_cbs[wh.handler_id] == NULL) {
         /* Not ours, damaged or from a newer peer: drop it, never trust it. */
-        fprintf(stderr, "icbc: rank %d dropped a malformed active message (%zu header bytes, "
-                "%zu data bytes)\n", MPIR_Process.rank, header_length, length);
+        icbc_warn("dropped a malformed active message (%zu header bytes, %zu data bytes)",
+                  header_length, length);
         return UCS_OK;  /* UCX drops a rendezvous descriptor that was not pulled */
     }
 

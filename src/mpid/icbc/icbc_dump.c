@@ -133,7 +133,7 @@ void MPIDI_ICBC_dump(void)
     if (f == NULL)
         return;
     fprintf(f, "rank %d on %s:\n", MPIR_Process.rank, host);
-    MPIDI_ICBC_xpath_dump(f);
+    MPIDI_ICBC_path_dump(f);
     MPIDI_ICBC_xfer_dump(f);
     dump_windows(f);
     fprintf(f, "end\n");

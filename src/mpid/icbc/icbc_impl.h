@@ -14,6 +14,8 @@
 #include <ucp/api/ucp.h>
 
 #include "core/icbc_peer.h"
+#include "core/icbc_clock.h"
+#include "core/icbc_log.h"
 #include "core/icbc_wire.h"
 #include "core/icbc_bcard.h"
 
@@ -39,6 +41,12 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 #define MPIDI_ICBC_AMREQ(req) ((req)->dev.ch4.am.netmod_am.icbc)
 #define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
 
+/* A failed UCX call as the MPI error that names it (jumps to fn_fail): the
+ * one translation of a UCX status into an MPI error. */
+#define MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, what) \
+    MPIR_ERR_CHKANDJUMP2((status) != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx", \
+                         "**icbc_ucx %s %s", what, ucs_status_string(status))
+
 /* Connect to a peer on first use; defined in icbc_init.c. */
 int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p);
 
@@ -51,16 +59,16 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq);
 ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
                                    size_t length, int is_rndv, int src);
 
-/* Routed and TCP paths (icbc_xpath.c). */
-int MPIDI_ICBC_xpath_init_local(void);
-const icbc_bcard_tcp_t *MPIDI_ICBC_xpath_card_tcp(int *n);
+/* Routed and TCP paths (icbc_path.c, icbc_path.h). */
+int MPIDI_ICBC_path_init_local(void);
+const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n);
 /* UCX devices between nodes: MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES, else the
  * fabric device(s) towards our cluster's routers; NULL: UCX's choice. */
-const char *MPIDI_ICBC_xpath_ucx_devices(void);
-int MPIDI_ICBC_xpath_init_world(const void *card0, size_t card0_len);
+const char *MPIDI_ICBC_path_ucx_devices(void);
+int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len);
 /* Returns how many events it handled (0: nothing happened). */
-int MPIDI_ICBC_xpath_progress(void);
-void MPIDI_ICBC_xpath_finalize(void);
+int MPIDI_ICBC_path_progress(void);
+void MPIDI_ICBC_path_finalize(void);
 
 /* An empty progress poll in yield-when-idle mode (icbc_init.c). */
 void MPIDI_ICBC_progress_idle(void);
@@ -71,7 +79,7 @@ void MPIDI_ICBC_dump_init(void);
 void MPIDI_ICBC_dump(void);
 void MPIDI_ICBC_dump_win_add(MPIR_Win * win);
 void MPIDI_ICBC_dump_win_del(MPIR_Win * win);
-void MPIDI_ICBC_xpath_dump(FILE * f);
+void MPIDI_ICBC_path_dump(FILE * f);
 
 /* Router thread on router hosts (icbc_router_embed.c). */
 int MPIDI_ICBC_router_embed_start(void);

@@ -171,16 +171,13 @@ static int configure_ucx(ucp_config_t * config)
         tls = getenv("UCX_TLS") ? NULL : "^sm";
     if (tls) {
         status = ucp_config_modify(config, "TLS", tls);
-        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                             "**icbc_ucx %s %s", "setting UCX_TLS", ucs_status_string(status));
+        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_TLS");
     }
-    if (MPIDI_ICBC_xpath_ucx_devices()) {
-        mpi_errno = check_devices(MPIDI_ICBC_xpath_ucx_devices());
+    if (MPIDI_ICBC_path_ucx_devices()) {
+        mpi_errno = check_devices(MPIDI_ICBC_path_ucx_devices());
         MPIR_ERR_CHECK(mpi_errno);
-        status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_xpath_ucx_devices());
-        MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                             "**icbc_ucx %s %s", "setting UCX_NET_DEVICES",
-                             ucs_status_string(status));
+        status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_path_ucx_devices());
+        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_NET_DEVICES");
     }
   fn_fail:
     return mpi_errno;
@@ -197,6 +194,12 @@ int MPIDI_ICBC_init_local(int *tag_bits)
                          "MPIR_CVAR_CH4_ROOTS_ONLY_PMI is not supported by the icbc netmod");
 
     memset(&MPIDI_ICBC_global, 0, sizeof(MPIDI_ICBC_global));
+    {
+        /* every line this process logs (netmod, embedded router) names it */
+        char ident[32];
+        snprintf(ident, sizeof(ident), "icbc rank %d", MPIR_Process.rank);
+        icbc_log_set_ident(ident);
+    }
     MPIDI_ICBC_global.eager_limit = MPL_MIN(MPIR_CVAR_CH4_ICBC_EAGER_LIMIT,
                                             MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
     if (MPIDI_ICBC_global.eager_limit < 0)
@@ -205,7 +208,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
 
     /* router file, policy, TCP listener: before UCX, so their errors come first */
-    mpi_errno = MPIDI_ICBC_xpath_init_local();
+    mpi_errno = MPIDI_ICBC_path_init_local();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_ICBC_xfer_init();
     MPIR_ERR_CHECK(mpi_errno);
@@ -214,8 +217,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIDI_ICBC_dump_init();
 
     status = ucp_config_read(NULL, NULL, &config);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_config_read", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_config_read");
     mpi_errno = configure_ucx(config);
     MPIR_ERR_CHECK(mpi_errno);
 
@@ -225,8 +227,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
         .estimated_num_eps = MPIR_Process.size,
     };
     status = ucp_init(&params, config, &MPIDI_ICBC_global.context);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_init", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_init");
 
     /* All matching happens in MPIDIG, which supports the full MPI tag range. */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
@@ -249,13 +250,11 @@ static int create_worker(void)
         .thread_mode = UCS_THREAD_MODE_SERIALIZED,
     };
     status = ucp_worker_create(MPIDI_ICBC_global.context, &wparams, &MPIDI_ICBC_global.worker);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_create", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_create");
 
     ucp_worker_attr_t wattr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
     status = ucp_worker_query(MPIDI_ICBC_global.worker, &wattr);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_query", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_query");
     /* Bound the MPI header so that a wire header plus the MPI header always fits. */
     MPIDI_ICBC_global.max_am_header = MPL_MIN(wattr.max_am_header, 4096 + ICBC_WIRE_AM_HDR_SIZE);
     MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256,
@@ -270,9 +269,7 @@ static int create_worker(void)
         .flags = UCP_AM_FLAG_WHOLE_MSG,
     };
     status = ucp_worker_set_am_recv_handler(MPIDI_ICBC_global.worker, &hparams);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_set_am_recv_handler",
-                         ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_set_am_recv_handler");
   fn_fail:
     return mpi_errno;
 }
@@ -343,10 +340,9 @@ static int exchange_cards(void)
     ucs_status_t status;
 
     status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",
-                         "**icbc_ucx %s %s", "ucp_worker_get_address", ucs_status_string(status));
+    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_get_address");
     self_node_name(node, sizeof(node));
-    tcp = MPIDI_ICBC_xpath_card_tcp(&ntcp);
+    tcp = MPIDI_ICBC_path_card_tcp(&ntcp);
     card_len = icbc_bcard_size_tcp(node, addr_len, ntcp);
     MPIR_ERR_CHKANDJUMP1(card_len > MPID_MAX_BC_SIZE, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
                          "**icbc_cfg %s", "UCX worker address does not fit a business card "
@@ -394,7 +390,7 @@ static int exchange_cards(void)
     icbc_peer_t *peer0 = icbc_peer_get(&MPIDI_ICBC_global.peers, 0);
     size_t card0_len = icbc_bcard_size_tcp(peer0->node, peer0->fabric_addr_len, peer0->ntcp);
     MPIR_Assert(card0_len <= (size_t) recv_len);
-    mpi_errno = MPIDI_ICBC_xpath_init_world(table, card0_len);
+    mpi_errno = MPIDI_ICBC_path_init_world(table, card0_len);
     MPIR_ERR_CHECK(mpi_errno);
 
   fn_exit:
@@ -434,8 +430,8 @@ static void peer_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     if (peer == NULL || MPIDI_ICBC_global.finalizing)
         return;
     peer->state = ICBC_PEER_FAILED;
-    fprintf(stderr, "icbc: rank %d lost its connection to rank %d (node %s): %s\n",
-            MPIR_Process.rank, peer->rank, peer->node, ucs_status_string(status));
+    icbc_error("lost its connection to rank %d (node %s): %s", peer->rank, peer->node,
+               ucs_status_string(status));
 }
 
 int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p)
@@ -486,7 +482,7 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_ICBC_global.finalizing = 1;
 
-    MPIDI_ICBC_xpath_finalize();
+    MPIDI_ICBC_path_finalize();
     MPIDI_ICBC_xfer_finalize();
     MPIDI_ICBC_router_embed_stop();
 

@@ -28,10 +28,13 @@ typedef struct {
     void *bounce_buf;
     size_t rndv_size;
     int handler_id;
-    /* receiver of a striped message (icbc_xfer.c): sender and its cookie */
+    /* striped message (icbc_xfer.c, icbc_xrecv.c): the other process, the
+     * sender's cookie, and where placement of a piecewise buffer stands */
     int xkind;
     int xpeer;
     uint64_t xcookie;
+    int xplace_iov;
+    uint64_t xplace_off;
     uint64_t inline_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
 } MPIDI_ICBC_am_request_t;
 

@@ -120,8 +120,8 @@ int MPIDI_ICBC_router_embed_start(void)
     if (addr_in_use(&rt->fabric) || addr_in_use(&rt->wan)) {
         /* a daemon (or another job's router) serves this host: use it */
         if (getenv("ICBC_LOG_LEVEL"))
-            fprintf(stderr, "icbc: rank %d uses the router already listening on %s / %s\n",
-                    MPIR_Process.rank, rt->fabric.text, rt->wan.text);
+            icbc_info("uses the router already listening on %s / %s", rt->fabric.text,
+                      rt->wan.text);
         goto none;
     }
     icbc_router_config_t cfg = {

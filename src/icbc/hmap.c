@@ -1,5 +1,5 @@
-/* Open-addressing map with a 128-bit key; see mx_map.h. */
-#include "mx_map.h"
+/* Open-addressing map with a 128-bit key; see icbc_hmap.h. */
+#include "icbc_hmap.h"
 
 #include <stdlib.h>
 
@@ -11,32 +11,32 @@ static uint64_t mix(uint64_t k1, uint64_t k2)
     return h ^ (h >> 29);
 }
 
-void mx_map_init(mx_map_t *m)
+void icbc_hmap_init(icbc_hmap_t *m)
 {
     m->slots = NULL;
     m->cap = 0;
     m->count = 0;
 }
 
-void mx_map_free(mx_map_t *m)
+void icbc_hmap_free(icbc_hmap_t *m)
 {
     free(m->slots);
-    mx_map_init(m);
+    icbc_hmap_init(m);
 }
 
-static mx_map_slot_t *find(const mx_map_t *m, uint64_t k1, uint64_t k2)
+static icbc_hmap_slot_t *find(const icbc_hmap_t *m, uint64_t k1, uint64_t k2)
 {
     if (m->cap == 0) return NULL;
     for (size_t i = mix(k1, k2) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        mx_map_slot_t *s = &m->slots[i];
+        icbc_hmap_slot_t *s = &m->slots[i];
         if (s->val == NULL || (s->k1 == k1 && s->k2 == k2)) return s;
     }
 }
 
-static icbc_status_t grow(mx_map_t *m)
+static icbc_status_t grow(icbc_hmap_t *m)
 {
     size_t ncap = m->cap ? m->cap * 2 : 64;
-    mx_map_t n = { calloc(ncap, sizeof(mx_map_slot_t)), ncap, 0 };
+    icbc_hmap_t n = { calloc(ncap, sizeof(icbc_hmap_slot_t)), ncap, 0 };
 
     if (n.slots == NULL) return ICBC_ERR_NO_MEMORY;
     for (size_t i = 0; i < m->cap; i++) {
@@ -49,9 +49,9 @@ static icbc_status_t grow(mx_map_t *m)
     return ICBC_OK;
 }
 
-icbc_status_t mx_map_put(mx_map_t *m, uint64_t k1, uint64_t k2, void *val)
+icbc_status_t icbc_hmap_put(icbc_hmap_t *m, uint64_t k1, uint64_t k2, void *val)
 {
-    mx_map_slot_t *s;
+    icbc_hmap_slot_t *s;
 
     /* Keep the load at most 1/2 so probes stay short and always end. */
     if ((m->count + 1) * 2 > m->cap && grow(m) != ICBC_OK) return ICBC_ERR_NO_MEMORY;
@@ -63,15 +63,15 @@ icbc_status_t mx_map_put(mx_map_t *m, uint64_t k1, uint64_t k2, void *val)
     return ICBC_OK;
 }
 
-void *mx_map_get(const mx_map_t *m, uint64_t k1, uint64_t k2)
+void *icbc_hmap_get(const icbc_hmap_t *m, uint64_t k1, uint64_t k2)
 {
-    mx_map_slot_t *s = find(m, k1, k2);
+    icbc_hmap_slot_t *s = find(m, k1, k2);
     return s ? s->val : NULL;
 }
 
-void *mx_map_del(mx_map_t *m, uint64_t k1, uint64_t k2)
+void *icbc_hmap_del(icbc_hmap_t *m, uint64_t k1, uint64_t k2)
 {
-    mx_map_slot_t *s = find(m, k1, k2);
+    icbc_hmap_slot_t *s = find(m, k1, k2);
     void *val;
     size_t i, j;
 
@@ -82,7 +82,7 @@ void *mx_map_del(mx_map_t *m, uint64_t k1, uint64_t k2)
     /* Re-insert the rest of the probe run so no lookup stops early. */
     i = (size_t) (s - m->slots);
     for (j = (i + 1) & (m->cap - 1); m->slots[j].val != NULL; j = (j + 1) & (m->cap - 1)) {
-        mx_map_slot_t moved = m->slots[j];
+        icbc_hmap_slot_t moved = m->slots[j];
         m->slots[j].val = NULL;
         *find(m, moved.k1, moved.k2) = moved;
     }

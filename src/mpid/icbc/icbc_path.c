@@ -1,0 +1,249 @@
+/*
+ * Paths to peers outside the direct fabric path: which path each peer takes
+ * (router file + policy), chosen once per peer after the card exchange, and
+ * the one interface every kind of path implements (icbc_path.h):
+ *
+ *   routed   icbc_path_routed.c: through the routers of both clusters
+ *   tcp      icbc_path_tcp.c: a bt_lib connection between the processes
+ *
+ * Every routed or TCP message carries the route header, so a receiver checks
+ * job and ranks before it looks further.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_xfer.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_POLICY
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How messages between clusters travel: "aggregate" (through the
+        routers, large messages striped over all of them), "static" (one
+        fixed router per process, no striping), "alltoall" (direct TCP between
+        the processes of different clusters) or "tcp" (every message between
+        nodes over TCP, also inside a cluster). Empty: the router file's
+        policy line (default aggregate).
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+MPIDI_ICBC_paths_t MPIDI_ICBC_paths;
+#define P MPIDI_ICBC_paths
+
+int MPIDI_ICBC_path_cfg_error(const char *why)
+{
+    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                "**icbc_cfg", "**icbc_cfg %s", why);
+}
+
+static int policy_uses_routers(void)
+{
+    return P.policy == ICBC_RF_POLICY_AGGREGATE || P.policy == ICBC_RF_POLICY_STATIC;
+}
+
+int MPIDI_ICBC_path_tcp_used(void)
+{
+    return P.policy == ICBC_RF_POLICY_TCP ||
+        (P.policy == ICBC_RF_POLICY_ALLTOALL && P.rf && icbc_routerfile_num_clusters(P.rf) > 1);
+}
+
+void MPIDI_ICBC_path_route_hdr(const icbc_peer_t * peer, int lane, size_t inner_len,
+                               size_t len, icbc_route_hdr_t * rh)
+{
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_MSG,
+        .flags = lane == MPIDI_ICBC_LANE_ORDERED ? ICBC_ROUTE_F_ORDERED : 0,
+        .src_cluster = (uint16_t) (P.cluster < 0 ? 0 : P.cluster),
+        .dst_cluster = (uint16_t) (peer->cluster < 0 ? 0 : peer->cluster),
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .dst_rank = (uint32_t) peer->rank,
+        .job = P.job,
+        .inner_len = (uint32_t) inner_len,
+        .payload_len = len,
+    };
+    *rh = h;
+}
+
+/* Completion of a lane send, kept until the transport reports it. */
+MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    MPIDI_ICBC_path_done_t *d = MPL_malloc(sizeof(*d), MPL_MEM_OTHER);
+
+    MPIR_Assert(d);
+    d->cb = cb;
+    d->arg = arg;
+    return d;
+}
+
+void MPIDI_ICBC_path_done_fire(void *arg, icbc_status_t status)
+{
+    MPIDI_ICBC_path_done_t d = *(MPIDI_ICBC_path_done_t *) arg;
+
+    MPL_free(arg);
+    if (d.cb)
+        d.cb(d.arg, status == ICBC_OK);
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+int MPIDI_ICBC_path_init_local(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    char err[ICBC_RF_ERR_LEN + 64];
+    icbc_status_t st;
+
+    memset(&P, 0, sizeof(P));
+    P.ops[ICBC_PATH_ROUTED] = &MPIDI_ICBC_path_routed_ops;
+    P.ops[ICBC_PATH_TCP_DIRECT] = &MPIDI_ICBC_path_tcp_ops;
+    P.cluster = -1;
+    P.policy = ICBC_RF_POLICY_AGGREGATE;
+    st = icbc_routerfile_load_env(&P.rf, err, sizeof(err));
+    if (st == ICBC_ERR_NOT_FOUND) {
+        P.rf = NULL;        /* one cluster, no routers */
+    } else if (st != ICBC_OK) {
+        return MPIDI_ICBC_path_cfg_error(err);
+    } else {
+        P.policy = icbc_routerfile_policy(P.rf);
+    }
+    if (MPIR_CVAR_CH4_ICBC_POLICY && MPIR_CVAR_CH4_ICBC_POLICY[0]) {
+        if (icbc_rf_policy_from_string(MPIR_CVAR_CH4_ICBC_POLICY, &P.policy) != ICBC_OK) {
+            snprintf(err, sizeof(err), "MPIR_CVAR_CH4_ICBC_POLICY=%s is not one of aggregate, "
+                     "static, alltoall, tcp", MPIR_CVAR_CH4_ICBC_POLICY);
+            return MPIDI_ICBC_path_cfg_error(err);
+        }
+        if (P.rf && icbc_routerfile_check_policy(P.rf, P.policy, err, sizeof(err)) != ICBC_OK)
+            return MPIDI_ICBC_path_cfg_error(err);
+    }
+    if (P.rf) {
+        char host[ICBC_RF_HOST_MAX + 1];
+        if (icbc_routerfile_self_cluster(P.rf, &P.cluster, host, sizeof(host), err,
+                                         sizeof(err)) != ICBC_OK)
+            return MPIDI_ICBC_path_cfg_error(err);
+        P.nrouters = (int) icbc_routerfile_cluster(P.rf, P.cluster)->nrouters;
+        st = icbc_routerfile_read_key(P.rf, P.key, sizeof(P.key), &P.keylen, err, sizeof(err));
+        if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
+            return MPIDI_ICBC_path_cfg_error(err);
+        /* UCX on the fabric alone (docs/router.md, SECURITY); the CVAR overrides. */
+        if (!(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])) {
+            st = icbc_netif_fabric_devices(P.rf, P.cluster, P.fabric_devs,
+                                           sizeof(P.fabric_devs), err, sizeof(err));
+            if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
+                return MPIDI_ICBC_path_cfg_error(err);
+        }
+    }
+    if (MPIDI_ICBC_path_tcp_used())
+        mpi_errno = MPIDI_ICBC_path_tcp_listen();
+    return mpi_errno;
+}
+
+const char *MPIDI_ICBC_path_ucx_devices(void)
+{
+    if (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])
+        return MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES;
+    return P.fabric_devs[0] ? P.fabric_devs : NULL;
+}
+
+static uint64_t fnv1a(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* After the card exchange: paths of all peers; registration with routers. */
+int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
+{
+    int mpi_errno = MPI_SUCCESS;
+    char err[ICBC_RF_ERR_LEN + 128];
+    int size = MPIDI_ICBC_global.peers.size;
+    int any_routed = 0;
+
+    /* Every process computes the same job id from rank 0's card, which
+     * holds its UCX worker address: unique per run. */
+    P.job = fnv1a(card0, card0_len);
+    for (int r = 0; r < size; r++) {
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        peer->cluster = P.cluster;
+        if (P.rf) {
+            peer->cluster = icbc_routerfile_find_host(P.rf, peer->node);
+            if (peer->cluster < 0) {
+                snprintf(err, sizeof(err), "%s: host '%s' of rank %d is in no cluster",
+                         icbc_routerfile_name(P.rf), peer->node, r);
+                return MPIDI_ICBC_path_cfg_error(err);
+            }
+        }
+        if (r == MPIR_Process.rank || peer->path == ICBC_PATH_SHM)
+            continue;
+        if (P.policy == ICBC_RF_POLICY_TCP)
+            peer->path = ICBC_PATH_TCP_DIRECT;
+        else if (peer->cluster != P.cluster)
+            peer->path = policy_uses_routers() ? ICBC_PATH_ROUTED : ICBC_PATH_TCP_DIRECT;
+        if (peer->path == ICBC_PATH_ROUTED)
+            any_routed = 1;
+    }
+    if (MPIDI_ICBC_path_tcp_used()) {
+        mpi_errno = MPIDI_ICBC_path_tcp_open(size);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    /* Register with the routers of our cluster whenever the job spans
+     * clusters under a routed policy; others may route to us. */
+    if (P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1 &&
+        (any_routed || P.nrouters > 0)) {
+        mpi_errno = MPIDI_ICBC_path_routed_open();
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    for (int k = 0; k < ICBC_PATH_KINDS; k++)
+        if (P.ops[k] && P.ops[k]->active())
+            MPIDI_ICBC_global.xpath = 1;
+    /* nobody may route to a process that has not registered yet */
+    if (MPIDI_ICBC_global.xpath) {
+        mpi_errno = MPIR_pmi_barrier();
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+  fn_fail:
+    return mpi_errno;
+}
+
+/* ---- every path --------------------------------------------------------- */
+
+int MPIDI_ICBC_path_progress(void)
+{
+    int events = 0;
+
+    for (int k = 0; k < ICBC_PATH_KINDS; k++)
+        if (P.ops[k])
+            events += P.ops[k]->progress();
+    MPIDI_ICBC_xfer_progress();
+    return events;
+}
+
+void MPIDI_ICBC_path_dump(FILE * f)
+{
+    fprintf(f, "  policy %s, cluster %d, %d router(s)\n", icbc_rf_policy_name(P.policy),
+            P.cluster, P.nrouters);
+    for (int k = 0; k < ICBC_PATH_KINDS; k++)
+        if (P.ops[k] && P.ops[k]->active())
+            P.ops[k]->dump(f);
+}
+
+void MPIDI_ICBC_path_finalize(void)
+{
+    for (int k = 0; k < ICBC_PATH_KINDS; k++)
+        if (P.ops[k])
+            P.ops[k]->finalize();
+    if (P.rf)
+        icbc_routerfile_free(P.rf);
+    memset(&P, 0, sizeof(P));
+}

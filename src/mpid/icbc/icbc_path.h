@@ -1,0 +1,124 @@
+/*
+ * The paths to peers outside the direct fabric path, behind one interface.
+ *
+ * A path kind (icbc_path_t) has one ops table; a peer's kind is chosen once,
+ * after the card exchange (icbc_path.c), and every message to it goes
+ * through that table. A path moves bytes on lanes:
+ *
+ *   lane MPIDI_ICBC_LANE_ORDERED  the pair's ordered lane: whole messages,
+ *                                 RTS and CTS, in MPI order; never refuses
+ *   lanes 0 .. nlanes-1           chunks of striped messages, any order;
+ *                                 may refuse (busy) under back-pressure
+ *
+ * and hands what arrives to the one receive interface of icbc_xfer.h:
+ * MPIDI_ICBC_xrecv_begin (header: where does the payload go), the payload
+ * written there (in one piece or streamed), MPIDI_ICBC_xrecv_end.
+ *
+ * Implementations: icbc_path_routed.c (through the routers), icbc_path_tcp.c
+ * (bt_lib connections). A path whose peer is another MPI (IMPI) speaks that
+ * MPI's protocol instead of ours: it sets am_isend and send_hdr and takes
+ * MPI messages whole; the others leave them NULL and get the ICBC protocol
+ * (whole messages and the striping rendezvous) over their lanes.
+ */
+#ifndef ICBC_PATH_H_INCLUDED
+#define ICBC_PATH_H_INCLUDED
+
+#include "core/icbc_peer.h"
+#include "core/icbc_route.h"
+#include "core/icbc_routerfile.h"
+#include "core/icbc_netif.h"
+
+/* The pair's ordered lane. */
+#define MPIDI_ICBC_LANE_ORDERED (-1)
+
+/* Path kinds that can have an ops table. */
+#define ICBC_PATH_KINDS (ICBC_PATH_IMPI + 1)
+
+/* Completion of one lane send: ok = 0 when the message was lost. */
+typedef void (*MPIDI_ICBC_xdone_cb_t) (void *arg, int ok);
+
+typedef struct MPIDI_ICBC_path_ops {
+    const char *name;
+    /* Sends INNER (copied) and PAYLOAD (referenced until CB) to PEER on
+     * LANE. *BUSY: a chunk lane cannot take more now; nothing was sent. An
+     * MPI error code when the path to PEER is broken. */
+    int (*send) (icbc_peer_t * peer, int lane, const void *inner, size_t inner_len,
+                 const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                 int *busy);
+    /* Chunk lanes towards PEER (at least 1). */
+    int (*nlanes) (icbc_peer_t * peer);
+    /* Whether this process uses the path at all (after init_world). */
+    int (*active) (void);
+    /* Polls the path; returns how many events it handled. */
+    int (*progress) (void);
+    void (*dump) (FILE * f);
+    void (*finalize) (void);
+    /* A path to another MPI: sends MPI messages itself; NULL otherwise. */
+    int (*am_isend) (icbc_peer_t * peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                     const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
+                     int dst_vci, MPIR_Request * sreq);
+    int (*send_hdr) (icbc_peer_t * peer, int handler_id, const void *am_hdr,
+                     MPI_Aint am_hdr_sz, int src_vci, int dst_vci);
+} MPIDI_ICBC_path_ops_t;
+
+extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops;
+extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops;
+
+/* What the paths share, set up by icbc_path.c. */
+typedef struct {
+    icbc_routerfile_t *rf;      /* NULL: one cluster, no router file */
+    icbc_rf_policy_t policy;
+    int cluster;                /* ours, -1 without a router file */
+    uint64_t job;               /* same in every process of the job */
+    unsigned char key[ICBC_RF_KEY_MAX];
+    size_t keylen;
+    int nrouters;               /* of our cluster */
+    char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
+    const MPIDI_ICBC_path_ops_t *ops[ICBC_PATH_KINDS];
+} MPIDI_ICBC_paths_t;
+
+extern MPIDI_ICBC_paths_t MPIDI_ICBC_paths;
+
+/* The ops of PEER's path; NULL for the direct and shared-memory paths. */
+MPL_STATIC_INLINE_PREFIX const MPIDI_ICBC_path_ops_t *MPIDI_ICBC_path_of(const icbc_peer_t * peer)
+{
+    return (unsigned) peer->path < ICBC_PATH_KINDS ? MPIDI_ICBC_paths.ops[peer->path] : NULL;
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_send(icbc_peer_t * peer, int lane, const void *inner,
+                                                  size_t inner_len, const void *payload,
+                                                  size_t len, MPIDI_ICBC_xdone_cb_t cb,
+                                                  void *arg, int *busy)
+{
+    return MPIDI_ICBC_path_of(peer)->send(peer, lane, inner, inner_len, payload, len, cb, arg,
+                                          busy);
+}
+
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t * peer)
+{
+    return MPIDI_ICBC_path_of(peer)->nlanes(peer);
+}
+
+/* ---- shared by the implementations (icbc_path.c) ------------------------- */
+
+int MPIDI_ICBC_path_cfg_error(const char *why);
+int MPIDI_ICBC_path_tcp_used(void);
+/* The route header of a message to PEER on LANE. */
+void MPIDI_ICBC_path_route_hdr(const icbc_peer_t * peer, int lane, size_t inner_len, size_t len,
+                               icbc_route_hdr_t * rh);
+
+/* A lane send's completion, kept while the transport has the message. */
+typedef struct {
+    MPIDI_ICBC_xdone_cb_t cb;
+    void *arg;
+} MPIDI_ICBC_path_done_t;
+MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg);
+/* Calls the completion and frees it (an icbc status callback). */
+void MPIDI_ICBC_path_done_fire(void *done, icbc_status_t status);
+
+/* Set-up steps of the implementations. */
+int MPIDI_ICBC_path_routed_open(void);
+int MPIDI_ICBC_path_tcp_listen(void);
+int MPIDI_ICBC_path_tcp_open(int size);
+
+#endif /* ICBC_PATH_H_INCLUDED */

@@ -1,0 +1,555 @@
+/*
+ * The TCP path: one bt_lib connection per peer, opened on first use, to the
+ * address the peer published in its business card; used for other clusters
+ * under policy alltoall and for every other node under policy tcp. It has
+ * one lane; a message waits in the process when the connection is full.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_xfer.h"
+#include "bt_lib/bt_lib.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_TCP_IFACE
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Network interface whose address processes of other clusters connect
+        to under the alltoall and tcp policies. Empty: the interface the
+        kernel routes to the other clusters' routers through, else the first
+        non-loopback IPv4 interface.
+
+    - name        : MPIR_CVAR_CH4_ICBC_TCP_PACING
+      category    : CH4_ICBC
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Pacing of this process's TCP connections to other clusters
+        (SO_MAX_PACING_RATE), in Mbit/s; 0: off.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+#define P MPIDI_ICBC_paths
+
+/* A message waiting for room on a TCP connection (the ordered lane never
+ * refuses, so that order survives back-pressure). */
+typedef struct tcp_pending {
+    struct tcp_pending *next;
+    const void *payload;
+    size_t len;
+    MPIDI_ICBC_xdone_cb_t cb;
+    void *arg;
+    size_t hdr_len;
+    uint8_t hdr[];
+} tcp_pending_t;
+
+/* Per peer: the TCP connection we send on. */
+typedef struct {
+    bt_conn_t *conn;
+    int ready;
+    int failed;
+    tcp_pending_t *head, *tail;
+} tcp_peer_t;
+
+/* Per accepted or opened connection: the receive in progress. */
+typedef struct tcp_conn {
+    int rank;                   /* peer we opened it to, -1 for accepted ones */
+    MPIDI_ICBC_xrecv_t x;
+    int in_msg;
+    struct tcp_conn *next_all;  /* every one, freed in finalize */
+} tcp_conn_t;
+
+static struct {
+    bt_poller_t *poller;
+    bt_listener_t *listener;
+    icbc_bcard_tcp_t tcp_ep[2];
+    int ntcp;
+    tcp_peer_t *tcp;            /* per rank */
+    tcp_conn_t *conns;          /* every tcp_conn_t, for finalize */
+    bt_opts_t opts;
+} T;
+
+/* ---- send --------------------------------------------------------------- */
+
+static void tcp_send_done(bt_conn_t * c, icbc_status_t status, void *arg)
+{
+    MPIDI_ICBC_path_done_fire(arg, status);
+}
+
+static int tcp_connect(icbc_peer_t * peer);
+
+static void tcp_flush(int rank)
+{
+    tcp_peer_t *t = &T.tcp[rank];
+
+    while (t->head && t->ready) {
+        tcp_pending_t *m = t->head;
+        struct iovec iov = {.iov_base = (void *) m->payload,.iov_len = m->len };
+        MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(m->cb, m->arg);
+        icbc_status_t st = bt_conn_send(t->conn, m->hdr, m->hdr_len, &iov, m->len ? 1 : 0,
+                                        tcp_send_done, d);
+        if (st == ICBC_ERR_BUSY) {
+            MPL_free(d);
+            return;
+        }
+        t->head = m->next;
+        if (t->head == NULL)
+            t->tail = NULL;
+        if (st != ICBC_OK)
+            MPIDI_ICBC_path_done_fire(d, st);
+        MPL_free(m);
+    }
+}
+
+static void tcp_fail_pending(int rank)
+{
+    tcp_peer_t *t = &T.tcp[rank];
+
+    while (t->head) {
+        tcp_pending_t *m = t->head;
+        t->head = m->next;
+        if (m->cb)
+            m->cb(m->arg, 0);
+        MPL_free(m);
+    }
+    t->tail = NULL;
+}
+
+static int tcp_send(icbc_peer_t * peer, int ordered, const uint8_t * hdr, size_t hdr_len,
+                    const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                    int *busy)
+{
+    tcp_peer_t *t = &T.tcp[peer->rank];
+    int mpi_errno;
+
+    if (t->conn == NULL && !t->failed) {
+        mpi_errno = tcp_connect(peer);
+        if (mpi_errno)
+            return mpi_errno;
+    }
+    if (t->failed)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                    peer->rank, "its TCP connection failed");
+    if (t->ready && t->head == NULL) {
+        struct iovec iov = {.iov_base = (void *) payload,.iov_len = len };
+        MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(cb, arg);
+        icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0,
+                                        tcp_send_done, d);
+        if (st == ICBC_OK)
+            return MPI_SUCCESS;
+        MPL_free(d);
+        if (st != ICBC_ERR_BUSY)
+            return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                        MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                        peer->rank, icbc_status_str(st));
+    }
+    if (!ordered) {
+        *busy = 1;
+        return MPI_SUCCESS;
+    }
+    tcp_pending_t *m = MPL_malloc(sizeof(*m) + hdr_len, MPL_MEM_OTHER);
+    MPIR_Assert(m);
+    m->next = NULL;
+    m->payload = payload;
+    m->len = len;
+    m->cb = cb;
+    m->arg = arg;
+    m->hdr_len = hdr_len;
+    memcpy(m->hdr, hdr, hdr_len);
+    if (t->tail)
+        t->tail->next = m;
+    else
+        t->head = m;
+    t->tail = m;
+    return MPI_SUCCESS;
+}
+
+static int tcp_path_send(icbc_peer_t * peer, int lane, const void *inner, size_t inner_len,
+                         const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                         int *busy)
+{
+    icbc_route_hdr_t rh;
+    uint8_t hdr[ICBC_ROUTE_HDR_SIZE + 4096 + 64];
+
+    *busy = 0;
+    if (peer->state == ICBC_PEER_FAILED)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                    peer->rank, "failed earlier");
+    MPIR_Assert(inner_len <= sizeof(hdr) - ICBC_ROUTE_HDR_SIZE);
+    MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
+    icbc_route_hdr_pack(&rh, hdr);
+    memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    return tcp_send(peer, lane == MPIDI_ICBC_LANE_ORDERED, hdr, ICBC_ROUTE_HDR_SIZE + inner_len,
+                    payload, len, cb, arg, busy);
+}
+
+static int tcp_nlanes(icbc_peer_t * peer)
+{
+    return 1;
+}
+
+/* ---- receive ------------------------------------------------------------ */
+
+/* ---- TCP receive -------------------------------------------------------- */
+
+static void tcp_on_ready(bt_conn_t * c, void *arg)
+{
+    tcp_conn_t *tc = arg;
+
+    if (tc && tc->rank >= 0) {
+        T.tcp[tc->rank].ready = 1;
+        tcp_flush(tc->rank);
+    }
+}
+
+static bt_recv_action_t tcp_on_header(bt_conn_t * c, const void *hdr, size_t hdr_len,
+                                      uint64_t payload_len, void **dest, void *arg)
+{
+    tcp_conn_t *tc = arg;
+    icbc_route_hdr_t rh;
+
+    *dest = NULL;
+    if (icbc_route_hdr_parse(hdr, hdr_len, &rh) != ICBC_OK || rh.type != ICBC_ROUTE_MSG ||
+        rh.job != P.job || rh.dst_rank != (uint32_t) MPIR_Process.rank ||
+        rh.src_rank >= (uint32_t) MPIDI_ICBC_global.peers.size ||
+        ICBC_ROUTE_HDR_SIZE + (size_t) rh.inner_len != hdr_len || rh.payload_len != payload_len) {
+        icbc_warn("closes TCP connection from %s: bad message", bt_conn_peer_text(c));
+        bt_conn_shutdown(c);
+        return BT_RECV_DISCARD;
+    }
+    if (MPIDI_ICBC_xrecv_begin((int) rh.src_rank, (const uint8_t *) hdr + ICBC_ROUTE_HDR_SIZE,
+                               rh.inner_len, payload_len, NULL, &tc->x, dest)) {
+        bt_conn_shutdown(c);
+        return BT_RECV_DISCARD;
+    }
+    tc->in_msg = 1;
+    return *dest ? BT_RECV_INTO : BT_RECV_DISCARD;
+}
+
+static void tcp_on_payload(bt_conn_t * c, void *arg)
+{
+    tcp_conn_t *tc = arg;
+
+    if (tc->in_msg) {
+        tc->in_msg = 0;
+        MPIDI_ICBC_xrecv_end(&tc->x, 1);
+    }
+}
+
+static void tcp_on_writable(bt_conn_t * c, void *arg)
+{
+    tcp_conn_t *tc = arg;
+
+    if (tc && tc->rank >= 0)
+        tcp_flush(tc->rank);
+}
+
+static void tcp_on_close(bt_conn_t * c, icbc_status_t status, const char *msg, void *arg)
+{
+    tcp_conn_t *tc = arg;
+
+    if (tc->in_msg) {
+        tc->in_msg = 0;
+        MPIDI_ICBC_xrecv_end(&tc->x, 0);
+    }
+    if (tc->rank >= 0) {
+        tcp_peer_t *t = &T.tcp[tc->rank];
+        t->failed = 1;
+        t->ready = 0;
+        tcp_fail_pending(tc->rank);
+        if (!MPIDI_ICBC_global.finalizing)
+            MPIDI_ICBC_xfer_peer_failed(tc->rank, msg ? msg : "TCP connection closed");
+    }
+    /* freed in finalize: a connection is not destroyed from its own callback */
+}
+
+static const bt_conn_cbs_t tcp_cbs = {
+    .on_ready = tcp_on_ready,
+    .on_header = tcp_on_header,
+    .on_payload = tcp_on_payload,
+    .on_writable = tcp_on_writable,
+    .on_close = tcp_on_close,
+};
+
+static void tcp_on_accept(bt_listener_t * l, bt_conn_t * c, void *arg)
+{
+    tcp_conn_t *tc = MPL_calloc(1, sizeof(*tc), MPL_MEM_OTHER);
+
+    if (tc == NULL) {
+        bt_conn_destroy(c);
+        return;
+    }
+    tc->rank = -1;
+    tc->next_all = T.conns;
+    T.conns = tc;
+    bt_conn_set_arg(c, tc);
+}
+
+static int tcp_connect(icbc_peer_t * peer)
+{
+    const icbc_bcard_tcp_t *ep = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    tcp_conn_t *tc;
+    int role = (peer->cluster == P.cluster) ? ICBC_BCARD_TCP_FABRIC : ICBC_BCARD_TCP_WAN;
+
+    for (int i = 0; i < peer->ntcp; i++)
+        if (peer->tcp[i].role == role)
+            ep = &peer->tcp[i];
+    if (ep == NULL)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                    peer->rank, "it published no TCP address reachable from "
+                                    "this cluster (no external interface?)");
+    memset(&ss, 0, sizeof(ss));
+    if (ep->family == 4) {
+        struct sockaddr_in *sin = (struct sockaddr_in *) &ss;
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(ep->port);
+        memcpy(&sin->sin_addr, ep->addr, 4);
+        sl = sizeof(*sin);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *) &ss;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(ep->port);
+        memcpy(&sin6->sin6_addr, ep->addr, 16);
+        sl = sizeof(*sin6);
+    }
+    tc = MPL_calloc(1, sizeof(*tc), MPL_MEM_OTHER);
+    MPIR_Assert(tc);
+    tc->rank = peer->rank;
+    icbc_status_t st = bt_connect(T.poller, (struct sockaddr *) &ss, sl, &T.opts, &tcp_cbs, tc,
+                                  &T.tcp[peer->rank].conn);
+    if (st == ICBC_OK) {
+        tc->next_all = T.conns;
+        T.conns = tc;
+    } else {
+        MPL_free(tc);
+        T.tcp[peer->rank].failed = 1;
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                    peer->rank, icbc_status_str(st));
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+/* The local address the kernel would use to reach DST, by connecting a UDP
+ * socket (nothing is sent). */
+static int local_addr_towards(const struct sockaddr *dst, socklen_t dlen,
+                              struct sockaddr_storage *out)
+{
+    int fd = socket(dst->sa_family, SOCK_DGRAM, 0);
+    socklen_t ol = sizeof(*out);
+    int ok;
+
+    if (fd < 0)
+        return -1;
+    ok = connect(fd, dst, dlen) == 0 && getsockname(fd, (struct sockaddr *) out, &ol) == 0;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static int iface_addr(const char *name, struct sockaddr_storage *out)
+{
+    struct ifaddrs *ifa, *i;
+    int found = -1;
+
+    if (getifaddrs(&ifa) != 0)
+        return -1;
+    for (i = ifa; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
+            continue;
+        if (name && strcmp(name, i->ifa_name))
+            continue;
+        memcpy(out, i->ifa_addr, sizeof(struct sockaddr_in));
+        found = 0;
+        break;
+    }
+    freeifaddrs(ifa);
+    return found;
+}
+
+static void set_tcp_ep(icbc_bcard_tcp_t * ep, int role, const struct sockaddr_storage *ss,
+                       uint16_t port)
+{
+    memset(ep, 0, sizeof(*ep));
+    ep->role = (uint8_t) role;
+    ep->port = port;
+    if (ss->ss_family == AF_INET) {
+        ep->family = 4;
+        memcpy(ep->addr, &((const struct sockaddr_in *) ss)->sin_addr, 4);
+    } else {
+        ep->family = 6;
+        memcpy(ep->addr, &((const struct sockaddr_in6 *) ss)->sin6_addr, 16);
+    }
+}
+
+/* Addresses other processes reach our listener at: towards the routers of
+ * another cluster (WAN role) and of our own (fabric role). */
+static void choose_tcp_addrs(uint16_t port)
+{
+    struct sockaddr_storage wan, fab;
+    int have_wan = -1, have_fab = -1;
+    int nc = P.rf ? (int) icbc_routerfile_num_clusters(P.rf) : 0;
+
+    if (MPIR_CVAR_CH4_ICBC_TCP_IFACE && MPIR_CVAR_CH4_ICBC_TCP_IFACE[0])
+        have_wan = iface_addr(MPIR_CVAR_CH4_ICBC_TCP_IFACE, &wan);
+    for (int c = 0; c < nc && have_wan; c++) {
+        const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(P.rf, c);
+        if (c == P.cluster || cl->nrouters == 0)
+            continue;
+        have_wan = local_addr_towards((const struct sockaddr *) &cl->routers[0].wan.sa,
+                                      cl->routers[0].wan.salen, &wan);
+    }
+    if (P.cluster >= 0) {
+        const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(P.rf, P.cluster);
+        if (cl->nrouters)
+            have_fab = local_addr_towards((const struct sockaddr *) &cl->routers[0].fabric.sa,
+                                          cl->routers[0].fabric.salen, &fab);
+    }
+    if (have_fab && MPIDI_ICBC_path_ucx_devices()) {
+        char dev[IF_NAMESIZE + 1];
+        snprintf(dev, sizeof(dev), "%s", MPIDI_ICBC_path_ucx_devices());
+        dev[strcspn(dev, ":,")] = '\0';
+        have_fab = iface_addr(dev, &fab);
+    }
+    if (have_wan && nc <= 1)
+        have_wan = iface_addr(NULL, &wan);
+    if (have_fab && have_wan == 0) {
+        fab = wan;
+        have_fab = 0;
+    }
+    T.ntcp = 0;
+    if (have_wan == 0)
+        set_tcp_ep(&T.tcp_ep[T.ntcp++], ICBC_BCARD_TCP_WAN, &wan, port);
+    if (have_fab == 0)
+        set_tcp_ep(&T.tcp_ep[T.ntcp++], ICBC_BCARD_TCP_FABRIC, &fab, port);
+}
+
+/* Opens the listening socket before the card exchange: its addresses go
+ * into this process's business card. */
+int MPIDI_ICBC_path_tcp_listen(void)
+{
+    struct sockaddr_in any = {.sin_family = AF_INET };
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+
+    if (P.keylen == 0)
+        return MPIDI_ICBC_path_cfg_error("policies alltoall and tcp need a key file (router "
+                                         "file 'key' line) to authenticate TCP connections");
+    bt_opts_init(&T.opts);
+    T.opts.key = P.key;
+    T.opts.keylen = P.keylen;
+    T.opts.id = "icbc process";
+    T.opts.nodelay = 1;
+    T.opts.pacing_rate = (uint64_t) MPIR_CVAR_CH4_ICBC_TCP_PACING * 1000000 / 8;
+    if (bt_poller_create(&T.poller) != ICBC_OK ||
+        bt_listen(T.poller, (struct sockaddr *) &any, sizeof(any), &T.opts, &tcp_cbs,
+                  tcp_on_accept, NULL, &T.listener) != ICBC_OK ||
+        bt_listener_addr(T.listener, &ss, &sl) != ICBC_OK)
+        return MPIDI_ICBC_path_cfg_error("cannot open a TCP listening socket");
+    choose_tcp_addrs(ntohs(((struct sockaddr_in *) &ss)->sin_port));
+    return MPI_SUCCESS;
+}
+
+const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n)
+{
+    *n = T.ntcp;
+    return T.tcp_ep;
+}
+
+int MPIDI_ICBC_path_tcp_open(int size)
+{
+    T.tcp = MPL_calloc(size, sizeof(*T.tcp), MPL_MEM_OTHER);
+    return T.tcp ? MPI_SUCCESS : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__,
+                                                      __LINE__, MPI_ERR_OTHER, "**nomem", 0);
+}
+
+static int tcp_active(void)
+{
+    return T.poller != NULL;
+}
+
+static int tcp_progress(void)
+{
+    int events = T.poller ? bt_poller_wait(T.poller, 0) : 0;
+    return events > 0 ? events : 0;
+}
+
+static void tcp_dump(FILE * f)
+{
+    int open = 0, failed = 0, queued = 0;
+
+    for (int r = 0; T.tcp && r < MPIDI_ICBC_global.peers.size; r++) {
+        open += T.tcp[r].conn != NULL && !T.tcp[r].failed;
+        failed += T.tcp[r].failed;
+        for (tcp_pending_t * m = T.tcp[r].head; m; m = m->next)
+            queued++;
+    }
+    fprintf(f, "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room\n",
+            open, failed, queued);
+}
+
+static void tcp_finalize(void)
+{
+    if (T.tcp) {
+        /* let queued frames drain before the connections close */
+        for (int spin = 0; spin < 2000; spin++) {
+            int busy = 0;
+            for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++)
+                if (T.tcp[r].conn && !T.tcp[r].failed &&
+                    (T.tcp[r].head || bt_conn_queued(T.tcp[r].conn)))
+                    busy = 1;
+            if (!busy)
+                break;
+            bt_poller_wait(T.poller, 1);
+        }
+    }
+    if (T.listener)
+        bt_listener_destroy(T.listener);
+    if (T.poller)
+        bt_poller_destroy(T.poller);
+    while (T.conns) {
+        tcp_conn_t *tc = T.conns;
+        T.conns = tc->next_all;
+        if (tc->in_msg) {
+            /* a message cut off by the end of the job: only its memory */
+            MPL_free(tc->x.buf);
+            free(tc->x.chunk.staging);
+        }
+        MPL_free(tc);
+    }
+    MPL_free(T.tcp);
+    memset(&T, 0, sizeof(T));
+}
+
+const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops = {
+    .name = "tcp",
+    .send = tcp_path_send,
+    .nlanes = tcp_nlanes,
+    .active = tcp_active,
+    .progress = tcp_progress,
+    .dump = tcp_dump,
+    .finalize = tcp_finalize,
+};

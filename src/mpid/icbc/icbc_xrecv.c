@@ -1,0 +1,332 @@
+/*
+ * Messages on the routed and TCP paths, receive side: one entry for every
+ * path. xrecv_begin parses the wire header once, checks it against its
+ * sender and says where the payload goes; xrecv_end finishes the message
+ * once its payload is there (or was lost). A path whose payload is already
+ * in memory calls xrecv_whole.
+ *
+ *   AM     delivered to MPIDIG (from memory when it is there, else staged)
+ *   RTS    handed to MPIDIG; once matched, the engine opens a slot: CTS
+ *   CTS    to the engine, which starts the chunks
+ *   CHUNK  the engine says where it goes (the user buffer at its offset, or
+ *          one chunk of staging for a non-contiguous buffer) and counts it
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_xfer.h"
+
+#define X MPIDI_ICBC_xfer
+
+/* A receive whose payload came through this netmod completes (see
+ * icbc_am_recv.c). */
+static void recv_mark_remote(MPIR_Request * rreq)
+{
+#ifndef MPIDI_CH4_DIRECT_NETMOD
+    MPIDI_REQUEST(rreq, is_local) = 0;
+#endif
+}
+
+static void dropped(int src, const char *what)
+{
+    icbc_warn("dropped %s from rank %d", what, src);
+}
+
+/* ---- striped receives: the engine's callbacks ---------------------------- */
+
+void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t status,
+                                       const char *why)
+{
+    MPIR_Request *rreq = user;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+
+    recv_mark_remote(rreq);
+    /* sets the status count, or the truncation error of a short buffer */
+    MPIDIG_recv_setup(rreq);
+    if (status != ICBC_OK)
+        rreq->status.MPI_ERROR =
+            MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                 MPI_ERR_OTHER, "**icbc_xfer", "**icbc_xfer %d %s",
+                                 amreq->xpeer, why);
+    amreq->xkind = MPIDI_ICBC_XKIND_NONE;
+    MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+}
+
+/* A chunk of a receive without one contiguous destination: copy it to the
+ * pieces of the user's buffer that hold bytes OFFSET .. OFFSET+LEN of the
+ * message. Chunks arrive nearly in order, so the walk starts from where the
+ * last one began. Bytes past the buffer are dropped; MPIDIG_recv_setup
+ * reports the truncation at completion. */
+void MPIDI_ICBC_xrecv_striped_place(void *ctx, void *user, uint64_t offset, const void *data,
+                                    size_t len)
+{
+    MPIR_Request *rreq = user;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    MPIDIG_rreq_async_t *p = &MPIDIG_REQUEST(rreq, req->recv_async);
+    const struct iovec *iov = p->recv_type == MPIDIG_RECV_CONTIG ? &p->iov_one : p->iov_ptr;
+    int n = p->recv_type == MPIDIG_RECV_CONTIG ? 1 : p->iov_num;
+    const char *src = data;
+    int i = 0;
+    uint64_t pos = 0;   /* message offset of iov[i] */
+
+    if (amreq->xplace_off <= offset) {
+        i = amreq->xplace_iov;
+        pos = amreq->xplace_off;
+    }
+    while (i < n && pos + iov[i].iov_len <= offset)
+        pos += iov[i++].iov_len;
+    amreq->xplace_iov = i;
+    amreq->xplace_off = pos;
+    for (; len > 0 && i < n; pos += iov[i++].iov_len) {
+        size_t skip = offset - pos;
+        size_t take = MPL_MIN(len, iov[i].iov_len - skip);
+        MPIR_Typerep_copy((char *) iov[i].iov_base + skip, src, take);
+        src += take;
+        offset += take;
+        len -= take;
+    }
+}
+
+/* An RTS matched a receive: open a slot and answer with its CTS. */
+int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    int is_contig, is_gpu;
+    void *p_data;
+    MPI_Aint p_data_sz;
+    icbc_stripe_cts_t cts;
+
+    MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
+    amreq->xplace_iov = 0;
+    amreq->xplace_off = 0;
+    /* in place when the buffer is contiguous host memory that holds it all;
+     * else (pieces, device memory, a short buffer) chunk by chunk */
+    void *dest = is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size ? p_data : NULL;
+    MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->rndv_size, dest,
+                                               rreq, icbc_clock_now(), &cts) != ICBC_OK,
+                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIDI_ICBC_xfer_send_cts(amreq->xpeer, amreq->xcookie, &cts);
+  fn_fail:
+    return mpi_errno;
+}
+
+void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t * cts)
+{
+    uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_CTS)];
+    icbc_am_hdr_t wh = {
+        .kind = ICBC_MSG_CTS,
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .cookie = cookie,
+        .slot = cts->slot,
+        .gen = cts->gen,
+        .offset = cts->chunk_size,      /* a CTS's offset field: the chunk size */
+    };
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, src);
+
+    icbc_am_hdr_pack(&wh, inner);
+    if (MPIDI_ICBC_xfer_send_ordered(peer, inner, sizeof(inner), NULL, 0, NULL, NULL) !=
+        MPI_SUCCESS && cts->slot != ICBC_STRIPE_SLOT_DISCARD)
+        MPIDI_ICBC_xfer_peer_failed(src, "cannot answer its request to send");
+}
+
+static void recv_rts(MPIDI_ICBC_xrecv_t * x)
+{
+    MPIR_Request *rreq = NULL;
+    uint32_t attr = 0;
+
+    MPIDIG_AM_ATTR_SET_VCIS(attr, x->wh.src_vci, x->wh.dst_vci);
+    attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
+    MPIDIG_global.target_msg_cbs[x->wh.handler_id] (x->am_hdr, NULL, x->wh.data_sz, attr, &rreq);
+    if (rreq == NULL) {
+        icbc_stripe_cts_t discard = {.slot = ICBC_STRIPE_SLOT_DISCARD };
+        MPIDI_ICBC_xfer_send_cts(x->src_rank, x->wh.cookie, &discard);
+        return;
+    }
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    amreq->xkind = MPIDI_ICBC_XKIND_STRIPE;
+    amreq->xpeer = x->src_rank;
+    amreq->xcookie = x->wh.cookie;
+    amreq->rndv_size = x->wh.data_sz;
+    if (MPIDIG_recv_initialized(rreq))
+        MPIDI_ICBC_xfer_matched(rreq);
+    /* else MPIDIG calls MPIDI_ICBC_rndv_pull -> MPIDI_ICBC_xfer_matched on match */
+}
+
+static void recv_cts(MPIDI_ICBC_xrecv_t * x)
+{
+    icbc_stripe_cts_t cts = {
+        .slot = x->wh.slot,
+        .gen = x->wh.gen,
+        .chunk_size = x->wh.offset,
+    };
+
+    if (icbc_stripe_cts(X.stripe, x->src_rank, x->wh.cookie, &cts, icbc_clock_now()) != ICBC_OK)
+        dropped(x->src_rank, "a CTS for no send waiting for one");
+}
+
+static void deliver_am(MPIDI_ICBC_xrecv_t * x, void *payload, size_t len)
+{
+    uint32_t attr = 0;
+
+    MPIDIG_AM_ATTR_SET_VCIS(attr, x->wh.src_vci, x->wh.dst_vci);
+    MPIDIG_global.target_msg_cbs[x->wh.handler_id] (x->am_hdr, payload, len, attr, NULL);
+}
+
+/* ---- the one receive entry ----------------------------------------------- */
+
+/* Parses and checks the header of a message from SRC against its payload
+ * length; copies the MPI header aligned. */
+static int parse(int src, const void *inner, size_t inner_len, uint64_t payload_len,
+                 MPIDI_ICBC_xrecv_t * x)
+{
+    icbc_am_hdr_t *wh = &x->wh;
+
+    if (icbc_am_hdr_parse(inner, inner_len, MPIDI_AM_HANDLERS_MAX,
+                          (uint32_t) MPIDI_ICBC_global.peers.size, wh) != ICBC_OK ||
+        (int) wh->src_rank != src || wh->am_hdr_sz > sizeof(x->am_hdr))
+        return -1;
+    if ((wh->kind == ICBC_MSG_AM || wh->kind == ICBC_MSG_CHUNK) && wh->data_sz != payload_len)
+        return -1;
+    if ((wh->kind == ICBC_MSG_RTS || wh->kind == ICBC_MSG_CTS) && payload_len != 0)
+        return -1;
+    if ((wh->kind == ICBC_MSG_AM || wh->kind == ICBC_MSG_RTS) &&
+        MPIDIG_global.target_msg_cbs[wh->handler_id] == NULL)
+        return -1;
+    memcpy(x->am_hdr, (const char *) inner + ICBC_WIRE_HDR_LEN(wh->kind), wh->am_hdr_sz);
+    return 0;
+}
+
+int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len,
+                           uint64_t payload_len, const void *payload, MPIDI_ICBC_xrecv_t * x,
+                           void **dest)
+{
+    *dest = NULL;
+    x->kind = 0;
+    x->buf = NULL;
+    if (parse(src_rank, inner, inner_len, payload_len, x)) {
+        dropped(src_rank, "a malformed message");
+        return -1;
+    }
+    icbc_stripe_peer_seen(X.stripe, src_rank, icbc_clock_now());
+    x->src_rank = src_rank;
+    x->len = payload_len;
+    switch (x->wh.kind) {
+    case ICBC_MSG_AM:
+        if (payload && (payload_len == 0 || ((uintptr_t) payload & 7) == 0)) {
+            /* in memory and aligned for MPIDIG's headers: no copy */
+            deliver_am(x, (void *) payload, payload_len);
+            return 0;
+        }
+        if (payload_len) {
+            x->buf = MPL_malloc(payload_len, MPL_MEM_BUFFER);
+            if (x->buf == NULL)
+                return -1;
+            *dest = x->buf;
+        }
+        x->kind = ICBC_MSG_AM;
+        return 0;
+    case ICBC_MSG_RTS:
+        recv_rts(x);
+        return 0;
+    case ICBC_MSG_CTS:
+        recv_cts(x);
+        return 0;
+    case ICBC_MSG_CHUNK:{
+            icbc_stripe_chunk_t c = {
+                .slot = x->wh.slot,
+                .gen = x->wh.gen,
+                .offset = x->wh.offset,
+                .len = payload_len,
+            };
+            icbc_status_t st = icbc_stripe_chunk_begin(X.stripe, src_rank, &c, &x->chunk, dest);
+            if (st == ICBC_OK) {
+                x->kind = ICBC_MSG_CHUNK;
+            } else if (st == ICBC_ERR_NOT_FOUND) {
+                /* late chunk of a failed receive: drop it, keep the path */
+                dropped(src_rank, "a chunk for no receive");
+            } else {
+                dropped(src_rank, "a chunk off its message's grid or already received");
+            }
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t * x, int ok)
+{
+    switch (x->kind) {
+    case ICBC_MSG_AM:
+        if (ok)
+            deliver_am(x, x->buf, x->len);
+        MPL_free(x->buf);
+        x->buf = NULL;
+        break;
+    case ICBC_MSG_CHUNK:
+        icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_now());
+        break;
+    }
+    x->kind = 0;
+}
+
+void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len,
+                            const void *payload, size_t len)
+{
+    MPIDI_ICBC_xrecv_t x;
+    void *dest;
+
+    if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, payload, &x, &dest))
+        return;
+    if (dest)
+        memcpy(dest, payload, len);
+    MPIDI_ICBC_xrecv_end(&x, 1);
+}
+
+/* ---- UCX delivery from a router ------------------------------------------ */
+
+static void chunk_pull_done(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    MPIDI_ICBC_xrecv_t *x = user_data;
+
+    MPIDI_ICBC_xrecv_end(x, status == UCS_OK);
+    MPL_free(x);
+    ucp_request_free(request);
+}
+
+ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
+                                  size_t len, int is_rndv)
+{
+    MPIDI_ICBC_xrecv_t *x;
+    void *dest;
+
+    if (!is_rndv) {
+        MPIDI_ICBC_xrecv_whole(src_rank, inner, inner_len, data, len);
+        return UCS_OK;
+    }
+    if (inner_len > 1 && ((const uint8_t *) inner)[1] == ICBC_MSG_AM) {
+        /* a whole message the router sent with UCX's rendezvous: the direct
+         * path's receive matches it now and pulls it in place, keeping MPI's
+         * order with the messages behind it */
+        return MPIDI_ICBC_am_deliver(inner, inner_len, data, len, 1, src_rank);
+    }
+    /* a chunk: pulled straight to where the engine places it */
+    x = MPL_malloc(sizeof(*x), MPL_MEM_BUFFER);
+    if (x == NULL)
+        return UCS_OK;  /* UCX drops the descriptor; the receive stalls and fails */
+    if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, NULL, x, &dest) || !dest) {
+        MPIDI_ICBC_xrecv_end(x, 0);
+        MPL_free(x);
+        return UCS_OK;
+    }
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = chunk_pull_done,
+        .user_data = x,
+    };
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(MPIDI_ICBC_global.worker, data, dest, len, &param);
+    if (r == NULL || UCS_PTR_IS_ERR(r)) {
+        MPIDI_ICBC_xrecv_end(x, r == NULL);
+        MPL_free(x);
+    }
+    return UCS_INPROGRESS;
+}
