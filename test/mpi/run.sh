@@ -56,7 +56,13 @@ expected_errors() {
     run p2p_sizes:bad-device 2 "error:icbc netmod: UCX device 'nosuchdev0' \\(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0\\) is not a network interface of host a[01]" MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=nosuchdev0
     run p2p_sizes:corrupt-card 2 'error:business card of rank [0-9]+ is corrupt' MPIR_CVAR_CH4_ICBC_FAULT_INJECT=bcard
     run peer_death 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)'
-    run peer_death:peer-errors 2 'error:(icbc|KILLED|BAD TERMINATION|signal 9)' MPIR_CVAR_CH4_ICBC_PEER_ERRORS=1
+    # With peer errors on, the survivor's MPI call must fail with the error
+    # that names the lost rank; -disable-auto-cleanup (a user's choice when
+    # the application handles errors) keeps hydra from killing it first.
+    local saved=("${mpiexec_args[@]}")
+    mpiexec_args+=(-disable-auto-cleanup)
+    run peer_death:peer-errors 2 'error:MPI_Send to the dead rank 1 failed: .*cannot communicate with rank 1' MPIR_CVAR_CH4_ICBC_PEER_ERRORS=1 -- --send
+    mpiexec_args=("${saved[@]}")
     run stress:corrupt 2 'error:payload mismatch' -- --quick --count 200 --corrupt
 }
 

@@ -31,14 +31,11 @@ cvars:
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 #define P MPIDI_ICBC_paths
 
 static struct {
     mx_client_t *mx;
-} R;
+} routed;
 
 /* ---- lanes -------------------------------------------------------------- */
 
@@ -71,7 +68,7 @@ static int routed_send(icbc_peer_t * peer, int lane, const void *inner, size_t i
                                     peer->rank, "failed earlier");
     MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
     d = MPIDI_ICBC_path_done_new(cb, arg);
-    st = mx_client_send(R.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
+    st = mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
                         payload, len, MPIDI_ICBC_path_done_fire, d);
     if (st != ICBC_OK) {
         MPL_free(d);
@@ -176,10 +173,10 @@ int MPIDI_ICBC_path_routed_open(void)
                  icbc_routerfile_name(P.rf));
         return MPIDI_ICBC_path_cfg_error(err);
     }
-    if (mx_client_create(&mp, &R.mx, err, sizeof(err)) != ICBC_OK)
+    if (mx_client_create(&mp, &routed.mx, err, sizeof(err)) != ICBC_OK)
         return MPIDI_ICBC_path_cfg_error(err);
     /* an RTS carries the MPI header after a longer wire header */
-    size_t mi = mx_client_max_inner(R.mx);
+    size_t mi = mx_client_max_inner(routed.mx);
     if (mi < ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 256)
         return MPIDI_ICBC_path_cfg_error("the routers' UCX header limit is too small");
     MPIDI_ICBC_global.max_am_header = MPL_MIN(MPIDI_ICBC_global.max_am_header,
@@ -189,26 +186,26 @@ int MPIDI_ICBC_path_routed_open(void)
 
 static int routed_active(void)
 {
-    return R.mx != NULL;
+    return routed.mx != NULL;
 }
 
 static int routed_progress(void)
 {
-    if (R.mx)
-        mx_client_watch(R.mx);
+    if (routed.mx)
+        mx_client_watch(routed.mx);
     return 0;
 }
 
 static void routed_dump(FILE * f)
 {
-    mx_client_dump(R.mx, f);
+    mx_client_dump(routed.mx, f);
 }
 
 static void routed_finalize(void)
 {
-    if (R.mx)
-        mx_client_destroy(R.mx);
-    memset(&R, 0, sizeof(R));
+    if (routed.mx)
+        mx_client_destroy(routed.mx);
+    memset(&routed, 0, sizeof(routed));
 }
 
 const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops = {

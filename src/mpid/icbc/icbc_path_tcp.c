@@ -81,10 +81,10 @@ static struct {
     bt_listener_t *listener;
     icbc_bcard_tcp_t tcp_ep[2];
     int ntcp;
-    tcp_peer_t *tcp;            /* per rank */
+    tcp_peer_t *peers;            /* per rank */
     tcp_conn_t *conns;          /* every tcp_conn_t, for finalize */
     bt_opts_t opts;
-} T;
+} tcp;
 
 /* ---- send --------------------------------------------------------------- */
 
@@ -97,7 +97,7 @@ static int tcp_connect(icbc_peer_t * peer);
 
 static void tcp_flush(int rank)
 {
-    tcp_peer_t *t = &T.tcp[rank];
+    tcp_peer_t *t = &tcp.peers[rank];
 
     while (t->head && t->ready) {
         tcp_pending_t *m = t->head;
@@ -120,7 +120,7 @@ static void tcp_flush(int rank)
 
 static void tcp_fail_pending(int rank)
 {
-    tcp_peer_t *t = &T.tcp[rank];
+    tcp_peer_t *t = &tcp.peers[rank];
 
     while (t->head) {
         tcp_pending_t *m = t->head;
@@ -136,7 +136,7 @@ static int tcp_send(icbc_peer_t * peer, int ordered, const uint8_t * hdr, size_t
                     const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
                     int *busy)
 {
-    tcp_peer_t *t = &T.tcp[peer->rank];
+    tcp_peer_t *t = &tcp.peers[peer->rank];
     int mpi_errno;
 
     if (t->conn == NULL && !t->failed) {
@@ -216,7 +216,7 @@ static void tcp_on_ready(bt_conn_t * c, void *arg)
     tcp_conn_t *tc = arg;
 
     if (tc && tc->rank >= 0) {
-        T.tcp[tc->rank].ready = 1;
+        tcp.peers[tc->rank].ready = 1;
         tcp_flush(tc->rank);
     }
 }
@@ -272,7 +272,7 @@ static void tcp_on_close(bt_conn_t * c, icbc_status_t status, const char *msg, v
         MPIDI_ICBC_xrecv_end(&tc->x, 0);
     }
     if (tc->rank >= 0) {
-        tcp_peer_t *t = &T.tcp[tc->rank];
+        tcp_peer_t *t = &tcp.peers[tc->rank];
         t->failed = 1;
         t->ready = 0;
         tcp_fail_pending(tc->rank);
@@ -299,8 +299,8 @@ static void tcp_on_accept(bt_listener_t * l, bt_conn_t * c, void *arg)
         return;
     }
     tc->rank = -1;
-    tc->next_all = T.conns;
-    T.conns = tc;
+    tc->next_all = tcp.conns;
+    tcp.conns = tc;
     bt_conn_set_arg(c, tc);
 }
 
@@ -337,14 +337,14 @@ static int tcp_connect(icbc_peer_t * peer)
     tc = MPL_calloc(1, sizeof(*tc), MPL_MEM_OTHER);
     MPIR_Assert(tc);
     tc->rank = peer->rank;
-    icbc_status_t st = bt_connect(T.poller, (struct sockaddr *) &ss, sl, &T.opts, &tcp_cbs, tc,
-                                  &T.tcp[peer->rank].conn);
+    icbc_status_t st = bt_connect(tcp.poller, (struct sockaddr *) &ss, sl, &tcp.opts, &tcp_cbs, tc,
+                                  &tcp.peers[peer->rank].conn);
     if (st == ICBC_OK) {
-        tc->next_all = T.conns;
-        T.conns = tc;
+        tc->next_all = tcp.conns;
+        tcp.conns = tc;
     } else {
         MPL_free(tc);
-        T.tcp[peer->rank].failed = 1;
+        tcp.peers[peer->rank].failed = 1;
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                     MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
                                     peer->rank, icbc_status_str(st));
@@ -440,11 +440,11 @@ static void choose_tcp_addrs(uint16_t port)
         fab = wan;
         have_fab = 0;
     }
-    T.ntcp = 0;
+    tcp.ntcp = 0;
     if (have_wan == 0)
-        set_tcp_ep(&T.tcp_ep[T.ntcp++], ICBC_BCARD_TCP_WAN, &wan, port);
+        set_tcp_ep(&tcp.tcp_ep[tcp.ntcp++], ICBC_BCARD_TCP_WAN, &wan, port);
     if (have_fab == 0)
-        set_tcp_ep(&T.tcp_ep[T.ntcp++], ICBC_BCARD_TCP_FABRIC, &fab, port);
+        set_tcp_ep(&tcp.tcp_ep[tcp.ntcp++], ICBC_BCARD_TCP_FABRIC, &fab, port);
 }
 
 /* Opens the listening socket before the card exchange: its addresses go
@@ -458,16 +458,16 @@ int MPIDI_ICBC_path_tcp_listen(void)
     if (P.keylen == 0)
         return MPIDI_ICBC_path_cfg_error("policies alltoall and tcp need a key file (router "
                                          "file 'key' line) to authenticate TCP connections");
-    bt_opts_init(&T.opts);
-    T.opts.key = P.key;
-    T.opts.keylen = P.keylen;
-    T.opts.id = "icbc process";
-    T.opts.nodelay = 1;
-    T.opts.pacing_rate = (uint64_t) MPIR_CVAR_CH4_ICBC_TCP_PACING * 1000000 / 8;
-    if (bt_poller_create(&T.poller) != ICBC_OK ||
-        bt_listen(T.poller, (struct sockaddr *) &any, sizeof(any), &T.opts, &tcp_cbs,
-                  tcp_on_accept, NULL, &T.listener) != ICBC_OK ||
-        bt_listener_addr(T.listener, &ss, &sl) != ICBC_OK)
+    bt_opts_init(&tcp.opts);
+    tcp.opts.key = P.key;
+    tcp.opts.keylen = P.keylen;
+    tcp.opts.id = "icbc process";
+    tcp.opts.nodelay = 1;
+    tcp.opts.pacing_rate = (uint64_t) MPIR_CVAR_CH4_ICBC_TCP_PACING * 1000000 / 8;
+    if (bt_poller_create(&tcp.poller) != ICBC_OK ||
+        bt_listen(tcp.poller, (struct sockaddr *) &any, sizeof(any), &tcp.opts, &tcp_cbs,
+                  tcp_on_accept, NULL, &tcp.listener) != ICBC_OK ||
+        bt_listener_addr(tcp.listener, &ss, &sl) != ICBC_OK)
         return MPIDI_ICBC_path_cfg_error("cannot open a TCP listening socket");
     choose_tcp_addrs(ntohs(((struct sockaddr_in *) &ss)->sin_port));
     return MPI_SUCCESS;
@@ -475,25 +475,25 @@ int MPIDI_ICBC_path_tcp_listen(void)
 
 const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n)
 {
-    *n = T.ntcp;
-    return T.tcp_ep;
+    *n = tcp.ntcp;
+    return tcp.tcp_ep;
 }
 
 int MPIDI_ICBC_path_tcp_open(int size)
 {
-    T.tcp = MPL_calloc(size, sizeof(*T.tcp), MPL_MEM_OTHER);
-    return T.tcp ? MPI_SUCCESS : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__,
+    tcp.peers = MPL_calloc(size, sizeof(*tcp.peers), MPL_MEM_OTHER);
+    return tcp.peers ? MPI_SUCCESS : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__,
                                                       __LINE__, MPI_ERR_OTHER, "**nomem", 0);
 }
 
 static int tcp_active(void)
 {
-    return T.poller != NULL;
+    return tcp.poller != NULL;
 }
 
 static int tcp_progress(void)
 {
-    int events = T.poller ? bt_poller_wait(T.poller, 0) : 0;
+    int events = tcp.poller ? bt_poller_wait(tcp.poller, 0) : 0;
     return events > 0 ? events : 0;
 }
 
@@ -501,10 +501,10 @@ static void tcp_dump(FILE * f)
 {
     int open = 0, failed = 0, queued = 0;
 
-    for (int r = 0; T.tcp && r < MPIDI_ICBC_global.peers.size; r++) {
-        open += T.tcp[r].conn != NULL && !T.tcp[r].failed;
-        failed += T.tcp[r].failed;
-        for (tcp_pending_t * m = T.tcp[r].head; m; m = m->next)
+    for (int r = 0; tcp.peers && r < MPIDI_ICBC_global.peers.size; r++) {
+        open += tcp.peers[r].conn != NULL && !tcp.peers[r].failed;
+        failed += tcp.peers[r].failed;
+        for (tcp_pending_t * m = tcp.peers[r].head; m; m = m->next)
             queued++;
     }
     fprintf(f, "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room\n",
@@ -513,26 +513,26 @@ static void tcp_dump(FILE * f)
 
 static void tcp_finalize(void)
 {
-    if (T.tcp) {
+    if (tcp.peers) {
         /* let queued frames drain before the connections close */
         for (int spin = 0; spin < 2000; spin++) {
             int busy = 0;
             for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++)
-                if (T.tcp[r].conn && !T.tcp[r].failed &&
-                    (T.tcp[r].head || bt_conn_queued(T.tcp[r].conn)))
+                if (tcp.peers[r].conn && !tcp.peers[r].failed &&
+                    (tcp.peers[r].head || bt_conn_queued(tcp.peers[r].conn)))
                     busy = 1;
             if (!busy)
                 break;
-            bt_poller_wait(T.poller, 1);
+            bt_poller_wait(tcp.poller, 1);
         }
     }
-    if (T.listener)
-        bt_listener_destroy(T.listener);
-    if (T.poller)
-        bt_poller_destroy(T.poller);
-    while (T.conns) {
-        tcp_conn_t *tc = T.conns;
-        T.conns = tc->next_all;
+    if (tcp.listener)
+        bt_listener_destroy(tcp.listener);
+    if (tcp.poller)
+        bt_poller_destroy(tcp.poller);
+    while (tcp.conns) {
+        tcp_conn_t *tc = tcp.conns;
+        tcp.conns = tc->next_all;
         if (tc->in_msg) {
             /* a message cut off by the end of the job: only its memory */
             MPL_free(tc->x.buf);
@@ -540,8 +540,8 @@ static void tcp_finalize(void)
         }
         MPL_free(tc);
     }
-    MPL_free(T.tcp);
-    memset(&T, 0, sizeof(T));
+    MPL_free(tcp.peers);
+    memset(&tcp, 0, sizeof(tcp));
 }
 
 const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops = {
