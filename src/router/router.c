@@ -235,11 +235,13 @@ void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t l
 }
 
 /* Every counter of icbc_router_stats_t, for the JSON form. */
+/* clang-format off */
 #define ROUTER_STATS_U64(_) \
     _(msgs_out) _(bytes_out) _(msgs_in) _(bytes_in) _(msgs_local) _(bytes_local) \
     _(unreachable) _(refused_fabric) _(fabric_conns_closed) _(refused_trunk) _(buffered) \
     _(peak_buffered) _(registered) _(trunks) _(trunks_up) _(clusters_unreachable) \
     _(descs_held) _(peak_descs_held)
+/* clang-format on */
 
 void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, size_t len)
 {
