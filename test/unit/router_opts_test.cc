@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,16 +21,20 @@ struct Parsed {
     int rc;
     rt_cli_t cli;
     std::string err;
+    /* the arguments, alive as long as CLI points into them */
+    std::shared_ptr<std::vector<std::string>> args;
 };
 
-Parsed parse(std::vector<std::string> args)
+Parsed parse(std::vector<std::string> argl)
 {
+    Parsed p;
+    p.args = std::make_shared<std::vector<std::string>>(std::move(argl));
+    auto &args = *p.args;
     std::vector<char *> argv;
     args.insert(args.begin(), "icbc-router");
     for (auto &a : args)
         argv.push_back(&a[0]);
     argv.push_back(nullptr);
-    Parsed p;
     char err[256] = "";
     p.rc = rt_cli_parse((int) args.size(), argv.data(), &p.cli, err, sizeof(err));
     p.err = err;
