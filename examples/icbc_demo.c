@@ -12,8 +12,10 @@
 static void node_name(char *buf, int len)
 {
     const char *n = getenv("ICBC_NODE");
-    if (n && *n) snprintf(buf, len, "%s", n);
-    else gethostname(buf, len);
+    if (n && *n)
+        snprintf(buf, len, "%s", n);
+    else
+        gethostname(buf, len);
     buf[len - 1] = '\0';
 }
 
@@ -33,10 +35,12 @@ int main(int argc, char **argv)
         int len;
         MPI_Get_library_version(lib, &len);
         char *nl = strchr(lib, '\n');
-        if (nl) *nl = '\0';
+        if (nl)
+            *nl = '\0';
         printf("%s\n", lib);
         printf("%d ranks:", size);
-        for (int r = 0; r < size; r++) printf(" %d@%s", r, all + 64 * r);
+        for (int r = 0; r < size; r++)
+            printf(" %d@%s", r, all + 64 * r);
         printf("\n");
     }
 
@@ -59,7 +63,8 @@ int main(int argc, char **argv)
     /* ping-pong with the first rank on another node */
     int peer = -1;
     for (int r = 1; r < size && peer < 0; r++)
-        if (strcmp(all, all + 64 * r) != 0) peer = r;
+        if (strcmp(all, all + 64 * r) != 0)
+            peer = r;
     MPI_Bcast(&peer, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int bad = 0;
     if (peer > 0 && (rank == 0 || rank == peer)) {
@@ -71,7 +76,8 @@ int main(int argc, char **argv)
         for (int k = 0; k < 3; k++) {
             int n = sizes[k], iters = n > 100000 ? 20 : 200;
             int other = rank == 0 ? peer : 0;
-            for (int i = 0; i < n; i++) buf[i] = (unsigned char) (i * 7 + k);
+            for (int i = 0; i < n; i++)
+                buf[i] = (unsigned char) (i * 7 + k);
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             for (int it = 0; it < iters; it++) {
@@ -84,7 +90,11 @@ int main(int argc, char **argv)
                 }
             }
             double t = (MPI_Wtime() - t0) / iters / 2;
-            for (int i = 0; i < n; i++) if (buf[i] != (unsigned char) (i * 7 + k)) { bad++; break; }
+            for (int i = 0; i < n; i++)
+                if (buf[i] != (unsigned char) (i * 7 + k)) {
+                    bad++;
+                    break;
+                }
             if (rank == 0)
                 printf("  %8d B  %9.1f us one-way  %8.1f MB/s  payload %s\n", n, t * 1e6,
                        n / t / 1e6, bad ? "CORRUPT" : "verified");
@@ -92,11 +102,15 @@ int main(int argc, char **argv)
         free(buf);
     } else {
         /* the Barrier calls above are collective: match them */
-        if (peer > 0) for (int k = 0; k < 3; k++) MPI_Barrier(MPI_COMM_WORLD);
+        if (peer > 0)
+            for (int k = 0; k < 3; k++)
+                MPI_Barrier(MPI_COMM_WORLD);
     }
     int total = 0;
     MPI_Allreduce(&bad, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("demo %s\n", total == 0 && token == (long) size * (size - 1) / 2 ? "succeeded" : "FAILED");
+    if (rank == 0)
+        printf("demo %s\n",
+               total == 0 && token == (long) size * (size - 1) / 2 ? "succeeded" : "FAILED");
     free(all);
     MPI_Finalize();
     return total != 0;

@@ -36,13 +36,16 @@ static void whereami(struct where *w)
 {
     const char *n = getenv("ICBC_NODE"), *c = getenv("ICBC_CLUSTER");
     memset(w, 0, sizeof(*w));
-    if (n && *n) snprintf(w->node, NAME_LEN, "%s", n);
-    else gethostname(w->node, NAME_LEN - 1);
+    if (n && *n)
+        snprintf(w->node, NAME_LEN, "%s", n);
+    else
+        gethostname(w->node, NAME_LEN - 1);
     if (c && *c) {
         snprintf(w->cluster, NAME_LEN, "%s", c);
     } else {
         size_t k = 0;
-        while (w->node[k] && isalpha((unsigned char) w->node[k]) && k < NAME_LEN - 1) k++;
+        while (w->node[k] && isalpha((unsigned char) w->node[k]) && k < NAME_LEN - 1)
+            k++;
         memcpy(w->cluster, w->node, k ? k : strlen(w->node));
     }
 }
@@ -52,7 +55,8 @@ static void whereami(struct where *w)
 static int icbc_cvars(void)
 {
     int provided, num;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+        return 0;
     MPI_T_cvar_get_num(&num);
     int listed = 0;
     for (int i = 0; i < num; i++) {
@@ -60,14 +64,15 @@ static int icbc_cvars(void)
         int nlen = sizeof(name), dlen = sizeof(desc), verb, bind, scope;
         MPI_Datatype dt;
         MPI_T_enum en;
-        if (MPI_T_cvar_get_info(i, name, &nlen, &verb, &dt, &en, desc, &dlen, &bind, &scope)
-            != MPI_SUCCESS || strncmp(name, "MPIR_CVAR_CH4_ICBC_", 19) != 0
-            || bind != MPI_T_BIND_NO_OBJECT)
+        if (MPI_T_cvar_get_info(i, name, &nlen, &verb, &dt, &en, desc, &dlen, &bind, &scope) !=
+                MPI_SUCCESS ||
+            strncmp(name, "MPIR_CVAR_CH4_ICBC_", 19) != 0 || bind != MPI_T_BIND_NO_OBJECT)
             continue;
         MPI_T_cvar_handle h;
         int count;
         char value[64] = "?", *text = NULL;
-        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) continue;
+        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS)
+            continue;
         if (dt == MPI_CHAR && count > 0 && (text = calloc((size_t) count + 1, 1)) != NULL) {
             MPI_T_cvar_read(h, text);
         } else if (dt == MPI_INT && count == 1) {
@@ -84,7 +89,8 @@ static int icbc_cvars(void)
                text ? text : value);
         free(text);
     }
-    if (listed) printf("\n");
+    if (listed)
+        printf("\n");
     MPI_T_finalize();
     return listed;
 }
@@ -101,30 +107,39 @@ static int routerfile_policy(char *policy, int len)
             snprintf(policy, len, "%s", word);
             found = 1;
         }
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     return found;
 }
 
 static const char *path_to(const struct where *me, const struct where *peer, const char *policy)
 {
-    if (!strcmp(policy, "-")) return "- (not icbc)";
-    if (!strcmp(me->node, peer->node)) return "shm";
-    if (!strcmp(policy, "tcp")) return "tcp";
-    if (!strcmp(me->cluster, peer->cluster)) return "direct";
-    if (!strcmp(policy, "alltoall")) return "tcp-direct";
-    if (!strcmp(policy, "static")) return "routed (one router)";
+    if (!strcmp(policy, "-"))
+        return "- (not icbc)";
+    if (!strcmp(me->node, peer->node))
+        return "shm";
+    if (!strcmp(policy, "tcp"))
+        return "tcp";
+    if (!strcmp(me->cluster, peer->cluster))
+        return "direct";
+    if (!strcmp(policy, "alltoall"))
+        return "tcp-direct";
+    if (!strcmp(policy, "static"))
+        return "routed (one router)";
     return "routed (striped)";
 }
 
 static void fill(unsigned char *b, int n, int seed)
 {
-    for (int i = 0; i < n; i++) b[i] = (unsigned char) (i * 31 + seed * 7 + (i >> 9));
+    for (int i = 0; i < n; i++)
+        b[i] = (unsigned char) (i * 31 + seed * 7 + (i >> 9));
 }
 
 static int check(const unsigned char *b, int n, int seed)
 {
     for (int i = 0; i < n; i++)
-        if (b[i] != (unsigned char) (i * 31 + seed * 7 + (i >> 9))) return 1;
+        if (b[i] != (unsigned char) (i * 31 + seed * 7 + (i >> 9)))
+            return 1;
     return 0;
 }
 
@@ -158,8 +173,10 @@ static int measure(int rank, int peer, unsigned char *buf, double *lat_us, doubl
             bad += check(buf, BIG, peer + i);
         }
     }
-    if (rank == 0) MPI_Recv(NULL, 0, MPI_BYTE, other, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    else MPI_Send(NULL, 0, MPI_BYTE, other, 3, MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Recv(NULL, 0, MPI_BYTE, other, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else
+        MPI_Send(NULL, 0, MPI_BYTE, other, 3, MPI_COMM_WORLD);
     *mbs = (double) BIG * BIG_ITERS / (MPI_Wtime() - t0) / 1e6;
     return bad;
 }
@@ -182,7 +199,8 @@ int main(int argc, char **argv)
         int len;
         MPI_Get_library_version(lib, &len);
         char *nl = strchr(lib, '\n');
-        if (nl) *nl = '\0';
+        if (nl)
+            *nl = '\0';
         printf("%s\n", lib);
         const char *env = getenv("MPIR_CVAR_CH4_ICBC_POLICY");
         if (!icbc_cvars()) {
@@ -197,7 +215,8 @@ int main(int argc, char **argv)
             printf("policy %s (default)\n", strcpy(policy, "aggregate"));
         }
         printf("%d ranks:", size);
-        for (int r = 0; r < size; r++) printf(" %d@%s/%s", r, all[r].node, all[r].cluster);
+        for (int r = 0; r < size; r++)
+            printf(" %d@%s/%s", r, all[r].node, all[r].cluster);
         printf("\n%-5s %-6s %-8s %-22s %12s %10s  %s\n", "peer", "node", "cluster", "path",
                "8 B one-way", "1 MiB", "payload");
     }
@@ -207,11 +226,14 @@ int main(int argc, char **argv)
     for (int peer = 1; peer < size; peer++) {
         int first_on_node = 1;
         for (int q = 0; q < peer; q++)
-            if (!strcmp(all[q].node, all[peer].node)) first_on_node = 0;
-        if (!first_on_node) continue;
+            if (!strcmp(all[q].node, all[peer].node))
+                first_on_node = 0;
+        if (!first_on_node)
+            continue;
         double lat = 0, mbs = 0;
         int b = 0;
-        if (rank == 0 || rank == peer) b = measure(rank, peer, buf, &lat, &mbs);
+        if (rank == 0 || rank == peer)
+            b = measure(rank, peer, buf, &lat, &mbs);
         bad += b;
         int peer_bad = 0;
         MPI_Reduce(&b, &peer_bad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -223,7 +245,8 @@ int main(int argc, char **argv)
     free(buf);
     int total = 0;
     MPI_Allreduce(&bad, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) printf("paths %s\n", total == 0 ? "succeeded" : "FAILED");
+    if (rank == 0)
+        printf("paths %s\n", total == 0 ? "succeeded" : "FAILED");
     free(all);
     MPI_Finalize();
     return total != 0;

@@ -30,8 +30,15 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     struct bench_opts o = {
-        .min_size = 1, .max_size = (size_t)1 << 20, .iters = 100, .warmup = 10,
-        .window = 1, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
+        .min_size = 1,
+        .max_size = (size_t) 1 << 20,
+        .iters = 100,
+        .warmup = 10,
+        .window = 1,
+        .large_size = 8192,
+        .min_iters = 5,
+        .corrupt = 0,
+        .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
@@ -39,14 +46,14 @@ int main(int argc, char **argv)
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
     bench_banner(&desc, &o, rank, nranks);
-    if ((double)nranks * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
+    if ((double) nranks * (double) o.max_size > (double) BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: ranks x --max exceeds %zu bytes per buffer\n", desc.name,
                     BENCH_MAX_SIZE_LIMIT);
         return bench_finish(desc.name, rank, 1, "bad options");
     }
 
-    size_t span = (size_t)nranks * o.max_size;
+    size_t span = (size_t) nranks * o.max_size;
     unsigned char *sbuf = bench_alloc(span, "send buffer", rank);
     unsigned char *rbuf = bench_alloc(span, "receive buffer", rank);
     int failed = 0;
@@ -62,23 +69,23 @@ int main(int argc, char **argv)
         size_t bad = 0;
 
         for (int j = 0; j < nranks; j++)
-            bench_fill(sbuf + (size_t)j * size, size, rank, j, 0);
+            bench_fill(sbuf + (size_t) j * size, size, rank, j, 0);
         for (int i = 0; i < warmup; i++)
-            MPI_Alltoall(sbuf, (int)size, MPI_BYTE, rbuf, (int)size, MPI_BYTE, MPI_COMM_WORLD);
-        memset(rbuf, 0, (size_t)nranks * size);
+            MPI_Alltoall(sbuf, (int) size, MPI_BYTE, rbuf, (int) size, MPI_BYTE, MPI_COMM_WORLD);
+        memset(rbuf, 0, (size_t) nranks * size);
 
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < iters; i++)
-            MPI_Alltoall(sbuf, (int)size, MPI_BYTE, rbuf, (int)size, MPI_BYTE, MPI_COMM_WORLD);
+            MPI_Alltoall(sbuf, (int) size, MPI_BYTE, rbuf, (int) size, MPI_BYTE, MPI_COMM_WORLD);
         double mine = (MPI_Wtime() - t0) / iters, worst = 0.0;
         MPI_Reduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
         if (o.corrupt && rank == nranks - 1 && size > 0)
             rbuf[size / 2] ^= 0x5a;
         for (int i = 0; i < nranks; i++)
-            bad += bench_verify(rbuf + (size_t)i * size, size, i, rank, 0, desc.name);
-        bench_count_sent(size, ((long long)warmup + iters) * (nranks - 1));
+            bad += bench_verify(rbuf + (size_t) i * size, size, i, rank, 0, desc.name);
+        bench_count_sent(size, ((long long) warmup + iters) * (nranks - 1));
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;

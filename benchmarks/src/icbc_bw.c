@@ -35,12 +35,12 @@ static int run_windows(int rank, unsigned char *buf, size_t size, int window, in
                        MPI_Request *req, MPI_Status *sts, double *wt)
 {
     int bad = 0;
-    char ack[4] = {0};
+    char ack[4] = { 0 };
     double prev = MPI_Wtime();
     for (int it = 0; it < n; it++) {
         if (rank == 0) {
             for (int w = 0; w < window; w++)
-                MPI_Isend(buf + (size_t)w * size, (int)size, MPI_BYTE, 1, TAG_DATA,
+                MPI_Isend(buf + (size_t) w * size, (int) size, MPI_BYTE, 1, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
             MPI_Recv(ack, 4, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -51,7 +51,7 @@ static int run_windows(int rank, unsigned char *buf, size_t size, int window, in
             }
         } else {
             for (int w = 0; w < window; w++)
-                MPI_Irecv(buf + (size_t)w * size, (int)size, MPI_BYTE, 0, TAG_DATA,
+                MPI_Irecv(buf + (size_t) w * size, (int) size, MPI_BYTE, 0, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
             MPI_Send(ack, 4, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD);
@@ -71,8 +71,15 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     struct bench_opts o = {
-        .min_size = 1, .max_size = (size_t)8 << 20, .iters = 100, .warmup = 10,
-        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
+        .min_size = 1,
+        .max_size = (size_t) 8 << 20,
+        .iters = 100,
+        .warmup = 10,
+        .window = 64,
+        .large_size = 8192,
+        .min_iters = 5,
+        .corrupt = 0,
+        .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
@@ -80,7 +87,7 @@ int main(int argc, char **argv)
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
     bench_banner(&desc, &o, rank, nranks);
-    if ((double)o.window * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
+    if ((double) o.window * (double) o.max_size > (double) BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: --window x --max exceeds %zu bytes per rank\n", desc.name,
                     BENCH_MAX_SIZE_LIMIT);
@@ -88,11 +95,11 @@ int main(int argc, char **argv)
     }
 
     int active = rank < 2;
-    size_t span = active ? (size_t)o.window * o.max_size : 0;
+    size_t span = active ? (size_t) o.window * o.max_size : 0;
     unsigned char *buf = bench_alloc(span, rank == 0 ? "send buffers" : "receive buffers", rank);
-    MPI_Request *req = calloc((size_t)o.window, sizeof(*req));
-    MPI_Status *sts = calloc((size_t)o.window, sizeof(*sts));
-    double *wt = calloc((size_t)o.iters, sizeof(*wt));
+    MPI_Request *req = calloc((size_t) o.window, sizeof(*req));
+    MPI_Status *sts = calloc((size_t) o.window, sizeof(*sts));
+    double *wt = calloc((size_t) o.iters, sizeof(*wt));
     if (!req || !sts || !wt) {
         fprintf(stderr, "rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -113,10 +120,10 @@ int main(int argc, char **argv)
         if (active) {
             if (rank == 0)
                 for (int w = 0; w < o.window; w++)
-                    bench_fill(buf + (size_t)w * size, size, 0, 1, w);
+                    bench_fill(buf + (size_t) w * size, size, 0, 1, w);
             run_windows(rank, buf, size, o.window, warmup, req, sts, NULL);
             if (rank == 1)
-                memset(buf, 0, (size_t)o.window * size);
+                memset(buf, 0, (size_t) o.window * size);
         }
         MPI_Barrier(MPI_COMM_WORLD);
 
@@ -127,21 +134,21 @@ int main(int argc, char **argv)
 
             if (rank == 1) {
                 if (o.corrupt && size > 0)
-                    buf[(size_t)(o.window - 1) * size + size / 2] ^= 0x5a;
+                    buf[(size_t) (o.window - 1) * size + size / 2] ^= 0x5a;
                 for (int w = 0; w < o.window; w++)
-                    bad += bench_verify(buf + (size_t)w * size, size, 0, 1, w, desc.name);
+                    bad += bench_verify(buf + (size_t) w * size, size, 0, 1, w, desc.name);
             }
         }
         if (rank == 0)
-            bench_count_sent(size, ((long long)warmup + iters) * o.window);
+            bench_count_sent(size, ((long long) warmup + iters) * o.window);
         else if (rank == 1)
-            bench_count_sent(4, (long long)warmup + iters);
+            bench_count_sent(4, (long long) warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;
         }
         if (rank == 0) {
-            double bytes = (double)size * (double)o.window;
+            double bytes = (double) size * (double) o.window;
             printf("%zu,%.3f\n", size, bytes / wt_stat / 1e6);
             fflush(stdout);
         }

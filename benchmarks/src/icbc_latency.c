@@ -35,16 +35,16 @@ static void pingpong(int rank, int peer, unsigned char *sbuf, unsigned char *rbu
     double prev = MPI_Wtime();
     for (int i = 0; i < n; i++) {
         if (rank == 0) {
-            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
-            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, st);
+            MPI_Send(sbuf, (int) size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int) size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD, st);
             if (rtt) {
                 double now = MPI_Wtime();
                 rtt[i] = now - prev;
                 prev = now;
             }
         } else {
-            MPI_Recv(rbuf, (int)size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, st);
-            MPI_Send(sbuf, (int)size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int) size, MPI_BYTE, peer, TAG_PING, MPI_COMM_WORLD, st);
+            MPI_Send(sbuf, (int) size, MPI_BYTE, peer, TAG_PONG, MPI_COMM_WORLD);
         }
     }
 }
@@ -57,8 +57,15 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     struct bench_opts o = {
-        .min_size = 1, .max_size = (size_t)8 << 20, .iters = 1000, .warmup = 100,
-        .window = 1, .large_size = 8192, .min_iters = 20, .corrupt = 0, .stat = BENCH_STAT_MEAN,
+        .min_size = 1,
+        .max_size = (size_t) 8 << 20,
+        .iters = 1000,
+        .warmup = 100,
+        .window = 1,
+        .large_size = 8192,
+        .min_iters = 20,
+        .corrupt = 0,
+        .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
@@ -71,7 +78,7 @@ int main(int argc, char **argv)
     int active = rank < 2;
     unsigned char *sbuf = bench_alloc(o.max_size, "send buffer", rank);
     unsigned char *rbuf = bench_alloc(o.max_size, "receive buffer", rank);
-    double *rtt = bench_alloc((size_t)o.iters * sizeof(double), "round-trip times", rank);
+    double *rtt = bench_alloc((size_t) o.iters * sizeof(double), "round-trip times", rank);
     int failed = 0;
 
     if (rank == 0) {
@@ -106,7 +113,7 @@ int main(int argc, char **argv)
             bad += bench_verify(rbuf, size, peer, rank, 0, desc.name);
         }
         if (active)
-            bench_count_sent(size, (long long)warmup + iters);
+            bench_count_sent(size, (long long) warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;

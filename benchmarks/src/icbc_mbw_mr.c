@@ -28,21 +28,21 @@ static const struct bench_desc desc = {
 };
 
 /* n window iterations between this rank and `peer`. Returns receives with a wrong byte count. */
-static int run_windows(int rank, int sender, int peer, unsigned char *buf, size_t size,
-                       int window, int n, MPI_Request *req, MPI_Status *sts)
+static int run_windows(int rank, int sender, int peer, unsigned char *buf, size_t size, int window,
+                       int n, MPI_Request *req, MPI_Status *sts)
 {
     int bad = 0;
-    char ack[4] = {0};
+    char ack[4] = { 0 };
     for (int it = 0; it < n; it++) {
         if (sender) {
             for (int w = 0; w < window; w++)
-                MPI_Isend(buf + (size_t)w * size, (int)size, MPI_BYTE, peer, TAG_DATA,
+                MPI_Isend(buf + (size_t) w * size, (int) size, MPI_BYTE, peer, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
             MPI_Recv(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
             for (int w = 0; w < window; w++)
-                MPI_Irecv(buf + (size_t)w * size, (int)size, MPI_BYTE, peer, TAG_DATA,
+                MPI_Irecv(buf + (size_t) w * size, (int) size, MPI_BYTE, peer, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
             MPI_Send(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD);
@@ -62,8 +62,15 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     struct bench_opts o = {
-        .min_size = 1, .max_size = (size_t)8 << 20, .iters = 100, .warmup = 10,
-        .window = 64, .large_size = 8192, .min_iters = 5, .corrupt = 0, .stat = BENCH_STAT_MEAN,
+        .min_size = 1,
+        .max_size = (size_t) 8 << 20,
+        .iters = 100,
+        .warmup = 10,
+        .window = 64,
+        .large_size = 8192,
+        .min_iters = 5,
+        .corrupt = 0,
+        .stat = BENCH_STAT_MEAN,
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
@@ -71,7 +78,7 @@ int main(int argc, char **argv)
     if (bench_check_ranks(&desc, nranks, rank))
         return bench_finish(desc.name, rank, 1, "wrong number of ranks");
     bench_banner(&desc, &o, rank, nranks);
-    if ((double)o.window * (double)o.max_size > (double)BENCH_MAX_SIZE_LIMIT) {
+    if ((double) o.window * (double) o.max_size > (double) BENCH_MAX_SIZE_LIMIT) {
         if (rank == 0)
             fprintf(stderr, "%s: --window x --max exceeds %zu bytes per rank\n", desc.name,
                     BENCH_MAX_SIZE_LIMIT);
@@ -83,10 +90,10 @@ int main(int argc, char **argv)
     int peer = sender ? rank + pairs : rank - pairs;
     int src = sender ? rank : peer;
     int dst = sender ? peer : rank;
-    unsigned char *buf = bench_alloc((size_t)o.window * o.max_size,
+    unsigned char *buf = bench_alloc((size_t) o.window * o.max_size,
                                      sender ? "send buffers" : "receive buffers", rank);
-    MPI_Request *req = calloc((size_t)o.window, sizeof(*req));
-    MPI_Status *sts = calloc((size_t)o.window, sizeof(*sts));
+    MPI_Request *req = calloc((size_t) o.window, sizeof(*req));
+    MPI_Status *sts = calloc((size_t) o.window, sizeof(*sts));
     if (!req || !sts) {
         fprintf(stderr, "rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -105,10 +112,10 @@ int main(int argc, char **argv)
 
         if (sender)
             for (int w = 0; w < o.window; w++)
-                bench_fill(buf + (size_t)w * size, size, src, dst, w);
+                bench_fill(buf + (size_t) w * size, size, src, dst, w);
         run_windows(rank, sender, peer, buf, size, o.window, warmup, req, sts);
         if (!sender)
-            memset(buf, 0, (size_t)o.window * size);
+            memset(buf, 0, (size_t) o.window * size);
 
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
@@ -120,19 +127,19 @@ int main(int argc, char **argv)
             if (o.corrupt && rank == nranks - 1 && size > 0)
                 buf[size / 2] ^= 0x5a;
             for (int w = 0; w < o.window; w++)
-                bad += bench_verify(buf + (size_t)w * size, size, src, dst, w, desc.name);
+                bad += bench_verify(buf + (size_t) w * size, size, src, dst, w, desc.name);
         }
         if (sender)
-            bench_count_sent(size, ((long long)warmup + iters) * o.window);
+            bench_count_sent(size, ((long long) warmup + iters) * o.window);
         else
-            bench_count_sent(4, (long long)warmup + iters);
+            bench_count_sent(4, (long long) warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;
         }
         if (rank == 0) {
-            double msgs = (double)pairs * (double)o.window * (double)iters;
-            printf("%zu,%.3f,%.1f\n", size, msgs * (double)size / elapsed / 1e6, msgs / elapsed);
+            double msgs = (double) pairs * (double) o.window * (double) iters;
+            printf("%zu,%.3f,%.1f\n", size, msgs * (double) size / elapsed / 1e6, msgs / elapsed);
             fflush(stdout);
         }
     }

@@ -45,16 +45,14 @@ static void printable(char *dst, const unsigned char *src, size_t len)
 
 bool bt_auth_done(const bt_conn_t *c)
 {
-    return c->state == BT_CONN_READY || c->state == BT_CONN_DRAINING ||
-           c->state == BT_CONN_LINGER;
+    return c->state == BT_CONN_READY || c->state == BT_CONN_DRAINING || c->state == BT_CONN_LINGER;
 }
 
 static void become_ready(bt_conn_t *c)
 {
     c->state = BT_CONN_READY;
     bt_conn_set_deadline(c, 0);
-    icbc_debug("bt_lib: %s%s%s: authenticated", c->peer_text, c->peer_id[0] ? " " : "",
-               c->peer_id);
+    icbc_debug("bt_lib: %s%s%s: authenticated", c->peer_text, c->peer_id[0] ? " " : "", c->peer_id);
     if (!bt_send_flush(c)) /* AUTH_OK and any DATA queued meanwhile */
         return;
     if (c->cbs.on_ready)

@@ -33,7 +33,7 @@ typedef enum { BT_W_CONN, BT_W_LISTENER, BT_W_FD } bt_watch_kind_t;
 
 typedef struct bt_watch {
     bt_watch_kind_t kind;
-    bool dead;                   /* destroyed; memory kept until dispatching ends */
+    bool dead; /* destroyed; memory kept until dispatching ends */
     struct bt_watch *next_dead;
 } bt_watch_t;
 
@@ -41,7 +41,7 @@ typedef struct bt_watch {
  * the connections it accepted, hence the reference count. */
 typedef struct bt_cfg {
     int refs;
-    bt_opts_t o;                 /* o.key and o.id point into this struct */
+    bt_opts_t o; /* o.key and o.id point into this struct */
     char id[BT_ID_MAX + 1];
     size_t idlen;
     unsigned char key[];
@@ -57,12 +57,12 @@ void bt_sock_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 /* ---- send queue entries ---- */
 typedef struct bt_send {
     struct bt_send *next;
-    bt_send_cb_t cb;             /* NULL for bt_lib's own frames */
+    bt_send_cb_t cb; /* NULL for bt_lib's own frames */
     void *cb_arg;
-    uint8_t type;                /* bt_frame_type_t */
-    size_t left;                 /* bytes of this frame not yet written */
-    int iovpos, iovcnt;          /* iov[iovpos..iovcnt) still to write; iov[iovpos] advanced */
-    struct iovec *iov;           /* iov[0]: frame header + header copy; then payload */
+    uint8_t type;       /* bt_frame_type_t */
+    size_t left;        /* bytes of this frame not yet written */
+    int iovpos, iovcnt; /* iov[iovpos..iovcnt) still to write; iov[iovpos] advanced */
+    struct iovec *iov;  /* iov[0]: frame header + header copy; then payload */
 } bt_send_t;
 
 typedef struct bt_sendq {
@@ -91,21 +91,21 @@ typedef enum {
 struct bt_conn {
     bt_watch_t w;
     bt_poller_t *p;
-    bt_conn_t *prev, *next;       /* poller's list of connections */
-    bt_conn_t *defer_next;        /* poller's deferred-work list */
+    bt_conn_t *prev, *next; /* poller's list of connections */
+    bt_conn_t *defer_next;  /* poller's deferred-work list */
     bool deferred;
     bool destroyed;
-    bool resume_pending;          /* bt_conn_resume called; ask on_header again */
+    bool resume_pending; /* bt_conn_resume called; ask on_header again */
     bool acceptor;
-    int fd;                       /* -1 once closed */
-    uint32_t events;              /* epoll interest registered for fd */
+    int fd;          /* -1 once closed */
+    uint32_t events; /* epoll interest registered for fd */
     bt_conn_state_t state;
-    bt_cfg_t *cfg;                /* counted reference */
+    bt_cfg_t *cfg; /* counted reference */
     bt_conn_cbs_t cbs;
     void *arg;
-    int64_t deadline_ms;          /* monotonic; 0: none */
+    int64_t deadline_ms; /* monotonic; 0: none */
 
-    icbc_status_t close_status;   /* why the connection ended, for on_close */
+    icbc_status_t close_status; /* why the connection ended, for on_close */
     char close_msg[192];
     bool close_reported;
 
@@ -121,18 +121,18 @@ struct bt_conn {
      * once authenticated. Entries fully written wait in doneq for their
      * completion callback, which runs in poller context. */
     bt_sendq_t ctlq, dataq, doneq;
-    size_t queued;                /* bytes in ctlq and dataq not yet written */
-    bool above_half;              /* queued went above max_queued / 2 */
+    size_t queued;   /* bytes in ctlq and dataq not yet written */
+    bool above_half; /* queued went above max_queued / 2 */
 
     /* receive side; rxbuf[rx_pos, rx_end) holds bytes read but not consumed */
     bt_rx_state_t rx;
     unsigned char *rxbuf;
     size_t rx_pos, rx_end;
-    bt_frame_t f;                 /* frame being received */
+    bt_frame_t f; /* frame being received */
     unsigned char fhdr[BT_FRAME_HDR_SIZE];
-    unsigned char *hdrbuf;        /* owned; grows up to the frame's hdr_len */
+    unsigned char *hdrbuf; /* owned; grows up to the frame's hdr_len */
     uint32_t hdr_cap, hdr_got;
-    unsigned char *body;          /* payload destination (caller's or auth_id); NULL: drop */
+    unsigned char *body; /* payload destination (caller's or auth_id); NULL: drop */
     uint64_t body_got;
 };
 
@@ -145,7 +145,7 @@ struct bt_listener {
     bt_conn_cbs_t cbs;
     bt_accept_cb_t accept_cb;
     void *arg;
-    int64_t retry_ms;             /* paused after EMFILE & co until then; 0: running */
+    int64_t retry_ms; /* paused after EMFILE & co until then; 0: running */
     char addr_text[64];
 };
 
@@ -165,8 +165,7 @@ void bt_poller_deadline_changed(bt_poller_t *p, int delta);
 
 /* ---- conn.c ---- */
 icbc_status_t bt_conn_new(bt_poller_t *p, int fd, bt_cfg_t *cfg, const bt_conn_cbs_t *cbs,
-                          void *arg, bool acceptor, const struct sockaddr *peer,
-                          bt_conn_t **out);
+                          void *arg, bool acceptor, const struct sockaddr *peer, bt_conn_t **out);
 void bt_conn_on_events(bt_conn_t *c, uint32_t events);
 void bt_conn_run_deferred(bt_conn_t *c);
 void bt_conn_check_deadline(bt_conn_t *c, int64_t now);

@@ -89,8 +89,8 @@ void bt_frame_pack(const bt_frame_t *f, void *buf);
  * AUTH_OK: 32-byte header, no payload; AUTH: 64-byte header, id payload of
  * at most BT_ID_MAX; CLOSE: empty; DATA: header <= MAX_HDR, payload <=
  * MAX_PAYLOAD). On ICBC_ERR_INVALID, WHY (WHYLEN bytes) says what is wrong. */
-icbc_status_t bt_frame_parse(const void *buf, uint32_t max_hdr, uint64_t max_payload,
-                             bt_frame_t *f, char *why, size_t whylen);
+icbc_status_t bt_frame_parse(const void *buf, uint32_t max_hdr, uint64_t max_payload, bt_frame_t *f,
+                             char *why, size_t whylen);
 
 /* ---- options ---------------------------------------------------------- */
 
@@ -101,18 +101,18 @@ typedef struct bt_listener bt_listener_t;
 typedef struct bt_opts {
     const unsigned char *key; /* shared key; required (NULL/0 is an error) */
     size_t keylen;
-    const char *id;           /* who we are, for the peer's logs (e.g. "router a1") */
-    int sndbuf;               /* SO_SNDBUF bytes; 0: 4 MiB; <0: kernel default */
-    int rcvbuf;               /* SO_RCVBUF bytes; 0: 4 MiB; <0: kernel default */
-    int nodelay;              /* TCP_NODELAY; bt_opts_init sets 1 */
-    uint64_t pacing_rate;     /* SO_MAX_PACING_RATE in bytes/s; 0: off */
-    int notsent_lowat;        /* TCP_NOTSENT_LOWAT bytes: at most this much written
+    const char *id;       /* who we are, for the peer's logs (e.g. "router a1") */
+    int sndbuf;           /* SO_SNDBUF bytes; 0: 4 MiB; <0: kernel default */
+    int rcvbuf;           /* SO_RCVBUF bytes; 0: 4 MiB; <0: kernel default */
+    int nodelay;          /* TCP_NODELAY; bt_opts_init sets 1 */
+    uint64_t pacing_rate; /* SO_MAX_PACING_RATE in bytes/s; 0: off */
+    int notsent_lowat;    /* TCP_NOTSENT_LOWAT bytes: at most this much written
                                * but not sent stays in the socket; 0: off */
-    size_t max_queued;        /* payload+header bytes queued per connection before
+    size_t max_queued;    /* payload+header bytes queued per connection before
                                * bt_conn_send refuses (ICBC_ERR_BUSY); 0: 16 MiB */
-    uint32_t max_hdr;         /* largest header accepted; 0: BT_HDR_MAX */
-    uint64_t max_payload;     /* largest payload accepted; 0: 64 MiB */
-    int handshake_ms;         /* authentication deadline (from the start of the
+    uint32_t max_hdr;     /* largest header accepted; 0: BT_HDR_MAX */
+    uint64_t max_payload; /* largest payload accepted; 0: 64 MiB */
+    int handshake_ms;     /* authentication deadline (from the start of the
                                * connect or the accept); also how long a
                                * shutdown waits for the peer's close; 0: 5000 */
 } bt_opts_t;
@@ -198,8 +198,8 @@ icbc_status_t bt_connect(bt_poller_t *p, const struct sockaddr *addr, socklen_t 
  * Bytes are written at once when the socket takes them; CB still runs from
  * the next bt_poller_wait. Before authentication completes, frames are
  * queued and sent after it. */
-icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len,
-                           const struct iovec *iov, int iovcnt, bt_send_cb_t cb, void *cb_arg);
+icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len, const struct iovec *iov,
+                           int iovcnt, bt_send_cb_t cb, void *cb_arg);
 
 /* Bytes queued and not yet written. */
 size_t bt_conn_queued(const bt_conn_t *c);
@@ -214,8 +214,8 @@ void bt_conn_shutdown(bt_conn_t *c);
 /* Closes now; pending send callbacks run with ICBC_ERR_PEER_FAILED; no on_close. */
 void bt_conn_destroy(bt_conn_t *c);
 
-const char *bt_conn_peer_text(const bt_conn_t *c);   /* "10.1.0.2:41234" */
-const char *bt_conn_peer_id(const bt_conn_t *c);     /* the id from AUTH, or "" */
+const char *bt_conn_peer_text(const bt_conn_t *c); /* "10.1.0.2:41234" */
+const char *bt_conn_peer_id(const bt_conn_t *c);   /* the id from AUTH, or "" */
 void bt_conn_set_arg(bt_conn_t *c, void *arg);
 int bt_conn_fd(const bt_conn_t *c);
 

@@ -13,8 +13,7 @@
 #include "icbc_log.h"
 
 icbc_status_t bt_conn_new(bt_poller_t *p, int fd, bt_cfg_t *cfg, const bt_conn_cbs_t *cbs,
-                          void *arg, bool acceptor, const struct sockaddr *peer,
-                          bt_conn_t **out)
+                          void *arg, bool acceptor, const struct sockaddr *peer, bt_conn_t **out)
 {
     bt_conn_t *c = calloc(1, sizeof(*c));
     struct epoll_event ev;
@@ -204,8 +203,8 @@ void bt_conn_fail(bt_conn_t *c, icbc_status_t status, const char *fmt, ...)
         icbc_debug("bt_lib: %s%s%s: %s", c->peer_text, c->peer_id[0] ? " " : "", c->peer_id,
                    c->close_msg);
     else
-        icbc_warn("bt_lib: %s%s%s: %s; connection closed", c->peer_text,
-                  c->peer_id[0] ? " " : "", c->peer_id, c->close_msg);
+        icbc_warn("bt_lib: %s%s%s: %s; connection closed", c->peer_text, c->peer_id[0] ? " " : "",
+                  c->peer_id, c->close_msg);
     close_socket(c);
     c->state = BT_CONN_CLOSED;
     bt_conn_set_deadline(c, 0);

@@ -6,7 +6,10 @@
 
 static void put32(unsigned char *p, uint32_t v)
 {
-    p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+    p[0] = v >> 24;
+    p[1] = v >> 16;
+    p[2] = v >> 8;
+    p[3] = v;
 }
 
 static void put64(unsigned char *p, uint64_t v)
@@ -41,11 +44,11 @@ void bt_frame_pack(const bt_frame_t *f, void *buf)
 static const char *type_name(int type)
 {
     switch (type) {
-        case BT_FRAME_HELLO: return "HELLO";
-        case BT_FRAME_AUTH: return "AUTH";
-        case BT_FRAME_AUTH_OK: return "AUTH_OK";
-        case BT_FRAME_DATA: return "DATA";
-        case BT_FRAME_CLOSE: return "CLOSE";
+    case BT_FRAME_HELLO: return "HELLO";
+    case BT_FRAME_AUTH: return "AUTH";
+    case BT_FRAME_AUTH_OK: return "AUTH_OK";
+    case BT_FRAME_DATA: return "DATA";
+    case BT_FRAME_CLOSE: return "CLOSE";
     }
     return "?";
 }
@@ -54,28 +57,25 @@ static const char *type_name(int type)
 static int lengths_ok(const bt_frame_t *f, uint32_t max_hdr, uint64_t max_payload)
 {
     switch (f->type) {
-        case BT_FRAME_HELLO:
-        case BT_FRAME_AUTH_OK:
-            return f->hdr_len == BT_NONCE_SIZE && f->payload_len == 0;
-        case BT_FRAME_AUTH:
-            return f->hdr_len == BT_NONCE_SIZE + BT_MAC_SIZE && f->payload_len <= BT_ID_MAX;
-        case BT_FRAME_CLOSE:
-            return f->hdr_len == 0 && f->payload_len == 0;
-        case BT_FRAME_DATA:
-            return f->hdr_len <= max_hdr && f->hdr_len <= BT_HDR_MAX &&
-                   f->payload_len <= max_payload;
+    case BT_FRAME_HELLO:
+    case BT_FRAME_AUTH_OK: return f->hdr_len == BT_NONCE_SIZE && f->payload_len == 0;
+    case BT_FRAME_AUTH:
+        return f->hdr_len == BT_NONCE_SIZE + BT_MAC_SIZE && f->payload_len <= BT_ID_MAX;
+    case BT_FRAME_CLOSE: return f->hdr_len == 0 && f->payload_len == 0;
+    case BT_FRAME_DATA:
+        return f->hdr_len <= max_hdr && f->hdr_len <= BT_HDR_MAX && f->payload_len <= max_payload;
     }
     return 0;
 }
 
-icbc_status_t bt_frame_parse(const void *buf, uint32_t max_hdr, uint64_t max_payload,
-                             bt_frame_t *f, char *why, size_t whylen)
+icbc_status_t bt_frame_parse(const void *buf, uint32_t max_hdr, uint64_t max_payload, bt_frame_t *f,
+                             char *why, size_t whylen)
 {
     const unsigned char *p = buf;
 
     if (memcmp(p, BT_FRAME_MAGIC, 4) != 0) {
-        snprintf(why, whylen, "bad magic %02x%02x%02x%02x (not a bt_lib peer?)", p[0], p[1],
-                 p[2], p[3]);
+        snprintf(why, whylen, "bad magic %02x%02x%02x%02x (not a bt_lib peer?)", p[0], p[1], p[2],
+                 p[3]);
         return ICBC_ERR_INVALID;
     }
     if (p[4] != BT_FRAME_VERSION) {

@@ -24,13 +24,13 @@ typedef struct bt_fdw {
 
 struct bt_poller {
     int epfd;
-    int depth;               /* > 0 while dispatching: frees are deferred */
+    int depth; /* > 0 while dispatching: frees are deferred */
     bt_conn_t *conns;
     bt_listener_t *listeners;
     bt_fdw_t *fds;
     bt_conn_t *defer_head, *defer_tail;
-    bt_watch_t *graveyard;   /* dead objects to free when depth drops to 0 */
-    int n_deadlines;         /* connections with a deadline: timers are scanned */
+    bt_watch_t *graveyard; /* dead objects to free when depth drops to 0 */
+    int n_deadlines;       /* connections with a deadline: timers are scanned */
 };
 
 icbc_status_t bt_poller_create(bt_poller_t **out)
@@ -52,14 +52,14 @@ icbc_status_t bt_poller_create(bt_poller_t **out)
 static void free_watch(bt_watch_t *w)
 {
     switch (w->kind) {
-        case BT_W_CONN: bt_conn_free((bt_conn_t *) w); break;
-        case BT_W_LISTENER: {
-            bt_listener_t *l = (bt_listener_t *) w;
-            bt_cfg_unref(l->cfg);
-            free(l);
-            break;
-        }
-        case BT_W_FD: free(w); break;
+    case BT_W_CONN: bt_conn_free((bt_conn_t *) w); break;
+    case BT_W_LISTENER: {
+        bt_listener_t *l = (bt_listener_t *) w;
+        bt_cfg_unref(l->cfg);
+        free(l);
+        break;
+    }
+    case BT_W_FD: free(w); break;
     }
 }
 
@@ -268,13 +268,13 @@ static void dispatch(bt_watch_t *w, uint32_t events)
     if (w->dead)
         return; /* destroyed by an earlier callback of this batch */
     switch (w->kind) {
-        case BT_W_CONN: bt_conn_on_events((bt_conn_t *) w, events); break;
-        case BT_W_LISTENER: bt_listener_on_events((bt_listener_t *) w); break;
-        case BT_W_FD: {
-            bt_fdw_t *f = (bt_fdw_t *) w;
-            f->cb(f->fd, events, f->arg);
-            break;
-        }
+    case BT_W_CONN: bt_conn_on_events((bt_conn_t *) w, events); break;
+    case BT_W_LISTENER: bt_listener_on_events((bt_listener_t *) w); break;
+    case BT_W_FD: {
+        bt_fdw_t *f = (bt_fdw_t *) w;
+        f->cb(f->fd, events, f->arg);
+        break;
+    }
     }
 }
 

@@ -15,14 +15,14 @@
 static const char *state_name(bt_conn_state_t s)
 {
     switch (s) {
-        case BT_CONN_CONNECTING: return "connecting";
-        case BT_CONN_WAIT_HELLO: return "waiting for HELLO";
-        case BT_CONN_WAIT_AUTH: return "waiting for AUTH";
-        case BT_CONN_WAIT_AUTH_OK: return "waiting for AUTH_OK";
-        case BT_CONN_READY: return "ready";
-        case BT_CONN_DRAINING: return "draining";
-        case BT_CONN_LINGER: return "closing";
-        case BT_CONN_CLOSED: return "closed";
+    case BT_CONN_CONNECTING: return "connecting";
+    case BT_CONN_WAIT_HELLO: return "waiting for HELLO";
+    case BT_CONN_WAIT_AUTH: return "waiting for AUTH";
+    case BT_CONN_WAIT_AUTH_OK: return "waiting for AUTH_OK";
+    case BT_CONN_READY: return "ready";
+    case BT_CONN_DRAINING: return "draining";
+    case BT_CONN_LINGER: return "closing";
+    case BT_CONN_CLOSED: return "closed";
     }
     return "?";
 }
@@ -40,7 +40,8 @@ static void peer_ended(bt_conn_t *c)
                      "peer closed the connection in the middle of a payload (%llu of %llu bytes)",
                      (unsigned long long) c->body_got, (unsigned long long) c->f.payload_len);
     else if (c->rx != BT_RX_FRAME || c->rx_end > c->rx_pos)
-        bt_conn_fail(c, ICBC_ERR_PEER_FAILED, "peer closed the connection in the middle of a frame");
+        bt_conn_fail(c, ICBC_ERR_PEER_FAILED,
+                     "peer closed the connection in the middle of a frame");
     else
         bt_conn_fail(c, ICBC_ERR_PEER_FAILED, "peer closed the connection without CLOSE");
 }
@@ -111,11 +112,11 @@ static int read_direct(bt_conn_t *c)
 static bool type_allowed(const bt_conn_t *c, int type)
 {
     switch (type) {
-        case BT_FRAME_HELLO: return c->state == BT_CONN_WAIT_HELLO;
-        case BT_FRAME_AUTH: return c->state == BT_CONN_WAIT_AUTH;
-        case BT_FRAME_AUTH_OK: return c->state == BT_CONN_WAIT_AUTH_OK;
-        case BT_FRAME_DATA: return bt_auth_done(c);
-        case BT_FRAME_CLOSE: return true;
+    case BT_FRAME_HELLO: return c->state == BT_CONN_WAIT_HELLO;
+    case BT_FRAME_AUTH: return c->state == BT_CONN_WAIT_AUTH;
+    case BT_FRAME_AUTH_OK: return c->state == BT_CONN_WAIT_AUTH_OK;
+    case BT_FRAME_DATA: return bt_auth_done(c);
+    case BT_FRAME_CLOSE: return true;
     }
     return false;
 }
@@ -126,8 +127,8 @@ static bool frame_start(bt_conn_t *c)
     char why[200];
     const bt_opts_t *o = &c->cfg->o;
 
-    if (bt_frame_parse(c->rxbuf + c->rx_pos, o->max_hdr, o->max_payload, &c->f, why,
-                       sizeof(why)) != ICBC_OK) {
+    if (bt_frame_parse(c->rxbuf + c->rx_pos, o->max_hdr, o->max_payload, &c->f, why, sizeof(why)) !=
+        ICBC_OK) {
         bt_conn_fail(c, bt_auth_done(c) ? ICBC_ERR_INVALID : ICBC_ERR_AUTH, "bad frame: %s", why);
         return false;
     }
@@ -171,47 +172,41 @@ static void frame_decide(bt_conn_t *c)
     bt_recv_action_t a = BT_RECV_DISCARD;
 
     switch (c->f.type) {
-        case BT_FRAME_HELLO:
-            c->rx = BT_RX_FRAME;
-            bt_auth_on_hello(c);
-            return;
-        case BT_FRAME_AUTH_OK:
-            c->rx = BT_RX_FRAME;
-            bt_auth_on_auth_ok(c);
-            return;
-        case BT_FRAME_AUTH:
-            start_body(c, c->auth_id);
-            return;
-        case BT_FRAME_CLOSE:
-            c->rx = BT_RX_FRAME;
-            if (c->state == BT_CONN_LINGER)
-                bt_conn_fail(c, ICBC_OK, "closed");
-            else if (!bt_auth_done(c))
-                bt_conn_fail(c, ICBC_ERR_AUTH, "peer refused the authentication");
-            else
-                bt_conn_fail(c, ICBC_OK, "peer closed the connection");
-            return;
+    case BT_FRAME_HELLO:
+        c->rx = BT_RX_FRAME;
+        bt_auth_on_hello(c);
+        return;
+    case BT_FRAME_AUTH_OK:
+        c->rx = BT_RX_FRAME;
+        bt_auth_on_auth_ok(c);
+        return;
+    case BT_FRAME_AUTH: start_body(c, c->auth_id); return;
+    case BT_FRAME_CLOSE:
+        c->rx = BT_RX_FRAME;
+        if (c->state == BT_CONN_LINGER)
+            bt_conn_fail(c, ICBC_OK, "closed");
+        else if (!bt_auth_done(c))
+            bt_conn_fail(c, ICBC_ERR_AUTH, "peer refused the authentication");
+        else
+            bt_conn_fail(c, ICBC_OK, "peer closed the connection");
+        return;
     }
     if (c->cbs.on_header)
         a = c->cbs.on_header(c, c->hdrbuf, c->f.hdr_len, c->f.payload_len, &dest, c->arg);
     if (c->destroyed || c->state == BT_CONN_CLOSED)
         return;
     switch (a) {
-        case BT_RECV_INTO:
-            if (dest == NULL && c->f.payload_len > 0) {
-                bt_conn_fail(c, ICBC_ERR_INVALID,
-                             "on_header chose BT_RECV_INTO without a destination for %llu bytes",
-                             (unsigned long long) c->f.payload_len);
-                return;
-            }
-            start_body(c, dest);
+    case BT_RECV_INTO:
+        if (dest == NULL && c->f.payload_len > 0) {
+            bt_conn_fail(c, ICBC_ERR_INVALID,
+                         "on_header chose BT_RECV_INTO without a destination for %llu bytes",
+                         (unsigned long long) c->f.payload_len);
             return;
-        case BT_RECV_DISCARD:
-            start_body(c, NULL);
-            return;
-        case BT_RECV_WAIT:
-            c->rx = BT_RX_WAIT;
-            return;
+        }
+        start_body(c, dest);
+        return;
+    case BT_RECV_DISCARD: start_body(c, NULL); return;
+    case BT_RECV_WAIT: c->rx = BT_RX_WAIT; return;
     }
     bt_conn_fail(c, ICBC_ERR_INVALID, "on_header returned %d, not a bt_recv_action_t", (int) a);
 }
@@ -234,53 +229,50 @@ void bt_recv_progress(bt_conn_t *c)
         int r;
 
         switch (c->rx) {
-            case BT_RX_WAIT:
-                return;
-            case BT_RX_FRAME:
-                if (avail >= BT_FRAME_HDR_SIZE) {
-                    if (!frame_start(c))
-                        return;
-                    continue;
-                }
-                break;
-            case BT_RX_HDR: {
-                size_t k = c->f.hdr_len - c->hdr_got;
-                if (k > avail)
-                    k = avail;
-                if (k > 0)
-                    memcpy(c->hdrbuf + c->hdr_got, c->rxbuf + c->rx_pos, k);
-                c->rx_pos += k;
-                c->hdr_got += (uint32_t) k;
-                if (c->hdr_got == c->f.hdr_len) {
-                    c->rx = BT_RX_DECIDE;
-                    continue;
-                }
-                break;
-            }
-            case BT_RX_DECIDE:
-                frame_decide(c);
-                continue;
-            case BT_RX_BODY: {
-                uint64_t left = c->f.payload_len - c->body_got;
-                if (left == 0) {
-                    frame_done(c);
-                    continue;
-                }
-                if (avail > 0) {
-                    size_t k = left < avail ? (size_t) left : avail;
-                    if (c->body != NULL)
-                        memcpy(c->body + c->body_got, c->rxbuf + c->rx_pos, k);
-                    c->rx_pos += k;
-                    c->body_got += k;
-                    continue;
-                }
-                if (reads++ >= BT_RX_READS_PER_EVENT)
-                    return; /* level-triggered epoll calls again: other sockets first */
-                r = c->body != NULL ? read_direct(c) : fill(c);
-                if (r <= 0)
+        case BT_RX_WAIT: return;
+        case BT_RX_FRAME:
+            if (avail >= BT_FRAME_HDR_SIZE) {
+                if (!frame_start(c))
                     return;
                 continue;
             }
+            break;
+        case BT_RX_HDR: {
+            size_t k = c->f.hdr_len - c->hdr_got;
+            if (k > avail)
+                k = avail;
+            if (k > 0)
+                memcpy(c->hdrbuf + c->hdr_got, c->rxbuf + c->rx_pos, k);
+            c->rx_pos += k;
+            c->hdr_got += (uint32_t) k;
+            if (c->hdr_got == c->f.hdr_len) {
+                c->rx = BT_RX_DECIDE;
+                continue;
+            }
+            break;
+        }
+        case BT_RX_DECIDE: frame_decide(c); continue;
+        case BT_RX_BODY: {
+            uint64_t left = c->f.payload_len - c->body_got;
+            if (left == 0) {
+                frame_done(c);
+                continue;
+            }
+            if (avail > 0) {
+                size_t k = left < avail ? (size_t) left : avail;
+                if (c->body != NULL)
+                    memcpy(c->body + c->body_got, c->rxbuf + c->rx_pos, k);
+                c->rx_pos += k;
+                c->body_got += k;
+                continue;
+            }
+            if (reads++ >= BT_RX_READS_PER_EVENT)
+                return; /* level-triggered epoll calls again: other sockets first */
+            r = c->body != NULL ? read_direct(c) : fill(c);
+            if (r <= 0)
+                return;
+            continue;
+        }
         }
         /* the buffered bytes are used up: more from the socket */
         if (reads++ >= BT_RX_READS_PER_EVENT)

@@ -85,8 +85,8 @@ icbc_status_t bt_send_close(bt_conn_t *c)
     return enqueue(c, &c->dataq, BT_FRAME_CLOSE, NULL, 0, NULL, 0, 0, NULL, NULL);
 }
 
-icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len,
-                           const struct iovec *iov, int iovcnt, bt_send_cb_t cb, void *cb_arg)
+icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len, const struct iovec *iov,
+                           int iovcnt, bt_send_cb_t cb, void *cb_arg)
 {
     uint64_t payload_len = 0;
     icbc_status_t st;
@@ -97,8 +97,8 @@ icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len,
         return ICBC_ERR_PEER_FAILED;
     if ((hdr_len > 0 && hdr == NULL) || iovcnt < 0 || iovcnt > BT_SEND_IOV_MAX ||
         (iovcnt > 0 && iov == NULL)) {
-        icbc_error("bt_lib: %s: bt_conn_send with a NULL header or %d payload pieces",
-                   c->peer_text, iovcnt);
+        icbc_error("bt_lib: %s: bt_conn_send with a NULL header or %d payload pieces", c->peer_text,
+                   iovcnt);
         return ICBC_ERR_INVALID;
     }
     if (hdr_len > c->cfg->o.max_hdr) {

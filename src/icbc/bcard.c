@@ -15,12 +15,12 @@ size_t icbc_bcard_size(const char *node, size_t fabric_addr_len)
 size_t icbc_bcard_size_tcp(const char *node, size_t fabric_addr_len, int ntcp)
 {
     return icbc_bcard_size(node, fabric_addr_len) + 1 + (size_t) ntcp * ICBC_BCARD_TCP_SIZE +
-        ICBC_BCARD_MACHINE_SIZE;
+           ICBC_BCARD_MACHINE_SIZE;
 }
 
 static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
-                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine,
-                            int with_count, void *buf, size_t cap, size_t *len_p);
+                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine, int with_count,
+                            void *buf, size_t cap, size_t *len_p);
 
 icbc_status_t icbc_bcard_encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
                                 void *buf, size_t cap, size_t *len_p)
@@ -40,24 +40,24 @@ icbc_status_t icbc_bcard_encode_tcp(const char *node, const void *fabric_addr,
 static int valid_tcp(const icbc_bcard_tcp_t *t)
 {
     return (t->role == ICBC_BCARD_TCP_WAN || t->role == ICBC_BCARD_TCP_FABRIC) &&
-        (t->family == 4 || t->family == 6) && t->port != 0;
+           (t->family == 4 || t->family == 6) && t->port != 0;
 }
 
 static icbc_status_t encode(const char *node, const void *fabric_addr, size_t fabric_addr_len,
-                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine,
-                            int with_count, void *buf, size_t cap, size_t *len_p)
+                            const icbc_bcard_tcp_t *tcp, int ntcp, uint64_t machine, int with_count,
+                            void *buf, size_t cap, size_t *len_p)
 {
     size_t n = strlen(node);
     uint8_t *p = buf;
 
-    if (n == 0 || n > ICBC_BCARD_MAX_NAME || fabric_addr_len > UINT32_MAX ||
-        ntcp < 0 || ntcp > ICBC_BCARD_MAX_TCP)
+    if (n == 0 || n > ICBC_BCARD_MAX_NAME || fabric_addr_len > UINT32_MAX || ntcp < 0 ||
+        ntcp > ICBC_BCARD_MAX_TCP)
         return ICBC_ERR_INVALID;
     for (int i = 0; i < ntcp; i++)
         if (!valid_tcp(&tcp[i]))
             return ICBC_ERR_INVALID;
-    if ((with_count ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp) :
-         icbc_bcard_size(node, fabric_addr_len)) > cap)
+    if ((with_count ? icbc_bcard_size_tcp(node, fabric_addr_len, ntcp)
+                    : icbc_bcard_size(node, fabric_addr_len)) > cap)
         return ICBC_ERR_INVALID;
     icbc_put32(p, ICBC_BCARD_MAGIC);
     icbc_put16(p + 4, ICBC_BCARD_VERSION);
@@ -99,8 +99,8 @@ static icbc_status_t bad(char *err, size_t errlen, const char *what)
     return ICBC_ERR_INVALID;
 }
 
-icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
-                               char *err, size_t errlen)
+icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card, char *err,
+                               size_t errlen)
 {
     const uint8_t *p = buf;
     size_t n, m;

@@ -26,10 +26,12 @@ void icbc_hmap_free(icbc_hmap_t *m)
 
 static icbc_hmap_slot_t *find(const icbc_hmap_t *m, uint64_t k1, uint64_t k2)
 {
-    if (m->cap == 0) return NULL;
+    if (m->cap == 0)
+        return NULL;
     for (size_t i = mix(k1, k2) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         icbc_hmap_slot_t *s = &m->slots[i];
-        if (s->val == NULL || (s->k1 == k1 && s->k2 == k2)) return s;
+        if (s->val == NULL || (s->k1 == k1 && s->k2 == k2))
+            return s;
     }
 }
 
@@ -38,9 +40,11 @@ static icbc_status_t grow(icbc_hmap_t *m)
     size_t ncap = m->cap ? m->cap * 2 : 64;
     icbc_hmap_t n = { calloc(ncap, sizeof(icbc_hmap_slot_t)), ncap, 0 };
 
-    if (n.slots == NULL) return ICBC_ERR_NO_MEMORY;
+    if (n.slots == NULL)
+        return ICBC_ERR_NO_MEMORY;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->slots[i].val == NULL) continue;
+        if (m->slots[i].val == NULL)
+            continue;
         *find(&n, m->slots[i].k1, m->slots[i].k2) = m->slots[i];
         n.count++;
     }
@@ -54,9 +58,11 @@ icbc_status_t icbc_hmap_put(icbc_hmap_t *m, uint64_t k1, uint64_t k2, void *val)
     icbc_hmap_slot_t *s;
 
     /* Keep the load at most 1/2 so probes stay short and always end. */
-    if ((m->count + 1) * 2 > m->cap && grow(m) != ICBC_OK) return ICBC_ERR_NO_MEMORY;
+    if ((m->count + 1) * 2 > m->cap && grow(m) != ICBC_OK)
+        return ICBC_ERR_NO_MEMORY;
     s = find(m, k1, k2);
-    if (s->val == NULL) m->count++;
+    if (s->val == NULL)
+        m->count++;
     s->k1 = k1;
     s->k2 = k2;
     s->val = val;
@@ -75,7 +81,8 @@ void *icbc_hmap_del(icbc_hmap_t *m, uint64_t k1, uint64_t k2)
     void *val;
     size_t i, j;
 
-    if (s == NULL || s->val == NULL) return NULL;
+    if (s == NULL || s->val == NULL)
+        return NULL;
     val = s->val;
     s->val = NULL;
     m->count--;

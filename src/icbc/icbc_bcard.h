@@ -58,12 +58,12 @@ typedef struct icbc_bcard_tcp {
 } icbc_bcard_tcp_t;
 
 typedef struct icbc_bcard {
-    char node[ICBC_BCARD_MAX_NAME + 1];  /* NUL-terminated */
-    const void *fabric_addr;             /* points into the parsed buffer */
+    char node[ICBC_BCARD_MAX_NAME + 1]; /* NUL-terminated */
+    const void *fabric_addr;            /* points into the parsed buffer */
     size_t fabric_addr_len;
     int ntcp;
     icbc_bcard_tcp_t tcp[ICBC_BCARD_MAX_TCP];
-    uint64_t machine;                    /* 0: unknown */
+    uint64_t machine; /* 0: unknown */
 } icbc_bcard_t;
 
 /* Bytes needed to encode a card with this node name and address. */
@@ -91,8 +91,8 @@ const icbc_bcard_tcp_t *icbc_bcard_find_tcp(const icbc_bcard_t *card, icbc_bcard
 
 /* Parse len bytes (trailing padding allowed). Checks every length before use;
  * on ICBC_ERR_INVALID, err (if not NULL) says what was wrong. */
-icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card,
-                               char *err, size_t errlen);
+icbc_status_t icbc_bcard_parse(const void *buf, size_t len, icbc_bcard_t *card, char *err,
+                               size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ typedef struct {
 
 typedef struct {
     icbc_hmap_slot_t *slots;
-    size_t cap;   /* power of two, or 0 */
+    size_t cap; /* power of two, or 0 */
     size_t count;
 } icbc_hmap_t;
 

@@ -8,7 +8,7 @@ typedef struct icbc_list {
     struct icbc_list *prev, *next;
 } icbc_list_t;
 
-#define ICBC_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
+#define ICBC_CONTAINER(ptr, type, member) ((type *) ((char *) (ptr) -offsetof(type, member)))
 
 static inline void icbc_list_init(icbc_list_t *l)
 {

@@ -23,10 +23,13 @@ int icbc_log_enabled(icbc_log_level_t level);
 void icbc_log(icbc_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define icbc_error(...) icbc_log(ICBC_LOG_ERROR, __VA_ARGS__)
-#define icbc_warn(...)  icbc_log(ICBC_LOG_WARN, __VA_ARGS__)
-#define icbc_info(...)  icbc_log(ICBC_LOG_INFO, __VA_ARGS__)
-#define icbc_debug(...) \
-    do { if (icbc_log_enabled(ICBC_LOG_DEBUG)) icbc_log(ICBC_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define icbc_warn(...) icbc_log(ICBC_LOG_WARN, __VA_ARGS__)
+#define icbc_info(...) icbc_log(ICBC_LOG_INFO, __VA_ARGS__)
+#define icbc_debug(...)                                                                            \
+    do {                                                                                           \
+        if (icbc_log_enabled(ICBC_LOG_DEBUG))                                                      \
+            icbc_log(ICBC_LOG_DEBUG, __VA_ARGS__);                                                 \
+    } while (0)
 
 #ifdef __cplusplus
 }

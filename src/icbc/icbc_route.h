@@ -76,7 +76,7 @@ extern "C" {
 #define ICBC_ROUTE_PAYLOAD_MAX (64ull << 20) /* largest payload of one message */
 #define ICBC_ROUTE_NONCE_SIZE 32
 #define ICBC_ROUTE_MAC_SIZE 32
-#define ICBC_ROUTE_COUNT_SIZE 8  /* inner header of REGISTER_ACK (F_OK) and CREDIT */
+#define ICBC_ROUTE_COUNT_SIZE 8 /* inner header of REGISTER_ACK (F_OK) and CREDIT */
 
 typedef enum {
     ICBC_ROUTE_MSG = 1,

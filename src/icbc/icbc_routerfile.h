@@ -29,17 +29,17 @@ extern "C" {
 #endif
 
 /* Caps; exceeding one is an error naming file and line. */
-#define ICBC_RF_MAX_CLUSTERS 64        /* ICBC clusters per file */
-#define ICBC_RF_MAX_HOSTS 65536        /* hosts per cluster */
-#define ICBC_RF_MAX_ROUTERS 64         /* routers per cluster */
-#define ICBC_RF_MAX_IMPI 64            /* impi entries per file */
-#define ICBC_RF_LINE_MAX 1023          /* bytes per line, without the newline */
-#define ICBC_RF_FILE_MAX (64u << 20)   /* bytes per router file */
-#define ICBC_RF_KEY_MAX 4096           /* bytes per key file */
-#define ICBC_RF_NAME_MAX 31            /* cluster and impi names */
-#define ICBC_RF_HOST_MAX 255           /* host names */
-#define ICBC_RF_ADDR_TEXT_MAX 64       /* "a.b.c.d:port" / "[v6]:port" incl. NUL */
-#define ICBC_RF_ERR_LEN 512            /* a sufficient error buffer */
+#define ICBC_RF_MAX_CLUSTERS 64      /* ICBC clusters per file */
+#define ICBC_RF_MAX_HOSTS 65536      /* hosts per cluster */
+#define ICBC_RF_MAX_ROUTERS 64       /* routers per cluster */
+#define ICBC_RF_MAX_IMPI 64          /* impi entries per file */
+#define ICBC_RF_LINE_MAX 1023        /* bytes per line, without the newline */
+#define ICBC_RF_FILE_MAX (64u << 20) /* bytes per router file */
+#define ICBC_RF_KEY_MAX 4096         /* bytes per key file */
+#define ICBC_RF_NAME_MAX 31          /* cluster and impi names */
+#define ICBC_RF_HOST_MAX 255         /* host names */
+#define ICBC_RF_ADDR_TEXT_MAX 64     /* "a.b.c.d:port" / "[v6]:port" incl. NUL */
+#define ICBC_RF_ERR_LEN 512          /* a sufficient error buffer */
 
 typedef enum {
     ICBC_RF_POLICY_AGGREGATE = 0, /* stripe large messages over all routers (default) */
@@ -56,22 +56,22 @@ typedef struct {
 } icbc_rf_addr_t;
 
 typedef struct {
-    const char *host;    /* a host of the router's own cluster */
-    int line;            /* line of the 'router' entry */
+    const char *host;      /* a host of the router's own cluster */
+    int line;              /* line of the 'router' entry */
     icbc_rf_addr_t fabric; /* where compute processes of the cluster reach it */
     icbc_rf_addr_t wan;    /* where routers of other clusters reach it */
 } icbc_rf_router_t;
 
 typedef struct {
     const char *name;
-    int line;                 /* line of the 'cluster' entry */
+    int line; /* line of the 'cluster' entry */
     size_t nhosts;
     const char *const *hosts; /* in file order */
     size_t nrouters;
-    const icbc_rf_router_t *routers; /* in file order */
-    int fabric_line;          /* line of the 'fabric' entry; 0: none */
+    const icbc_rf_router_t *routers;    /* in file order */
+    int fabric_line;                    /* line of the 'fabric' entry; 0: none */
     struct sockaddr_storage fabric_net; /* its network address (port 0, host bits 0) */
-    int fabric_prefix;        /* its prefix length */
+    int fabric_prefix;                  /* its prefix length */
 } icbc_rf_cluster_t;
 
 typedef struct {
@@ -114,8 +114,8 @@ int icbc_routerfile_find_cluster(const icbc_routerfile_t *rf, const char *name);
 int icbc_routerfile_find_impi(const icbc_routerfile_t *rf, const char *name);
 
 /* The router running on HOST, or NULL; *cluster (if not NULL) gets its cluster. */
-const icbc_rf_router_t *icbc_routerfile_find_router(const icbc_routerfile_t *rf,
-                                                    const char *host, int *cluster);
+const icbc_rf_router_t *icbc_routerfile_find_router(const icbc_routerfile_t *rf, const char *host,
+                                                    int *cluster);
 
 /* Reads the key bytes (the whole key file, byte for byte) into BUF and
  * re-checks the file as the parser did. ICBC_ERR_NOT_FOUND if the router file

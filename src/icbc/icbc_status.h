@@ -12,15 +12,15 @@ extern "C" {
 
 typedef enum {
     ICBC_OK = 0,
-    ICBC_ERR_INVALID = -1,      /* malformed input: file, packet, card, option */
+    ICBC_ERR_INVALID = -1, /* malformed input: file, packet, card, option */
     ICBC_ERR_NO_MEMORY = -2,
-    ICBC_ERR_IO = -3,           /* system call failed; errno-based detail in the log */
-    ICBC_ERR_NOT_FOUND = -4,    /* named entity (host, peer, cluster) unknown */
-    ICBC_ERR_UNREACHABLE = -5,  /* transport could not reach the peer or device */
-    ICBC_ERR_PEER_FAILED = -6,  /* a peer or router died or closed its connection */
-    ICBC_ERR_AUTH = -7,         /* authentication failed */
-    ICBC_ERR_BUSY = -8,         /* back-pressure: try again after progress */
-    ICBC_ERR_TRUNCATED = -9,    /* message larger than the receive buffer */
+    ICBC_ERR_IO = -3,          /* system call failed; errno-based detail in the log */
+    ICBC_ERR_NOT_FOUND = -4,   /* named entity (host, peer, cluster) unknown */
+    ICBC_ERR_UNREACHABLE = -5, /* transport could not reach the peer or device */
+    ICBC_ERR_PEER_FAILED = -6, /* a peer or router died or closed its connection */
+    ICBC_ERR_AUTH = -7,        /* authentication failed */
+    ICBC_ERR_BUSY = -8,        /* back-pressure: try again after progress */
+    ICBC_ERR_TRUNCATED = -9,   /* message larger than the receive buffer */
     ICBC_ERR_UNSUPPORTED = -10,
     ICBC_ERR_TIMEOUT = -11,
 } icbc_status_t;

@@ -41,16 +41,16 @@ extern "C" {
 #endif
 
 /* States of a striped send. X-macro: yields the enum and its names. */
-#define ICBC_STRIPE_SEND_STATES(_) \
-    _(FREE)     /* table entry unused */                                   \
-    _(WAIT_CTS) /* RTS sent; no chunk may leave before the CTS */          \
-    _(SENDING)  /* chunks are being handed to lanes */                     \
-    _(BLOCKED)  /* every lane refused a chunk: retried by progress */      \
+#define ICBC_STRIPE_SEND_STATES(_)                                                                 \
+    _(FREE)     /* table entry unused */                                                           \
+    _(WAIT_CTS) /* RTS sent; no chunk may leave before the CTS */                                  \
+    _(SENDING)  /* chunks are being handed to lanes */                                             \
+    _(BLOCKED)  /* every lane refused a chunk: retried by progress */                              \
     _(DRAINING) /* all chunks handed out (or failed), completions due */
 
 /* States of a receive slot. */
-#define ICBC_STRIPE_SLOT_STATES(_) \
-    _(FREE)      /* slot unused */                                         \
+#define ICBC_STRIPE_SLOT_STATES(_)                                                                 \
+    _(FREE)      /* slot unused */                                                                 \
     _(RECEIVING) /* CTS sent; chunks are accounted until all arrived */
 
 #define ICBC_STRIPE_ENUM_(name) ICBC_STRIPE_SEND_##name,
@@ -110,9 +110,9 @@ typedef struct icbc_stripe_ops {
 } icbc_stripe_ops_t;
 
 typedef struct icbc_stripe_config {
-    size_t chunk_size;          /* bytes per chunk this process receives (asked for in CTS) */
-    double timeout;             /* seconds a peer may stay silent; 0: never fail */
-    uint32_t first_gen;         /* generation of new entries (0: 1); tests start near wrap */
+    size_t chunk_size;  /* bytes per chunk this process receives (asked for in CTS) */
+    double timeout;     /* seconds a peer may stay silent; 0: never fail */
+    uint32_t first_gen; /* generation of new entries (0: 1); tests start near wrap */
 } icbc_stripe_config_t;
 
 typedef struct icbc_stripe icbc_stripe_t;
@@ -126,8 +126,8 @@ void icbc_stripe_destroy(icbc_stripe_t *stripe);
 
 /* Registers a striped send of SIZE bytes at BASE (valid until
  * send_complete) to PEER; *COOKIE goes into the RTS. */
-icbc_status_t icbc_stripe_send_start(icbc_stripe_t *stripe, int peer, const void *base,
-                                     size_t size, void *user, double now, uint64_t *cookie);
+icbc_status_t icbc_stripe_send_start(icbc_stripe_t *stripe, int peer, const void *base, size_t size,
+                                     void *user, double now, uint64_t *cookie);
 /* The RTS could not be sent: forget the send, no callback. */
 void icbc_stripe_send_cancel(icbc_stripe_t *stripe, uint64_t cookie);
 /* A CTS arrived from PEER: chunks start to flow. ICBC_ERR_INVALID when it
@@ -153,7 +153,7 @@ typedef struct icbc_stripe_rx {
     int peer;
     uint64_t offset;
     size_t len;
-    void *staging;              /* owned: the chunk of a receive without DEST */
+    void *staging; /* owned: the chunk of a receive without DEST */
 } icbc_stripe_rx_t;
 
 /* A CHUNK header arrived from PEER. ICBC_OK: *DATA_DEST is where its LEN
@@ -162,12 +162,14 @@ typedef struct icbc_stripe_rx {
  * forged): drop the bytes. ICBC_ERR_INVALID: not a chunk of the message
  * (offset or length off the CTS's chunk size), or one already received (a
  * duplicate): drop the bytes, the receive goes on. */
-icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *stripe, int peer, const icbc_stripe_chunk_t *chunk,
-                                      icbc_stripe_rx_t *rx, void **data_dest);
+icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *stripe, int peer,
+                                      const icbc_stripe_chunk_t *chunk, icbc_stripe_rx_t *rx,
+                                      void **data_dest);
 void icbc_stripe_chunk_end(icbc_stripe_t *stripe, icbc_stripe_rx_t *rx, int ok, double now);
 /* begin + copy + end, for a chunk already in memory. */
-icbc_status_t icbc_stripe_chunk_data(icbc_stripe_t *stripe, int peer, const icbc_stripe_chunk_t *chunk,
-                                     const void *data, double now);
+icbc_status_t icbc_stripe_chunk_data(icbc_stripe_t *stripe, int peer,
+                                     const icbc_stripe_chunk_t *chunk, const void *data,
+                                     double now);
 
 /* ---- both ---------------------------------------------------------------- */
 

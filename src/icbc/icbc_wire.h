@@ -45,7 +45,7 @@ extern "C" {
 #define ICBC_WIRE_AM_HDR_SIZE 24
 #define ICBC_WIRE_RNDV_EXT_SIZE 24
 /* Bytes of wire header (without the MPI header) for KIND. */
-#define ICBC_WIRE_HDR_LEN(kind) \
+#define ICBC_WIRE_HDR_LEN(kind)                                                                    \
     (ICBC_WIRE_AM_HDR_SIZE + ((kind) == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE))
 
 typedef enum {

@@ -13,11 +13,16 @@ static int log_level = -1; /* -1: not read from the environment yet */
 static int log_level_from_env(void)
 {
     const char *s = getenv("ICBC_LOG_LEVEL");
-    if (s == NULL) return ICBC_LOG_WARN;
-    if (!strcasecmp(s, "error")) return ICBC_LOG_ERROR;
-    if (!strcasecmp(s, "warn")) return ICBC_LOG_WARN;
-    if (!strcasecmp(s, "info")) return ICBC_LOG_INFO;
-    if (!strcasecmp(s, "debug")) return ICBC_LOG_DEBUG;
+    if (s == NULL)
+        return ICBC_LOG_WARN;
+    if (!strcasecmp(s, "error"))
+        return ICBC_LOG_ERROR;
+    if (!strcasecmp(s, "warn"))
+        return ICBC_LOG_WARN;
+    if (!strcasecmp(s, "info"))
+        return ICBC_LOG_INFO;
+    if (!strcasecmp(s, "debug"))
+        return ICBC_LOG_DEBUG;
     return ICBC_LOG_WARN;
 }
 
@@ -33,7 +38,8 @@ void icbc_log_set_level(icbc_log_level_t level)
 
 int icbc_log_enabled(icbc_log_level_t level)
 {
-    if (log_level < 0) log_level = log_level_from_env();
+    if (log_level < 0)
+        log_level = log_level_from_env();
     return (int) level <= log_level;
 }
 
@@ -43,7 +49,8 @@ void icbc_log(icbc_log_level_t level, const char *fmt, ...)
     char line[1024];
     va_list ap;
 
-    if (!icbc_log_enabled(level)) return;
+    if (!icbc_log_enabled(level))
+        return;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);

@@ -12,7 +12,8 @@
 
 static int same_host_addr(const struct sockaddr *a, const struct sockaddr *b)
 {
-    if (a->sa_family != b->sa_family) return 0;
+    if (a->sa_family != b->sa_family)
+        return 0;
     if (a->sa_family == AF_INET)
         return ((const struct sockaddr_in *) a)->sin_addr.s_addr ==
                ((const struct sockaddr_in *) b)->sin_addr.s_addr;
@@ -27,7 +28,8 @@ icbc_status_t icbc_netif_holding(const struct sockaddr *addr, char *name, size_t
     struct ifaddrs *ifa, *i;
     icbc_status_t st = ICBC_ERR_NOT_FOUND;
 
-    if (getifaddrs(&ifa) != 0) return ICBC_ERR_IO;
+    if (getifaddrs(&ifa) != 0)
+        return ICBC_ERR_IO;
     for (i = ifa; i; i = i->ifa_next) {
         if (i->ifa_addr && same_host_addr(i->ifa_addr, addr)) {
             snprintf(name, namelen, "%s", i->ifa_name);
@@ -47,12 +49,13 @@ icbc_status_t icbc_netif_towards(const struct sockaddr *dst, socklen_t dstlen, c
     int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int ok;
 
-    if (fd < 0) return ICBC_ERR_IO;
+    if (fd < 0)
+        return ICBC_ERR_IO;
     /* A connected UDP socket takes the source address of the route. */
-    ok = connect(fd, dst, dstlen) == 0 &&
-         getsockname(fd, (struct sockaddr *) &local, &llen) == 0;
+    ok = connect(fd, dst, dstlen) == 0 && getsockname(fd, (struct sockaddr *) &local, &llen) == 0;
     close(fd);
-    if (!ok) return ICBC_ERR_UNREACHABLE;
+    if (!ok)
+        return ICBC_ERR_UNREACHABLE;
     return icbc_netif_holding((const struct sockaddr *) &local, name, namelen);
 }
 
@@ -61,7 +64,8 @@ static int in_network(const struct sockaddr *a, const struct sockaddr_storage *n
     const unsigned char *x, *y;
     int bits;
 
-    if (a->sa_family != net->ss_family) return 0;
+    if (a->sa_family != net->ss_family)
+        return 0;
     if (a->sa_family == AF_INET) {
         x = (const unsigned char *) &((const struct sockaddr_in *) a)->sin_addr;
         y = (const unsigned char *) &((const struct sockaddr_in *) net)->sin_addr;
@@ -72,10 +76,12 @@ static int in_network(const struct sockaddr *a, const struct sockaddr_storage *n
         return 0;
     }
     for (bits = 0; bits + 8 <= prefix; bits += 8)
-        if (x[bits / 8] != y[bits / 8]) return 0;
+        if (x[bits / 8] != y[bits / 8])
+            return 0;
     if (bits < prefix) {
         unsigned char mask = (unsigned char) (0xff00 >> (prefix - bits));
-        if ((x[bits / 8] & mask) != (y[bits / 8] & mask)) return 0;
+        if ((x[bits / 8] & mask) != (y[bits / 8] & mask))
+            return 0;
     }
     return 1;
 }
@@ -86,7 +92,8 @@ icbc_status_t icbc_netif_in_network(const struct sockaddr_storage *net, int pref
     struct ifaddrs *ifa, *i;
     icbc_status_t st = ICBC_ERR_NOT_FOUND;
 
-    if (getifaddrs(&ifa) != 0) return ICBC_ERR_IO;
+    if (getifaddrs(&ifa) != 0)
+        return ICBC_ERR_IO;
     for (i = ifa; i; i = i->ifa_next) {
         if (i->ifa_addr && in_network(i->ifa_addr, net, prefix)) {
             snprintf(name, namelen, "%s", i->ifa_name);
@@ -102,9 +109,10 @@ static int list_has(const char *list, const char *name)
 {
     size_t n = strlen(name);
 
-    for (const char *p = list; *p; ) {
+    for (const char *p = list; *p;) {
         size_t k = strcspn(p, ",");
-        if (k == n && strncmp(p, name, n) == 0) return 1;
+        if (k == n && strncmp(p, name, n) == 0)
+            return 1;
         p += k + (p[k] == ',');
     }
     return 0;
@@ -117,21 +125,25 @@ icbc_status_t icbc_netif_fabric_devices(const icbc_routerfile_t *rf, int cluster
     char dev[IF_NAMESIZE + 1];
     size_t used = 0;
 
-    if (listlen) list[0] = '\0';
-    if (cl == NULL) return ICBC_ERR_NOT_FOUND;
+    if (listlen)
+        list[0] = '\0';
+    if (cl == NULL)
+        return ICBC_ERR_NOT_FOUND;
     if (cl->fabric_line) {
-        icbc_status_t st = icbc_netif_in_network(&cl->fabric_net, cl->fabric_prefix, dev,
-                                                 sizeof(dev));
+        icbc_status_t st =
+            icbc_netif_in_network(&cl->fabric_net, cl->fabric_prefix, dev, sizeof(dev));
         if (st != ICBC_OK) {
-            snprintf(err, errlen, "%s:%d: no interface of this host has an address in cluster "
-                     "'%s''s fabric network", icbc_routerfile_name(rf), cl->fabric_line,
-                     cl->name);
+            snprintf(err, errlen,
+                     "%s:%d: no interface of this host has an address in cluster "
+                     "'%s''s fabric network",
+                     icbc_routerfile_name(rf), cl->fabric_line, cl->name);
             return st;
         }
         snprintf(list, listlen, "%s", dev);
         return ICBC_OK;
     }
-    if (cl->nrouters == 0) return ICBC_ERR_NOT_FOUND;
+    if (cl->nrouters == 0)
+        return ICBC_ERR_NOT_FOUND;
     for (size_t i = 0; i < cl->nrouters; i++) {
         const icbc_rf_router_t *rt = &cl->routers[i];
         icbc_status_t st = icbc_netif_towards((const struct sockaddr *) &rt->fabric.sa,
@@ -143,7 +155,8 @@ icbc_status_t icbc_netif_fabric_devices(const icbc_routerfile_t *rf, int cluster
                      rt->fabric.text);
             return st;
         }
-        if (list_has(list, dev)) continue;
+        if (list_has(list, dev))
+            continue;
         size_t need = strlen(dev) + (used ? 1 : 0);
         if (used + need + 1 > listlen) {
             snprintf(err, errlen, "%s: fabric devices of cluster '%s' do not fit %zu bytes",

@@ -8,12 +8,12 @@
 const char *icbc_path_name(icbc_path_t path)
 {
     switch (path) {
-        case ICBC_PATH_NONE: return "none";
-        case ICBC_PATH_SHM: return "shm";
-        case ICBC_PATH_DIRECT: return "direct";
-        case ICBC_PATH_ROUTED: return "routed";
-        case ICBC_PATH_TCP_DIRECT: return "tcp-direct";
-        case ICBC_PATH_IMPI: return "impi";
+    case ICBC_PATH_NONE: return "none";
+    case ICBC_PATH_SHM: return "shm";
+    case ICBC_PATH_DIRECT: return "direct";
+    case ICBC_PATH_ROUTED: return "routed";
+    case ICBC_PATH_TCP_DIRECT: return "tcp-direct";
+    case ICBC_PATH_IMPI: return "impi";
     }
     return "unknown";
 }
@@ -64,8 +64,8 @@ void icbc_peer_table_destroy(icbc_peer_table_t *table)
     table->size = table->capacity = 0;
 }
 
-icbc_status_t icbc_peer_set_address(icbc_peer_t *peer, const char *node,
-                                    const void *fabric_addr, size_t fabric_addr_len)
+icbc_status_t icbc_peer_set_address(icbc_peer_t *peer, const char *node, const void *fabric_addr,
+                                    size_t fabric_addr_len)
 {
     void *copy = NULL;
 

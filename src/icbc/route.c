@@ -34,10 +34,8 @@ static int known_type(uint8_t type)
     case ICBC_ROUTE_UNREACHABLE:
     case ICBC_ROUTE_DEREGISTER:
     case ICBC_ROUTE_CLUSTER_STATE:
-    case ICBC_ROUTE_CREDIT:
-        return 1;
-    default:
-        return 0;
+    case ICBC_ROUTE_CREDIT: return 1;
+    default: return 0;
     }
 }
 
@@ -45,8 +43,7 @@ icbc_status_t icbc_route_hdr_parse(const void *buf, size_t len, icbc_route_hdr_t
 {
     const uint8_t *p = buf;
 
-    if (buf == NULL || len < ICBC_ROUTE_HDR_SIZE || p[0] != ICBC_ROUTE_VERSION ||
-        !known_type(p[1]))
+    if (buf == NULL || len < ICBC_ROUTE_HDR_SIZE || p[0] != ICBC_ROUTE_VERSION || !known_type(p[1]))
         return ICBC_ERR_INVALID;
     hdr->type = p[1];
     hdr->flags = icbc_get16(p + 2);

@@ -25,8 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RF_SHOW 48              /* longest token quoted in full in a message */
-#define RF_CHUNK 65536          /* arena chunk size */
+#define RF_SHOW 48     /* longest token quoted in full in a message */
+#define RF_CHUNK 65536 /* arena chunk size */
 #define RF_MAX_TOKENS (ICBC_RF_LINE_MAX / 2 + 1)
 
 /* printf helper: "'%.*s%s'" quotes a token, cut at RF_SHOW characters. */
@@ -50,16 +50,16 @@ enum rf_role { RF_FABRIC, RF_WAN, RF_SERVER };
 
 /* One use of an address, for the duplicate check. */
 struct rf_addr_use {
-    const char *canon;   /* normalised "a.b.c.d:p" / "[v6]:p", in the arena */
+    const char *canon; /* normalised "a.b.c.d:p" / "[v6]:p", in the arena */
     enum rf_role role;
-    int cluster;         /* owning cluster (fabric and wan) or -1 (impi) */
-    const char *owner;   /* router host or impi name */
+    int cluster;       /* owning cluster (fabric and wan) or -1 (impi) */
+    const char *owner; /* router host or impi name */
     int line;
-    int32_t next_same;   /* next use with the same canon, or -1 */
+    int32_t next_same; /* next use with the same canon, or -1 */
 };
 
 struct rf_cluster {
-    icbc_rf_cluster_t pub;  /* pub.hosts / pub.routers alias the arrays below */
+    icbc_rf_cluster_t pub; /* pub.hosts / pub.routers alias the arrays below */
     const char **hosts;
     uint32_t *host_lines;
     size_t hosts_cap;
@@ -70,8 +70,8 @@ struct rf_cluster {
 struct icbc_routerfile {
     char *name;
     icbc_rf_policy_t policy;
-    int policy_line;            /* 0: default */
-    char *key_path;             /* resolved; NULL: no 'key' line */
+    int policy_line; /* 0: default */
+    char *key_path;  /* resolved; NULL: no 'key' line */
     int key_line;
     struct rf_cluster clusters[ICBC_RF_MAX_CLUSTERS];
     size_t nclusters;
@@ -79,10 +79,10 @@ struct icbc_routerfile {
     size_t nimpi;
     size_t nhosts;
     size_t nrouters;
-    struct rf_index host_ix;    /* entry = cluster << 16 | host index */
+    struct rf_index host_ix; /* entry = cluster << 16 | host index */
     struct rf_addr_use *addrs;
     size_t naddrs, addrs_cap;
-    struct rf_index addr_ix;    /* entry = first use of a canon in addrs */
+    struct rf_index addr_ix; /* entry = first use of a canon in addrs */
     struct rf_chunk *arena;
 };
 
@@ -92,10 +92,10 @@ struct rf_parser {
     int line;
     char *err;
     size_t errlen;
-    int cur;                    /* cluster of the open section, or -1 */
-    const char *ended_cluster;  /* last closed section: its cluster ... */
-    const char *ended_by;       /* ... the keyword that closed it ... */
-    int ended_line;             /* ... and on which line (0: none closed) */
+    int cur;                   /* cluster of the open section, or -1 */
+    const char *ended_cluster; /* last closed section: its cluster ... */
+    const char *ended_by;      /* ... the keyword that closed it ... */
+    int ended_line;            /* ... and on which line (0: none closed) */
 };
 
 /* ---- messages ---------------------------------------------------------- */
@@ -105,10 +105,14 @@ static void rf_vmsg(char *err, size_t errlen, const char *name, int line, const 
 {
     int n;
 
-    if (err == NULL || errlen == 0) return;
-    if (line > 0) n = snprintf(err, errlen, "%s:%d: ", name, line);
-    else n = snprintf(err, errlen, "%s: ", name);
-    if (n < 0 || (size_t) n >= errlen) return;
+    if (err == NULL || errlen == 0)
+        return;
+    if (line > 0)
+        n = snprintf(err, errlen, "%s:%d: ", name, line);
+    else
+        n = snprintf(err, errlen, "%s: ", name);
+    if (n < 0 || (size_t) n >= errlen)
+        return;
     vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
 }
 
@@ -151,7 +155,8 @@ static char *rf_strdup(icbc_routerfile_t *rf, const char *s)
     if (c == NULL || c->cap - c->used < n) {
         size_t cap = n > RF_CHUNK ? n : RF_CHUNK;
         c = malloc(sizeof(*c) + cap);
-        if (c == NULL) return NULL;
+        if (c == NULL)
+            return NULL;
         c->used = 0;
         c->cap = cap;
         c->next = rf->arena;
@@ -166,7 +171,8 @@ static char *rf_strdup(icbc_routerfile_t *rf, const char *s)
 static uint64_t rf_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char) *s) * 1099511628211ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char) *s) * 1099511628211ull;
     return h;
 }
 
@@ -177,12 +183,15 @@ static long rf_index_find(const icbc_routerfile_t *rf, const struct rf_index *ix
 {
     size_t mask, i;
 
-    if (ix->cap == 0) return -1;
+    if (ix->cap == 0)
+        return -1;
     mask = ix->cap - 1;
     for (i = rf_hash(s) & mask;; i = (i + 1) & mask) {
         uint32_t e = ix->slot[i];
-        if (e == 0) return -1;
-        if (strcmp(key(rf, e - 1), s) == 0) return (long) (e - 1);
+        if (e == 0)
+            return -1;
+        if (strcmp(key(rf, e - 1), s) == 0)
+            return (long) (e - 1);
     }
 }
 
@@ -200,7 +209,8 @@ static icbc_status_t rf_index_add(icbc_routerfile_t *rf, struct rf_index *ix, rf
     if ((ix->count + 1) * 2 > ix->cap) {
         size_t cap = ix->cap ? ix->cap * 2 : 64, i;
         uint32_t *slot = calloc(cap, sizeof(*slot));
-        if (slot == NULL) return ICBC_ERR_NO_MEMORY;
+        if (slot == NULL)
+            return ICBC_ERR_NO_MEMORY;
         for (i = 0; i < ix->cap; i++)
             if (ix->slot[i] != 0)
                 rf_index_put(slot, cap, rf_hash(key(rf, ix->slot[i] - 1)), ix->slot[i] - 1);
@@ -235,7 +245,8 @@ static int rf_valid_name(const char *s)
 {
     size_t n = 0;
     for (; s[n]; n++)
-        if (!rf_is_alnum(s[n]) && s[n] != '_' && s[n] != '-') return 0;
+        if (!rf_is_alnum(s[n]) && s[n] != '_' && s[n] != '-')
+            return 0;
     return n >= 1 && n <= ICBC_RF_NAME_MAX;
 }
 
@@ -243,9 +254,11 @@ static int rf_valid_name(const char *s)
 static int rf_valid_host(const char *s)
 {
     size_t n = 0;
-    if (!rf_is_alnum(s[0])) return 0;
+    if (!rf_is_alnum(s[0]))
+        return 0;
     for (; s[n]; n++)
-        if (!rf_is_alnum(s[n]) && s[n] != '_' && s[n] != '-' && s[n] != '.') return 0;
+        if (!rf_is_alnum(s[n]) && s[n] != '_' && s[n] != '-' && s[n] != '.')
+            return 0;
     return n <= ICBC_RF_HOST_MAX;
 }
 
@@ -276,12 +289,15 @@ static int rf_parse_port(const char *s, unsigned *port)
     unsigned v = 0;
     size_t n = 0;
 
-    if (*s < '1' || *s > '9') return -1;
+    if (*s < '1' || *s > '9')
+        return -1;
     for (; *s; s++, n++) {
-        if (*s < '0' || *s > '9' || n >= 5) return -1;
+        if (*s < '0' || *s > '9' || n >= 5)
+            return -1;
         v = v * 10 + (unsigned) (*s - '0');
     }
-    if (v > 65535) return -1;
+    if (v > 65535)
+        return -1;
     *port = v;
     return 0;
 }
@@ -430,15 +446,18 @@ static icbc_status_t rf_key_read(const char *path, unsigned char *buf, size_t *k
     }
     for (;;) {
         ssize_t r = read(fd, buf + n, ICBC_RF_KEY_MAX + 1 - n);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
             *why = strerror(errno);
             close(fd);
             return ICBC_ERR_INVALID;
         }
-        if (r == 0) break;
+        if (r == 0)
+            break;
         n += (size_t) r;
-        if (n > ICBC_RF_KEY_MAX) break;
+        if (n > ICBC_RF_KEY_MAX)
+            break;
     }
     close(fd);
     if (n == 0) {
@@ -475,7 +494,8 @@ static icbc_status_t rf_close_section(struct rf_parser *p, const char *kw)
     struct rf_cluster *c;
     size_t i;
 
-    if (p->cur < 0) return ICBC_OK;
+    if (p->cur < 0)
+        return ICBC_OK;
     c = &rf->clusters[p->cur];
     if (c->pub.nhosts == 0)
         return rf_fail_at(p, c->pub.line, "cluster '%s' has no hosts", c->pub.name);
@@ -497,9 +517,11 @@ static int rf_name_line(const icbc_routerfile_t *rf, const char *name)
 {
     size_t i;
     for (i = 0; i < rf->nclusters; i++)
-        if (strcmp(rf->clusters[i].pub.name, name) == 0) return rf->clusters[i].pub.line;
+        if (strcmp(rf->clusters[i].pub.name, name) == 0)
+            return rf->clusters[i].pub.line;
     for (i = 0; i < rf->nimpi; i++)
-        if (strcmp(rf->impi[i].name, name) == 0) return rf->impi[i].line;
+        if (strcmp(rf->impi[i].name, name) == 0)
+            return rf->impi[i].line;
     return 0;
 }
 
@@ -533,13 +555,15 @@ static icbc_status_t rf_add_addr(struct rf_parser *p, const char *what, const ch
     if (rf->naddrs == rf->addrs_cap) {
         size_t cap = rf->addrs_cap ? rf->addrs_cap * 2 : 32;
         struct rf_addr_use *n = realloc(rf->addrs, cap * sizeof(*n));
-        if (n == NULL) return rf_no_memory(p);
+        if (n == NULL)
+            return rf_no_memory(p);
         rf->addrs = n;
         rf->addrs_cap = cap;
     }
     u = &rf->addrs[rf->naddrs];
     u->canon = rf_strdup(rf, canon);
-    if (u->canon == NULL) return rf_no_memory(p);
+    if (u->canon == NULL)
+        return rf_no_memory(p);
     u->role = role;
     u->cluster = cluster;
     u->owner = owner;
@@ -564,7 +588,8 @@ static icbc_status_t rf_attrs(struct rf_parser *p, const char *what, char **tok,
 {
     int i, k;
 
-    for (k = 0; k < nattr; k++) values[k] = NULL;
+    for (k = 0; k < nattr; k++)
+        values[k] = NULL;
     for (i = 0; i < ntok; i++) {
         char *eq = strchr(tok[i], '=');
         if (eq == NULL || eq == tok[i])
@@ -572,7 +597,8 @@ static icbc_status_t rf_attrs(struct rf_parser *p, const char *what, char **tok,
                               RF_Q(tok[i]));
         *eq = '\0';
         for (k = 0; k < nattr; k++)
-            if (strcmp(tok[i], names[k]) == 0) break;
+            if (strcmp(tok[i], names[k]) == 0)
+                break;
         if (k == nattr)
             return rf_fail_at(p, p->line, "%s: unknown attribute '%.*s%s'", what, RF_Q(tok[i]));
         if (values[k] != NULL)
@@ -617,15 +643,19 @@ static icbc_status_t kw_key(struct rf_parser *p, char **tok, int ntok)
     char path[PATH_MAX];
     int n;
 
-    if (ntok != 2) return rf_fail_at(p, p->line, "'key' takes one path");
+    if (ntok != 2)
+        return rf_fail_at(p, p->line, "'key' takes one path");
     if (rf->key_line)
         return rf_fail_at(p, p->line, "duplicate 'key' (first on line %d)", rf->key_line);
-    if (tok[1][0] == '/') n = snprintf(path, sizeof(path), "%s", tok[1]);
-    else n = snprintf(path, sizeof(path), "%s/%s", p->basedir, tok[1]);
+    if (tok[1][0] == '/')
+        n = snprintf(path, sizeof(path), "%s", tok[1]);
+    else
+        n = snprintf(path, sizeof(path), "%s/%s", p->basedir, tok[1]);
     if (n < 0 || (size_t) n >= sizeof(path))
         return rf_fail_at(p, p->line, "key path '%.*s%s' is too long", RF_Q(tok[1]));
     rf->key_path = rf_strdup(rf, path);
-    if (rf->key_path == NULL) return rf_no_memory(p);
+    if (rf->key_path == NULL)
+        return rf_no_memory(p);
     rf->key_line = p->line;
     return ICBC_OK;
 }
@@ -637,9 +667,11 @@ static icbc_status_t kw_cluster(struct rf_parser *p, char **tok, int ntok)
     icbc_status_t st;
     int first;
 
-    if (ntok != 2) return rf_fail_at(p, p->line, "'cluster' takes one name");
+    if (ntok != 2)
+        return rf_fail_at(p, p->line, "'cluster' takes one name");
     st = rf_close_section(p, "cluster");
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     if (!rf_valid_name(tok[1]))
         return rf_fail_at(p, p->line,
                           "bad cluster name '%.*s%s' (use 1-31 letters, digits, '_' or '-')",
@@ -652,7 +684,8 @@ static icbc_status_t kw_cluster(struct rf_parser *p, char **tok, int ntok)
         return rf_fail_at(p, p->line, "too many clusters (at most %d)", ICBC_RF_MAX_CLUSTERS);
     c = &rf->clusters[rf->nclusters];
     c->pub.name = rf_strdup(rf, tok[1]);
-    if (c->pub.name == NULL) return rf_no_memory(p);
+    if (c->pub.name == NULL)
+        return rf_no_memory(p);
     c->pub.line = p->line;
     p->cur = (int) rf->nclusters++;
     return ICBC_OK;
@@ -664,8 +697,10 @@ static icbc_status_t kw_hosts(struct rf_parser *p, char **tok, int ntok)
     struct rf_cluster *c;
     int i;
 
-    if (p->cur < 0) return rf_outside(p, "hosts");
-    if (ntok < 2) return rf_fail_at(p, p->line, "'hosts' needs at least one host name");
+    if (p->cur < 0)
+        return rf_outside(p, "hosts");
+    if (ntok < 2)
+        return rf_fail_at(p, p->line, "'hosts' needs at least one host name");
     c = &rf->clusters[p->cur];
     for (i = 1; i < ntok; i++) {
         long e;
@@ -692,15 +727,18 @@ static icbc_status_t kw_hosts(struct rf_parser *p, char **tok, int ntok)
             size_t cap = c->hosts_cap ? c->hosts_cap * 2 : 16;
             const char **h = realloc(c->hosts, cap * sizeof(*h));
             uint32_t *l;
-            if (h == NULL) return rf_no_memory(p);
+            if (h == NULL)
+                return rf_no_memory(p);
             c->hosts = h;
             l = realloc(c->host_lines, cap * sizeof(*l));
-            if (l == NULL) return rf_no_memory(p);
+            if (l == NULL)
+                return rf_no_memory(p);
             c->host_lines = l;
             c->hosts_cap = cap;
         }
         c->hosts[c->pub.nhosts] = rf_strdup(rf, tok[i]);
-        if (c->hosts[c->pub.nhosts] == NULL) return rf_no_memory(p);
+        if (c->hosts[c->pub.nhosts] == NULL)
+            return rf_no_memory(p);
         c->host_lines[c->pub.nhosts] = (uint32_t) p->line;
         if (rf_index_add(rf, &rf->host_ix, rf_host_key,
                          (uint32_t) p->cur << 16 | (uint32_t) c->pub.nhosts) != ICBC_OK)
@@ -719,7 +757,8 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
     long prefix;
     int family, nbytes;
 
-    if (p->cur < 0) return rf_outside(p, "fabric");
+    if (p->cur < 0)
+        return rf_outside(p, "fabric");
     if (ntok != 2)
         return rf_fail_at(p, p->line, "'fabric' takes one network, e.g. 10.11.0.0/24");
     c = &p->rf->clusters[p->cur];
@@ -728,8 +767,10 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
                           c->pub.name, c->pub.fabric_line);
     slash = strchr(tok[1], '/');
     if (slash == NULL || (size_t) (slash - tok[1]) >= sizeof(addr))
-        return rf_fail_at(p, p->line, "bad fabric network '%.*s%s' (want ADDRESS/PREFIX, e.g. "
-                          "10.11.0.0/24)", RF_Q(tok[1]));
+        return rf_fail_at(p, p->line,
+                          "bad fabric network '%.*s%s' (want ADDRESS/PREFIX, e.g. "
+                          "10.11.0.0/24)",
+                          RF_Q(tok[1]));
     memcpy(addr, tok[1], (size_t) (slash - tok[1]));
     addr[slash - tok[1]] = '\0';
     if (inet_pton(AF_INET, addr, bytes) == 1) {
@@ -739,8 +780,10 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
         family = AF_INET6;
         nbytes = 16;
     } else {
-        return rf_fail_at(p, p->line, "bad fabric network '%.*s%s': '%.*s%s' is not an IPv4 or "
-                          "IPv6 address", RF_Q(tok[1]), RF_Q(addr));
+        return rf_fail_at(p, p->line,
+                          "bad fabric network '%.*s%s': '%.*s%s' is not an IPv4 or "
+                          "IPv6 address",
+                          RF_Q(tok[1]), RF_Q(addr));
     }
     errno = 0;
     prefix = strtol(slash + 1, &end, 10);
@@ -750,8 +793,10 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
                           RF_Q(tok[1]), nbytes * 8);
     for (int bit = (int) prefix; bit < nbytes * 8; bit++)
         if (bytes[bit / 8] & (0x80 >> (bit % 8)))
-            return rf_fail_at(p, p->line, "bad fabric network '%.*s%s': host bits are set "
-                              "beyond /%ld", RF_Q(tok[1]), prefix);
+            return rf_fail_at(p, p->line,
+                              "bad fabric network '%.*s%s': host bits are set "
+                              "beyond /%ld",
+                              RF_Q(tok[1]), prefix);
     memset(&c->pub.fabric_net, 0, sizeof(c->pub.fabric_net));
     c->pub.fabric_net.ss_family = (sa_family_t) family;
     if (family == AF_INET)
@@ -775,7 +820,8 @@ static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
     long e;
     size_t i;
 
-    if (p->cur < 0) return rf_outside(p, "router");
+    if (p->cur < 0)
+        return rf_outside(p, "router");
     if (ntok < 2)
         return rf_fail_at(p, p->line, "'router' needs a host name, fabric=ADDR and wan=ADDR");
     c = &rf->clusters[p->cur];
@@ -783,12 +829,15 @@ static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
         return rf_fail_at(p, p->line, "router: bad host name '%.*s%s'", RF_Q(tok[1]));
     snprintf(what, sizeof(what), "router '%.*s%s'", RF_Q(tok[1]));
     st = rf_attrs(p, what, tok + 2, ntok - 2, names, 2, val);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     memset(&r, 0, sizeof(r));
     st = rf_addr_attr(p, what, "fabric", val[0], &r.fabric, canon_f);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     st = rf_addr_attr(p, what, "wan", val[1], &r.wan, canon_w);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     /* A host of another cluster is an error now; a host not listed yet may
      * still come on a later 'hosts' line of this section (rf_close_section). */
     e = rf_index_find(rf, &rf->host_ix, rf_host_key, tok[1]);
@@ -804,16 +853,20 @@ static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
         return rf_fail_at(p, p->line, "cluster '%s': too many routers (at most %d)", c->pub.name,
                           ICBC_RF_MAX_ROUTERS);
     r.host = rf_strdup(rf, tok[1]);
-    if (r.host == NULL) return rf_no_memory(p);
+    if (r.host == NULL)
+        return rf_no_memory(p);
     r.line = p->line;
     st = rf_add_addr(p, what, r.host, RF_FABRIC, p->cur, &r.fabric, canon_f);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     st = rf_add_addr(p, what, r.host, RF_WAN, p->cur, &r.wan, canon_w);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     if (c->pub.nrouters == c->routers_cap) {
         size_t cap = c->routers_cap ? c->routers_cap * 2 : 4;
         icbc_rf_router_t *n = realloc(c->routers, cap * sizeof(*n));
-        if (n == NULL) return rf_no_memory(p);
+        if (n == NULL)
+            return rf_no_memory(p);
         c->routers = n;
         c->routers_cap = cap;
     }
@@ -832,9 +885,11 @@ static icbc_status_t kw_impi(struct rf_parser *p, char **tok, int ntok)
     icbc_status_t st;
     int first;
 
-    if (ntok < 2) return rf_fail_at(p, p->line, "'impi' needs a name and server=ADDR");
+    if (ntok < 2)
+        return rf_fail_at(p, p->line, "'impi' needs a name and server=ADDR");
     st = rf_close_section(p, "impi");
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     if (!rf_valid_name(tok[1]))
         return rf_fail_at(p, p->line,
                           "bad impi name '%.*s%s' (use 1-31 letters, digits, '_' or '-')",
@@ -845,17 +900,21 @@ static icbc_status_t kw_impi(struct rf_parser *p, char **tok, int ntok)
                           first);
     snprintf(what, sizeof(what), "impi '%s'", tok[1]);
     st = rf_attrs(p, what, tok + 2, ntok - 2, names, 1, val);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     memset(&m, 0, sizeof(m));
     st = rf_addr_attr(p, what, "server", val[0], &m.server, canon);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     if (rf->nimpi == ICBC_RF_MAX_IMPI)
         return rf_fail_at(p, p->line, "too many impi entries (at most %d)", ICBC_RF_MAX_IMPI);
     m.name = rf_strdup(rf, tok[1]);
-    if (m.name == NULL) return rf_no_memory(p);
+    if (m.name == NULL)
+        return rf_no_memory(p);
     m.line = p->line;
     st = rf_add_addr(p, what, m.name, RF_SERVER, -1, &m.server, canon);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     rf->impi[rf->nimpi++] = m;
     return ICBC_OK;
 }
@@ -871,11 +930,15 @@ static icbc_status_t rf_check_bytes(struct rf_parser *p, const char *s, size_t n
 
     for (i = 0; i < n; i++) {
         unsigned char c = (unsigned char) s[i];
-        if (c == '\0') return rf_fail_at(p, p->line, "NUL byte at column %zu", i + 1);
-        if (c == '#') comment = 1;
-        if (c == '\t' || (c >= 0x20 && c < 0x7f)) continue;
+        if (c == '\0')
+            return rf_fail_at(p, p->line, "NUL byte at column %zu", i + 1);
+        if (c == '#')
+            comment = 1;
+        if (c == '\t' || (c >= 0x20 && c < 0x7f))
+            continue;
         if (c >= 0x80) {
-            if (comment) continue;
+            if (comment)
+                continue;
             return rf_fail_at(p, p->line,
                               "non-ASCII byte 0x%02x at column %zu (only comments may hold it)", c,
                               i + 1);
@@ -894,26 +957,40 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
     if (n > ICBC_RF_LINE_MAX)
         return rf_fail_at(p, p->line, "line longer than %d bytes", ICBC_RF_LINE_MAX);
     st = rf_check_bytes(p, s, n);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     memcpy(buf, s, n);
     buf[n] = '\0';
     q = strchr(buf, '#');
-    if (q != NULL) *q = '\0';
+    if (q != NULL)
+        *q = '\0';
     for (q = buf;;) {
-        while (*q == ' ' || *q == '\t') q++;
-        if (*q == '\0') break;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '\0')
+            break;
         tok[ntok++] = q;
-        while (*q != '\0' && *q != ' ' && *q != '\t') q++;
-        if (*q != '\0') *q++ = '\0';
+        while (*q != '\0' && *q != ' ' && *q != '\t')
+            q++;
+        if (*q != '\0')
+            *q++ = '\0';
     }
-    if (ntok == 0) return ICBC_OK;
-    if (strcmp(tok[0], "policy") == 0) return kw_policy(p, tok, ntok);
-    if (strcmp(tok[0], "key") == 0) return kw_key(p, tok, ntok);
-    if (strcmp(tok[0], "cluster") == 0) return kw_cluster(p, tok, ntok);
-    if (strcmp(tok[0], "hosts") == 0) return kw_hosts(p, tok, ntok);
-    if (strcmp(tok[0], "router") == 0) return kw_router(p, tok, ntok);
-    if (strcmp(tok[0], "fabric") == 0) return kw_fabric(p, tok, ntok);
-    if (strcmp(tok[0], "impi") == 0) return kw_impi(p, tok, ntok);
+    if (ntok == 0)
+        return ICBC_OK;
+    if (strcmp(tok[0], "policy") == 0)
+        return kw_policy(p, tok, ntok);
+    if (strcmp(tok[0], "key") == 0)
+        return kw_key(p, tok, ntok);
+    if (strcmp(tok[0], "cluster") == 0)
+        return kw_cluster(p, tok, ntok);
+    if (strcmp(tok[0], "hosts") == 0)
+        return kw_hosts(p, tok, ntok);
+    if (strcmp(tok[0], "router") == 0)
+        return kw_router(p, tok, ntok);
+    if (strcmp(tok[0], "fabric") == 0)
+        return kw_fabric(p, tok, ntok);
+    if (strcmp(tok[0], "impi") == 0)
+        return kw_impi(p, tok, ntok);
     return rf_fail_at(p, p->line, "unknown keyword '%.*s%s'", RF_Q(tok[0]));
 }
 
@@ -925,7 +1002,8 @@ static icbc_status_t rf_finish(struct rf_parser *p)
     size_t i;
 
     st = rf_close_section(p, NULL);
-    if (st != ICBC_OK) return st;
+    if (st != ICBC_OK)
+        return st;
     if (rf->nclusters == 0)
         return rf_fail_at(p, p->line > 0 ? p->line : 1, "no 'cluster' section in the file");
     for (i = 0; i < rf->nclusters; i++) {
@@ -965,25 +1043,33 @@ icbc_status_t icbc_routerfile_parse(const char *buf, size_t len, const char *nam
     icbc_status_t st = ICBC_OK;
 
     *out = NULL;
-    if (err != NULL && errlen > 0) err[0] = '\0';
-    if (name == NULL) name = "(router file)";
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (name == NULL)
+        name = "(router file)";
     if (len > ICBC_RF_FILE_MAX) {
         rf_msg(err, errlen, name, 0, "larger than %u bytes", ICBC_RF_FILE_MAX);
         return ICBC_ERR_INVALID;
     }
     if (basedir == NULL) {
         const char *slash = strrchr(name, '/');
-        if (slash == NULL) snprintf(dir, sizeof(dir), ".");
-        else if (slash == name) snprintf(dir, sizeof(dir), "/");
-        else snprintf(dir, sizeof(dir), "%.*s", (int) (slash - name), name);
+        if (slash == NULL)
+            snprintf(dir, sizeof(dir), ".");
+        else if (slash == name)
+            snprintf(dir, sizeof(dir), "/");
+        else
+            snprintf(dir, sizeof(dir), "%.*s", (int) (slash - name), name);
         basedir = dir;
     }
     /* The key path is kept absolute so that a later chdir() does not move it. */
     if (basedir[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL) {
         int n;
-        if (strcmp(basedir, ".") == 0) n = snprintf(absdir, sizeof(absdir), "%s", cwd);
-        else n = snprintf(absdir, sizeof(absdir), "%s/%s", cwd, basedir);
-        if (n > 0 && (size_t) n < sizeof(absdir)) basedir = absdir;
+        if (strcmp(basedir, ".") == 0)
+            n = snprintf(absdir, sizeof(absdir), "%s", cwd);
+        else
+            n = snprintf(absdir, sizeof(absdir), "%s/%s", cwd, basedir);
+        if (n > 0 && (size_t) n < sizeof(absdir))
+            basedir = absdir;
     }
     rf = calloc(1, sizeof(*rf));
     if (rf == NULL || (rf->name = strdup(name)) == NULL) {
@@ -1005,11 +1091,14 @@ icbc_status_t icbc_routerfile_parse(const char *buf, size_t len, const char *nam
         size_t n = nl ? (size_t) (nl - s) : len - pos;
         pos += n + (nl != NULL);
         p.line++;
-        if (n > 0 && s[n - 1] == '\r') n--; /* CRLF line ends */
+        if (n > 0 && s[n - 1] == '\r')
+            n--; /* CRLF line ends */
         st = rf_line(&p, s, n);
-        if (st != ICBC_OK) break;
+        if (st != ICBC_OK)
+            break;
     }
-    if (st == ICBC_OK) st = rf_finish(&p);
+    if (st == ICBC_OK)
+        st = rf_finish(&p);
     if (st != ICBC_OK) {
         icbc_routerfile_free(rf);
         return st;
@@ -1028,7 +1117,8 @@ icbc_status_t icbc_routerfile_load(const char *path, icbc_routerfile_t **out, ch
     int fd;
 
     *out = NULL;
-    if (err != NULL && errlen > 0) err[0] = '\0';
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         rf_msg(err, errlen, path, 0, "cannot open: %s", strerror(errno));
@@ -1053,14 +1143,16 @@ icbc_status_t icbc_routerfile_load(const char *path, icbc_routerfile_t **out, ch
     }
     for (;;) {
         ssize_t r = read(fd, buf + n, (size_t) st.st_size + 1 - n);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r < 0) {
             rf_msg(err, errlen, path, 0, "cannot read: %s", strerror(errno));
             free(buf);
             close(fd);
             return ICBC_ERR_IO;
         }
-        if (r == 0) break;
+        if (r == 0)
+            break;
         n += (size_t) r;
         if (n > (size_t) st.st_size) {
             rf_msg(err, errlen, path, 0, "changed while being read");
@@ -1091,7 +1183,8 @@ void icbc_routerfile_free(icbc_routerfile_t *rf)
 {
     size_t i;
 
-    if (rf == NULL) return;
+    if (rf == NULL)
+        return;
     for (i = 0; i < rf->nclusters; i++) {
         free(rf->clusters[i].hosts);
         free(rf->clusters[i].host_lines);
@@ -1154,7 +1247,8 @@ const icbc_rf_impi_t *icbc_routerfile_impi(const icbc_routerfile_t *rf, size_t i
 int icbc_routerfile_find_host(const icbc_routerfile_t *rf, const char *host)
 {
     long e;
-    if (host == NULL) return -1;
+    if (host == NULL)
+        return -1;
     e = rf_index_find(rf, &rf->host_ix, rf_host_key, host);
     return e < 0 ? -1 : (int) (e >> 16);
 }
@@ -1163,7 +1257,8 @@ int icbc_routerfile_find_cluster(const icbc_routerfile_t *rf, const char *name)
 {
     size_t i;
     for (i = 0; name != NULL && i < rf->nclusters; i++)
-        if (strcmp(rf->clusters[i].pub.name, name) == 0) return (int) i;
+        if (strcmp(rf->clusters[i].pub.name, name) == 0)
+            return (int) i;
     return -1;
 }
 
@@ -1171,24 +1266,28 @@ int icbc_routerfile_find_impi(const icbc_routerfile_t *rf, const char *name)
 {
     size_t i;
     for (i = 0; name != NULL && i < rf->nimpi; i++)
-        if (strcmp(rf->impi[i].name, name) == 0) return (int) i;
+        if (strcmp(rf->impi[i].name, name) == 0)
+            return (int) i;
     return -1;
 }
 
-const icbc_rf_router_t *icbc_routerfile_find_router(const icbc_routerfile_t *rf,
-                                                    const char *host, int *cluster)
+const icbc_rf_router_t *icbc_routerfile_find_router(const icbc_routerfile_t *rf, const char *host,
+                                                    int *cluster)
 {
     const struct rf_cluster *c;
     int ci;
     size_t i;
 
-    if (host == NULL) return NULL;
+    if (host == NULL)
+        return NULL;
     ci = icbc_routerfile_find_host(rf, host);
-    if (ci < 0) return NULL;
+    if (ci < 0)
+        return NULL;
     c = &rf->clusters[ci];
     for (i = 0; i < c->pub.nrouters; i++) {
         if (strcmp(c->routers[i].host, host) == 0) {
-            if (cluster != NULL) *cluster = ci;
+            if (cluster != NULL)
+                *cluster = ci;
             return &c->routers[i];
         }
     }
@@ -1230,8 +1329,10 @@ icbc_status_t icbc_routerfile_check_policy(const icbc_routerfile_t *rf, icbc_rf_
 {
     size_t i;
 
-    if (policy != ICBC_RF_POLICY_AGGREGATE && policy != ICBC_RF_POLICY_STATIC) return ICBC_OK;
-    if (rf->nclusters < 2) return ICBC_OK;
+    if (policy != ICBC_RF_POLICY_AGGREGATE && policy != ICBC_RF_POLICY_STATIC)
+        return ICBC_OK;
+    if (rf->nclusters < 2)
+        return ICBC_OK;
     for (i = 0; i < rf->nclusters; i++) {
         const icbc_rf_cluster_t *c = &rf->clusters[i].pub;
         if (c->nrouters == 0) {
@@ -1297,7 +1398,8 @@ icbc_status_t icbc_routerfile_self_cluster(const icbc_routerfile_t *rf, int *clu
         if (dot != NULL) {
             *dot = '\0';
             ci = icbc_routerfile_find_host(rf, self);
-            if (ci < 0) *dot = '.';
+            if (ci < 0)
+                *dot = '.';
         }
     }
     if (ci < 0) {
@@ -1305,7 +1407,8 @@ icbc_status_t icbc_routerfile_self_cluster(const icbc_routerfile_t *rf, int *clu
                from_env ? "from ICBC_NODE" : "from gethostname; set ICBC_NODE to override");
         return ICBC_ERR_NOT_FOUND;
     }
-    if (host != NULL && hostlen > 0) snprintf(host, hostlen, "%s", self);
+    if (host != NULL && hostlen > 0)
+        snprintf(host, hostlen, "%s", self);
     *cluster = ci;
     return ICBC_OK;
 }

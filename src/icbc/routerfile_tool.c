@@ -12,22 +12,21 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: icbc-routerfile [--check] [--hosts] [--self] [FILE]\n"
-            "Checks an ICBC router file (format: docs/routerfile.md) and prints a summary:\n"
-            "policy, key file, clusters with their host count and routers, impi entries.\n"
-            "An error is printed as FILE:LINE: what is wrong.\n"
-            "\n"
-            "  FILE       the router file (default: $ICBC_ROUTERFILE)\n"
-            "  --check    print only 'FILE: OK' (or the error)\n"
-            "  --hosts    list the hosts of every cluster too\n"
-            "  --self     print the cluster of this host ($ICBC_NODE, else the host name)\n"
-            "             and whether it runs a router; exit 1 if it is in no cluster\n"
-            "  --help     this text\n"
-            "\n"
-            "Environment: ICBC_ROUTERFILE (default FILE), ICBC_NODE (this host's name),\n"
-            "ICBC_LOG_LEVEL (error, warn, info, debug).\n"
-            "Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.\n");
+    fprintf(f, "Usage: icbc-routerfile [--check] [--hosts] [--self] [FILE]\n"
+               "Checks an ICBC router file (format: docs/routerfile.md) and prints a summary:\n"
+               "policy, key file, clusters with their host count and routers, impi entries.\n"
+               "An error is printed as FILE:LINE: what is wrong.\n"
+               "\n"
+               "  FILE       the router file (default: $ICBC_ROUTERFILE)\n"
+               "  --check    print only 'FILE: OK' (or the error)\n"
+               "  --hosts    list the hosts of every cluster too\n"
+               "  --self     print the cluster of this host ($ICBC_NODE, else the host name)\n"
+               "             and whether it runs a router; exit 1 if it is in no cluster\n"
+               "  --help     this text\n"
+               "\n"
+               "Environment: ICBC_ROUTERFILE (default FILE), ICBC_NODE (this host's name),\n"
+               "ICBC_LOG_LEVEL (error, warn, info, debug).\n"
+               "Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.\n");
 }
 
 static void print_summary(const icbc_routerfile_t *rf, int hosts)
@@ -48,7 +47,8 @@ static void print_summary(const icbc_routerfile_t *rf, int hosts)
                    c->routers[j].fabric.text, c->routers[j].wan.text);
         if (hosts) {
             printf("    hosts");
-            for (j = 0; j < c->nhosts; j++) printf(" %s", c->hosts[j]);
+            for (j = 0; j < c->nhosts; j++)
+                printf(" %s", c->hosts[j]);
             printf("\n");
         }
     }
@@ -73,7 +73,8 @@ static int print_self(const icbc_routerfile_t *rf)
     printf("self      %s in cluster %s", host, icbc_routerfile_cluster(rf, (size_t) ci)->name);
     if (r != NULL)
         printf(", router fabric=%s wan=%s (line %d)\n", r->fabric.text, r->wan.text, r->line);
-    else printf(", no router\n");
+    else
+        printf(", no router\n");
     return 0;
 }
 
@@ -119,9 +120,12 @@ int main(int argc, char **argv)
         icbc_error("%s", err);
         return 1;
     }
-    if (check) printf("%s: OK\n", icbc_routerfile_name(rf));
-    else print_summary(rf, hosts);
-    if (self) rc = print_self(rf);
+    if (check)
+        printf("%s: OK\n", icbc_routerfile_name(rf));
+    else
+        print_summary(rf, hosts);
+    if (self)
+        rc = print_self(rf);
     icbc_routerfile_free(rf);
     return rc;
 }

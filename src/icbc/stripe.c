@@ -15,30 +15,30 @@ typedef struct {
     icbc_stripe_send_state_t state;
     uint32_t gen;
     int peer;
-    const char *base;           /* the caller's, valid until send_complete */
+    const char *base; /* the caller's, valid until send_complete */
     size_t size;
-    size_t next;                /* first byte not yet handed to a lane */
-    uint32_t slot, slot_gen;    /* from the CTS */
-    size_t chunk_size;          /* from the CTS: the receiver's unit */
-    int outstanding;            /* chunks with a lane, not yet reported sent */
-    icbc_status_t error;        /* first failure, ICBC_OK: none */
+    size_t next;             /* first byte not yet handed to a lane */
+    uint32_t slot, slot_gen; /* from the CTS */
+    size_t chunk_size;       /* from the CTS: the receiver's unit */
+    int outstanding;         /* chunks with a lane, not yet reported sent */
+    icbc_status_t error;     /* first failure, ICBC_OK: none */
     const char *why;
-    int lane;                   /* next lane to try */
+    int lane; /* next lane to try */
     double t_last;
     void *user;
     int next_free;
-    int blocked_prev, blocked_next;     /* queue of BLOCKED sends */
+    int blocked_prev, blocked_next; /* queue of BLOCKED sends */
 } send_t;
 
 typedef struct {
     icbc_stripe_slot_state_t state;
     uint32_t gen;
     int peer;
-    char *dest;                 /* the caller's; NULL: chunks go through ops->place */
+    char *dest; /* the caller's; NULL: chunks go through ops->place */
     size_t size;
-    size_t received;            /* bytes whose chunk ended well */
-    size_t unit;                /* length of every chunk but the last (our chunk size) */
-    uint8_t *seen;              /* owned: one bit per chunk, set when it began */
+    size_t received; /* bytes whose chunk ended well */
+    size_t unit;     /* length of every chunk but the last (our chunk size) */
+    uint8_t *seen;   /* owned: one bit per chunk, set when it began */
     double t_last;
     void *user;
     int next_free;
@@ -47,7 +47,7 @@ typedef struct {
 #ifndef NDEBUG
 #define TRANSITIONS_KEPT 64
 typedef struct {
-    char table;                 /* 's' send, 'r' receive slot */
+    char table; /* 's' send, 'r' receive slot */
     int index;
     uint32_t gen;
     uint8_t from, to;
@@ -63,7 +63,7 @@ struct icbc_stripe {
     slot_t *slots;
     int nslots, free_slot;
     int blocked_head, blocked_tail;
-    double *seen;               /* per peer: when anything last arrived from it */
+    double *seen; /* per peer: when anything last arrived from it */
     int nseen;
     double last_scan;
     icbc_stripe_stats_t stats;
@@ -80,14 +80,16 @@ static const char *slot_state_names[] = { ICBC_STRIPE_SLOT_STATES(STATE_NAME_) }
 
 const char *icbc_stripe_send_state_str(icbc_stripe_send_state_t state)
 {
-    return (unsigned) state < sizeof(send_state_names) / sizeof(send_state_names[0]) ?
-        send_state_names[state] : "?";
+    return (unsigned) state < sizeof(send_state_names) / sizeof(send_state_names[0])
+               ? send_state_names[state]
+               : "?";
 }
 
 const char *icbc_stripe_slot_state_str(icbc_stripe_slot_state_t state)
 {
-    return (unsigned) state < sizeof(slot_state_names) / sizeof(slot_state_names[0]) ?
-        slot_state_names[state] : "?";
+    return (unsigned) state < sizeof(slot_state_names) / sizeof(slot_state_names[0])
+               ? slot_state_names[state]
+               : "?";
 }
 
 /* ---- state transitions --------------------------------------------------- */
@@ -103,7 +105,12 @@ static void note_transition(icbc_stripe_t *st, char table, int index, uint32_t g
     t->from = (uint8_t) from;
     t->to = (uint8_t) to;
 #else
-    (void) st; (void) table; (void) index; (void) gen; (void) from; (void) to;
+    (void) st;
+    (void) table;
+    (void) index;
+    (void) gen;
+    (void) from;
+    (void) to;
 #endif
 }
 
@@ -287,7 +294,7 @@ void icbc_stripe_peer_seen(icbc_stripe_t *st, int peer, double now)
         int n = peer + 1 > 2 * st->nseen ? peer + 1 : 2 * st->nseen;
         double *v = realloc(st->seen, n * sizeof(*v));
         if (v == NULL)
-            return;     /* only weakens stall detection towards a busy peer */
+            return; /* only weakens stall detection towards a busy peer */
         for (int i = st->nseen; i < n; i++)
             v[i] = 0;
         st->seen = v;
@@ -345,7 +352,7 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
 
     if (i >= (uint32_t) st->nsends || (s = &st->sends[i])->gen != gen ||
         s->state == ICBC_STRIPE_SEND_FREE || s->outstanding == 0)
-        return;     /* a lane reporting twice; nothing of ours */
+        return; /* a lane reporting twice; nothing of ours */
     s->outstanding--;
     s->t_last = now;
     if (!ok)
@@ -412,7 +419,7 @@ icbc_status_t icbc_stripe_send_start(icbc_stripe_t *st, int peer, const void *ba
     int i;
 
     if (size == 0)
-        return ICBC_ERR_INVALID;        /* nothing to stripe: send it whole */
+        return ICBC_ERR_INVALID; /* nothing to stripe: send it whole */
     if ((i = send_alloc(st)) == NONE)
         return ICBC_ERR_NO_MEMORY;
     send_t *s = &st->sends[i];
@@ -577,7 +584,7 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
         st->ops.place(st->ctx, s->user, rx->offset, rx->staging, rx->len);
         free(rx->staging);
         rx->staging = NULL;
-        s = &st->slots[rx->slot];       /* place may have started receives */
+        s = &st->slots[rx->slot]; /* place may have started receives */
     }
     st->stats.chunks_received++;
     s->received += rx->len;
@@ -618,8 +625,8 @@ void icbc_stripe_progress(icbc_stripe_t *st, double now)
             (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
             continue;
         icbc_warn("receive of %zu bytes from rank %d stalled for %.0f s (%zu bytes arrived, "
-                  "nothing else from that rank); failing it", s->size, s->peer, quiet,
-                  s->received);
+                  "nothing else from that rank); failing it",
+                  s->size, s->peer, quiet, s->received);
         st->stats.stalled_recvs++;
         slot_complete(st, i, ICBC_ERR_TIMEOUT, "no chunk arrived in time");
     }
@@ -630,7 +637,8 @@ void icbc_stripe_progress(icbc_stripe_t *st, double now)
             (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
             continue;
         icbc_warn("striped send of %zu bytes to rank %d got no clear-to-send for %.0f s (nor "
-                  "anything else from that rank); failing it", s->size, s->peer, quiet);
+                  "anything else from that rank); failing it",
+                  s->size, s->peer, quiet);
         st->stats.stalled_sends++;
         send_fail(s, ICBC_ERR_TIMEOUT, "no clear-to-send arrived in time");
         send_finish(st, i);
@@ -668,10 +676,12 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
         const send_t *s = &st->sends[i];
         if (s->state == ICBC_STRIPE_SEND_FREE)
             continue;
-        fprintf(f, "    send %d.%u to rank %d: %s, %zu bytes, %zu handed to lanes, %d chunk(s) "
-                "out%s%s, quiet for %.1f s\n", i, s->gen, s->peer,
-                icbc_stripe_send_state_str(s->state), s->size, s->next, s->outstanding,
-                s->error ? ", failed: " : "", s->error ? s->why : "", now - s->t_last);
+        fprintf(f,
+                "    send %d.%u to rank %d: %s, %zu bytes, %zu handed to lanes, %d chunk(s) "
+                "out%s%s, quiet for %.1f s\n",
+                i, s->gen, s->peer, icbc_stripe_send_state_str(s->state), s->size, s->next,
+                s->outstanding, s->error ? ", failed: " : "", s->error ? s->why : "",
+                now - s->t_last);
     }
     fprintf(f, "  striped receives: %d active\n", st->stats.active_slots);
     for (int i = 0; i < st->nslots; i++) {
@@ -681,23 +691,23 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
         fprintf(f, "    slot %d.%u from rank %d: %zu of %zu bytes, quiet for %.1f s\n", i, s->gen,
                 s->peer, s->received, s->size, now - s->t_last);
     }
-    fprintf(f, "  chunks sent %llu, received %llu; dropped: %llu CTS, %llu chunks for no "
-            "receive, %llu duplicate or overlapping\n",
-            (unsigned long long) st->stats.chunks_sent,
-            (unsigned long long) st->stats.chunks_received,
-            (unsigned long long) st->stats.dropped_cts,
-            (unsigned long long) st->stats.dropped_chunks,
-            (unsigned long long) st->stats.duplicate_chunks);
+    fprintf(
+        f,
+        "  chunks sent %llu, received %llu; dropped: %llu CTS, %llu chunks for no "
+        "receive, %llu duplicate or overlapping\n",
+        (unsigned long long) st->stats.chunks_sent, (unsigned long long) st->stats.chunks_received,
+        (unsigned long long) st->stats.dropped_cts, (unsigned long long) st->stats.dropped_chunks,
+        (unsigned long long) st->stats.duplicate_chunks);
 #ifndef NDEBUG
     unsigned first = st->nlog > TRANSITIONS_KEPT ? st->nlog - TRANSITIONS_KEPT : 0;
     fprintf(f, "  last %u state transitions:\n", st->nlog - first);
     for (unsigned k = first; k < st->nlog; k++) {
         const transition_t *t = &st->log[k % TRANSITIONS_KEPT];
-        fprintf(f, "    %s %d.%u %s -> %s\n", t->table == 's' ? "send" : "slot", t->index,
-                t->gen, t->table == 's' ? icbc_stripe_send_state_str(t->from) :
-                icbc_stripe_slot_state_str(t->from),
-                t->table == 's' ? icbc_stripe_send_state_str(t->to) :
-                icbc_stripe_slot_state_str(t->to));
+        fprintf(f, "    %s %d.%u %s -> %s\n", t->table == 's' ? "send" : "slot", t->index, t->gen,
+                t->table == 's' ? icbc_stripe_send_state_str(t->from)
+                                : icbc_stripe_slot_state_str(t->from),
+                t->table == 's' ? icbc_stripe_send_state_str(t->to)
+                                : icbc_stripe_slot_state_str(t->to));
     }
 #endif
 }

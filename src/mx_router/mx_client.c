@@ -16,8 +16,8 @@ typedef enum {
     RT_CHALLENGED,  /* nonce received, REGISTER to be sent */
     RT_REGISTERING, /* REGISTER sent, waiting for REGISTER_ACK */
     RT_READY,
-    RT_REFUSED,     /* REGISTER_ACK without OK */
-    RT_LOST,        /* endpoint error */
+    RT_REFUSED, /* REGISTER_ACK without OK */
+    RT_LOST,    /* endpoint error */
 } router_state_t;
 
 typedef struct mx_creq mx_creq_t;
@@ -26,15 +26,15 @@ typedef struct {
     mx_client_t *client;
     int index;
     ucp_ep_h ep;
-    int rndv_out;            /* rendezvous sends posted, not complete */
-    size_t eager_window;     /* from REGISTER_ACK; 0: the router gives no credit */
-    size_t eager_out;        /* eager bytes posted and not credited by the router */
-    mx_creq_t *wait_head;    /* sends not posted yet, in order */
+    int rndv_out;         /* rendezvous sends posted, not complete */
+    size_t eager_window;  /* from REGISTER_ACK; 0: the router gives no credit */
+    size_t eager_out;     /* eager bytes posted and not credited by the router */
+    mx_creq_t *wait_head; /* sends not posted yet, in order */
     mx_creq_t *wait_tail;
     int flushing;
     router_state_t state;
-    ucs_status_t ep_status;  /* why the endpoint failed */
-    double heard_ms;         /* last message of any kind from the router */
+    ucs_status_t ep_status; /* why the endpoint failed */
+    double heard_ms;        /* last message of any kind from the router */
     int registered_once;
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
@@ -45,12 +45,12 @@ struct mx_creq {
     mx_client_t *client;
     mx_client_cb_t cb;
     void *arg;
-    mx_creq_t *next_free;    /* free list, or the router's wait list */
-    router_t *rt;            /* a message send's router, NULL otherwise */
-    int rndv;                /* counted in rt->rndv_out */
-    const void *payload;     /* while waiting for the window */
+    mx_creq_t *next_free; /* free list, or the router's wait list */
+    router_t *rt;         /* a message send's router, NULL otherwise */
+    int rndv;             /* counted in rt->rndv_out */
+    const void *payload;  /* while waiting for the window */
     size_t len, hdr_len;
-    uint8_t *hdr;            /* inline_hdr or heap */
+    uint8_t *hdr; /* inline_hdr or heap */
     uint8_t inline_hdr[ICBC_ROUTE_HDR_SIZE + MX_INLINE_HDR];
 };
 
@@ -59,17 +59,18 @@ struct mx_client {
     size_t max_am_header;
     router_t *routers;
     mx_creq_t *free_reqs;
-    size_t reqs_out;         /* sends and pulls in flight */
-    double watched_ms;       /* last mx_client_watch that looked */
+    size_t reqs_out;   /* sends and pulls in flight */
+    double watched_ms; /* last mx_client_watch that looked */
 };
 
-
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (err == NULL || errlen == 0) return;
+    if (err == NULL || errlen == 0)
+        return;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
@@ -83,7 +84,8 @@ static mx_creq_t *req_get(mx_client_t *c)
         c->free_reqs = r->next_free;
     } else {
         r = malloc(sizeof(*r));
-        if (r == NULL) return NULL;
+        if (r == NULL)
+            return NULL;
     }
     r->client = c;
     r->hdr = r->inline_hdr;
@@ -97,7 +99,8 @@ static void req_put(mx_creq_t *r)
 {
     mx_client_t *c = r->client;
 
-    if (r->hdr != r->inline_hdr) free(r->hdr);
+    if (r->hdr != r->inline_hdr)
+        free(r->hdr);
     r->next_free = c->free_reqs;
     c->free_reqs = r;
     c->reqs_out--;
@@ -109,7 +112,8 @@ static void req_done(mx_creq_t *r, icbc_status_t st)
     void *arg = r->arg;
 
     req_put(r);
-    if (cb) cb(arg, st);
+    if (cb)
+        cb(arg, st);
 }
 
 static void flush_waiting(router_t *rt);
@@ -119,9 +123,11 @@ static void send_done(mx_creq_t *r, icbc_status_t st)
 {
     router_t *rt = r->rt;
 
-    if (r->rndv) rt->rndv_out--;
+    if (r->rndv)
+        rt->rndv_out--;
     req_done(r, st);
-    if (rt && rt->wait_head) flush_waiting(rt);
+    if (rt && rt->wait_head)
+        flush_waiting(rt);
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -142,15 +148,15 @@ static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const vo
 {
     mx_client_t *c = rt->client;
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = send_cb,
         .user_data = req,
         .flags = UCP_AM_SEND_FLAG_REPLY |
                  (len > c->p.rndv_thresh ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
     };
-    void *ureq = ucp_am_send_nbx(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len,
-                                 &param);
+    void *ureq =
+        ucp_am_send_nbx(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len, &param);
 
     if (ureq == NULL) {
         send_done(req, ICBC_OK);
@@ -174,7 +180,8 @@ static int window_open(const router_t *rt, const mx_creq_t *req)
 {
     const mx_client_t *c = rt->client;
 
-    if (is_rndv(c, req->len)) return rt->rndv_out < c->p.rndv_window;
+    if (is_rndv(c, req->len))
+        return rt->rndv_out < c->p.rndv_window;
     return rt->eager_window == 0 || rt->eager_out < rt->eager_window / 4 ||
            rt->eager_out + req->hdr_len + req->len <= rt->eager_window;
 }
@@ -188,11 +195,13 @@ static icbc_status_t post_msg(router_t *rt, mx_creq_t *req)
 
     req->rt = rt;
     req->rndv = rndv;
-    if (rndv) rt->rndv_out++;
+    if (rndv)
+        rt->rndv_out++;
     rt->eager_out += cost;
     st = post(rt, req, req->hdr_len, req->payload, req->len);
     if (st != ICBC_OK) { /* REQ is gone, and the router saw nothing */
-        if (rndv) rt->rndv_out--;
+        if (rndv)
+            rt->rndv_out--;
         rt->eager_out -= cost;
     }
     return st;
@@ -203,14 +212,16 @@ static mx_creq_t *pop_waiting(router_t *rt)
     mx_creq_t *req = rt->wait_head;
 
     rt->wait_head = req->next_free;
-    if (rt->wait_head == NULL) rt->wait_tail = NULL;
+    if (rt->wait_head == NULL)
+        rt->wait_tail = NULL;
     return req;
 }
 
 /* Every send still waiting for RT completes with an error. */
 static void fail_waiting(router_t *rt)
 {
-    while (rt->wait_head) req_done(pop_waiting(rt), ICBC_ERR_PEER_FAILED);
+    while (rt->wait_head)
+        req_done(pop_waiting(rt), ICBC_ERR_PEER_FAILED);
 }
 
 /* Posts waiting sends in order while the window lets them. A send that
@@ -222,14 +233,17 @@ static void flush_waiting(router_t *rt)
         fail_waiting(rt);
         return;
     }
-    if (rt->flushing) return;
+    if (rt->flushing)
+        return;
     rt->flushing = 1;
     while (rt->wait_head) {
-        if (!window_open(rt, rt->wait_head)) break;
+        if (!window_open(rt, rt->wait_head))
+            break;
         mx_creq_t *req = pop_waiting(rt);
         mx_client_cb_t cb = req->cb;
         void *arg = req->arg;
-        if (post_msg(rt, req) != ICBC_OK && cb) cb(arg, ICBC_ERR_PEER_FAILED);
+        if (post_msg(rt, req) != ICBC_OK && cb)
+            cb(arg, ICBC_ERR_PEER_FAILED);
     }
     rt->flushing = 0;
 }
@@ -248,17 +262,20 @@ static icbc_status_t send_control(router_t *rt, uint8_t type, const void *inner,
         .inner_len = (uint32_t) inner_len,
     };
 
-    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    if (req == NULL)
+        return ICBC_ERR_NO_MEMORY;
     req->cb = NULL;
     icbc_route_hdr_pack(&h, req->hdr);
-    if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    if (inner_len)
+        memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, NULL, 0);
 }
 
 static router_t *router_of_ep(mx_client_t *c, ucp_ep_h ep)
 {
     for (size_t i = 0; i < c->p.nrouters; i++)
-        if (c->routers[i].ep == ep) return &c->routers[i];
+        if (c->routers[i].ep == ep)
+            return &c->routers[i];
     return NULL;
 }
 
@@ -269,12 +286,14 @@ static void router_lost(router_t *rt, ucs_status_t status, const char *why)
     mx_client_t *c = rt->client;
     router_state_t was = rt->state;
 
-    if (was == RT_LOST) return;
+    if (was == RT_LOST)
+        return;
     rt->state = RT_LOST;
     rt->ep_status = status;
     if (was == RT_READY) {
         icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text, why);
-        if (c->p.on_router_lost) c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
+        if (c->p.on_router_lost)
+            c->p.on_router_lost(rt->index, ICBC_ERR_PEER_FAILED, c->p.arg);
     }
     fail_waiting(rt);
 }
@@ -291,16 +310,19 @@ void mx_client_watch(mx_client_t *c)
     double t = icbc_clock_coarse_ms();
     char why[96];
 
-    if (c->p.silence_ms <= 0 || t - c->watched_ms < 100) return;
+    if (c->p.silence_ms <= 0 || t - c->watched_ms < 100)
+        return;
     if (t - c->watched_ms > 1000) {
         /* not polled for a while: messages may wait unread in UCX */
         for (size_t i = 0; i < c->p.nrouters; i++)
-            if (c->routers[i].heard_ms < t) c->routers[i].heard_ms = t;
+            if (c->routers[i].heard_ms < t)
+                c->routers[i].heard_ms = t;
     }
     c->watched_ms = t;
     for (size_t i = 0; i < c->p.nrouters; i++) {
         router_t *rt = &c->routers[i];
-        if (rt->state != RT_READY || t - rt->heard_ms <= c->p.silence_ms) continue;
+        if (rt->state != RT_READY || t - rt->heard_ms <= c->p.silence_ms)
+            continue;
         snprintf(why, sizeof(why), "silent for %.0f s (a live router speaks every %.0f s)",
                  (t - rt->heard_ms) / 1e3, MX_ROUTER_KEEPALIVE_MS / 1e3);
         router_lost(rt, UCS_ERR_TIMED_OUT, why);
@@ -317,7 +339,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     router_t *rt = NULL;
     icbc_route_hdr_t h;
 
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) rt = router_of_ep(c, param->reply_ep);
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+        rt = router_of_ep(c, param->reply_ep);
     if (rt == NULL || icbc_route_hdr_parse(header, header_length, &h) != ICBC_OK ||
         h.inner_len != header_length - ICBC_ROUTE_HDR_SIZE || h.payload_len != length) {
         icbc_debug("router message dropped: unknown sender or malformed header");
@@ -344,7 +367,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
             h.inner_len == ICBC_ROUTE_COUNT_SIZE && length == 0) {
             uint64_t n = icbc_get64((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE);
             rt->eager_out -= n < rt->eager_out ? n : rt->eager_out;
-            if (rt->wait_head) flush_waiting(rt);
+            if (rt->wait_head)
+                flush_waiting(rt);
         }
         return drop;
     case ICBC_ROUTE_CLUSTER_STATE:
@@ -364,12 +388,13 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
             .rndv = rndv,
             .router = rt->index,
         };
-        if (rt->state != RT_READY || c->p.on_msg == NULL) return drop;
-        if (c->p.on_msg(&m, c->p.arg) && persistent) return UCS_INPROGRESS;
+        if (rt->state != RT_READY || c->p.on_msg == NULL)
+            return drop;
+        if (c->p.on_msg(&m, c->p.arg) && persistent)
+            return UCS_INPROGRESS;
         return UCS_OK;
     }
-    default:
-        return drop;
+    default: return drop;
     }
 }
 
@@ -391,8 +416,10 @@ static void explain(const router_t *rt, int timeout_ms, char *err, size_t errlen
         break;
     case RT_LOST:
         if (rt->registered_once)
-            fail(err, errlen, "router %s (fabric %s) closed the connection after REGISTER: "
-                 "refused (%s)", host, addr, ucs_status_string(rt->ep_status));
+            fail(err, errlen,
+                 "router %s (fabric %s) closed the connection after REGISTER: "
+                 "refused (%s)",
+                 host, addr, ucs_status_string(rt->ep_status));
         else
             fail(err, errlen, "router %s (fabric %s) unreachable: %s", host, addr,
                  ucs_status_string(rt->ep_status));
@@ -419,17 +446,22 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         return ICBC_ERR_INVALID;
     }
     c = calloc(1, sizeof(*c));
-    if (c == NULL) return ICBC_ERR_NO_MEMORY;
+    if (c == NULL)
+        return ICBC_ERR_NO_MEMORY;
     c->p = *params;
-    if (c->p.timeout_ms <= 0) c->p.timeout_ms = 10000;
-    if (c->p.rndv_thresh == 0) c->p.rndv_thresh = MX_RNDV_THRESH_DEFAULT;
-    if (c->p.rndv_window <= 0) c->p.rndv_window = MX_RNDV_WINDOW_DEFAULT;
+    if (c->p.timeout_ms <= 0)
+        c->p.timeout_ms = 10000;
+    if (c->p.rndv_thresh == 0)
+        c->p.rndv_thresh = MX_RNDV_THRESH_DEFAULT;
+    if (c->p.rndv_window <= 0)
+        c->p.rndv_window = MX_RNDV_WINDOW_DEFAULT;
     c->routers = calloc(params->nrouters, sizeof(router_t));
     if (c->routers == NULL) {
         free(c);
         return ICBC_ERR_NO_MEMORY;
     }
-    if (ucp_worker_query(params->worker, &wattr) != UCS_OK) wattr.max_am_header = 0;
+    if (ucp_worker_query(params->worker, &wattr) != UCS_OK)
+        wattr.max_am_header = 0;
     c->max_am_header = wattr.max_am_header;
 
     ucp_am_handler_param_t hparams = {
@@ -480,8 +512,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
             router_t *rt = &c->routers[i];
             if (rt->state == RT_CHALLENGED) {
                 unsigned char mac[ICBC_ROUTE_MAC_SIZE];
-                if (icbc_route_register_mac(c->p.key, c->p.keylen, rt->nonce, c->p.job,
-                                            c->p.rank, mac) != ICBC_OK ||
+                if (icbc_route_register_mac(c->p.key, c->p.keylen, rt->nonce, c->p.job, c->p.rank,
+                                            mac) != ICBC_OK ||
                     send_control(rt, ICBC_ROUTE_REGISTER, mac, sizeof(mac)) != ICBC_OK) {
                     rt->state = RT_LOST;
                     rt->ep_status = UCS_ERR_IO_ERROR;
@@ -490,17 +522,20 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
                     rt->registered_once = 1;
                 }
             }
-            if (rt->state < RT_READY) pending++;
+            if (rt->state < RT_READY)
+                pending++;
         }
-        if (pending == 0 || icbc_clock_coarse_ms() > deadline) break;
-        if (ucp_worker_progress(params->worker) == 0) idle_pause();
+        if (pending == 0 || icbc_clock_coarse_ms() > deadline)
+            break;
+        if (ucp_worker_progress(params->worker) == 0)
+            idle_pause();
     }
     for (size_t i = 0; i < params->nrouters; i++) {
         if (c->routers[i].state != RT_READY) {
             explain(&c->routers[i], c->p.timeout_ms, err, errlen);
             ret = c->routers[i].state == RT_REFUSED ? ICBC_ERR_AUTH
                   : c->routers[i].state == RT_LOST && !c->routers[i].registered_once
-                        ? ICBC_ERR_UNREACHABLE
+                      ? ICBC_ERR_UNREACHABLE
                   : c->routers[i].state == RT_LOST ? ICBC_ERR_AUTH
                                                    : ICBC_ERR_TIMEOUT;
             break;
@@ -520,17 +555,19 @@ void mx_client_destroy(mx_client_t *c)
     void **close_reqs;
     double deadline;
 
-    if (c == NULL) return;
+    if (c == NULL)
+        return;
     w = c->p.worker;
     for (size_t i = 0; i < c->p.nrouters; i++) {
-        if (c->routers[i].wait_head == NULL) continue;
+        if (c->routers[i].wait_head == NULL)
+            continue;
         icbc_warn("mx_client: sends to router %s not posted at shutdown fail",
                   c->routers[i].rf->host);
         fail_waiting(&c->routers[i]);
     }
     for (size_t i = 0; i < c->p.nrouters; i++)
-        if (c->routers[i].state == RT_READY) send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER,
-                                                          NULL, 0);
+        if (c->routers[i].state == RT_READY)
+            send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER, NULL, 0);
     /* Close gracefully where the router is alive (DEREGISTER goes out first),
      * by force where the endpoint failed; bounded wait either way. */
     close_reqs = calloc(c->p.nrouters, sizeof(void *));
@@ -542,17 +579,21 @@ void mx_client_destroy(mx_client_t *c)
         };
         void *r;
 
-        if (rt->ep == NULL) continue;
+        if (rt->ep == NULL)
+            continue;
         r = ucp_ep_close_nbx(rt->ep, &param);
-        if (r != NULL && !UCS_PTR_IS_ERR(r) && close_reqs) close_reqs[i] = r;
-        else if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+        if (r != NULL && !UCS_PTR_IS_ERR(r) && close_reqs)
+            close_reqs[i] = r;
+        else if (r != NULL && !UCS_PTR_IS_ERR(r))
+            ucp_request_free(r);
         rt->ep = NULL;
     }
     deadline = icbc_clock_coarse_ms() + 2000;
     for (;;) {
         int open = 0;
         for (size_t i = 0; close_reqs && i < c->p.nrouters; i++) {
-            if (close_reqs[i] == NULL) continue;
+            if (close_reqs[i] == NULL)
+                continue;
             if (ucp_request_check_status(close_reqs[i]) != UCS_INPROGRESS) {
                 ucp_request_free(close_reqs[i]);
                 close_reqs[i] = NULL;
@@ -560,11 +601,14 @@ void mx_client_destroy(mx_client_t *c)
                 open++;
             }
         }
-        if ((open == 0 && c->reqs_out == 0) || icbc_clock_coarse_ms() > deadline) break;
-        if (ucp_worker_progress(w) == 0) idle_pause();
+        if ((open == 0 && c->reqs_out == 0) || icbc_clock_coarse_ms() > deadline)
+            break;
+        if (ucp_worker_progress(w) == 0)
+            idle_pause();
     }
     for (size_t i = 0; close_reqs && i < c->p.nrouters; i++)
-        if (close_reqs[i]) ucp_request_free(close_reqs[i]); /* UCX finishes it later */
+        if (close_reqs[i])
+            ucp_request_free(close_reqs[i]); /* UCX finishes it later */
     free(close_reqs);
 
     ucp_am_handler_param_t hparams = {
@@ -606,13 +650,16 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
         .payload_len = len,
     };
 
-    if (router < 0 || (size_t) router >= c->p.nrouters) return ICBC_ERR_INVALID;
+    if (router < 0 || (size_t) router >= c->p.nrouters)
+        return ICBC_ERR_INVALID;
     rt = &c->routers[router];
     if (inner_len > mx_client_max_inner(c) || len > ICBC_ROUTE_PAYLOAD_MAX)
         return ICBC_ERR_INVALID;
-    if (rt->state != RT_READY) return ICBC_ERR_PEER_FAILED;
+    if (rt->state != RT_READY)
+        return ICBC_ERR_PEER_FAILED;
     req = req_get(c);
-    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    if (req == NULL)
+        return ICBC_ERR_NO_MEMORY;
     if (inner_len > MX_INLINE_HDR) {
         req->hdr = malloc(ICBC_ROUTE_HDR_SIZE + inner_len);
         if (req->hdr == NULL) {
@@ -627,12 +674,15 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     req->len = len;
     req->hdr_len = ICBC_ROUTE_HDR_SIZE + inner_len;
     icbc_route_hdr_pack(&h, req->hdr);
-    if (inner_len) memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    if (inner_len)
+        memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     if (rt->wait_head || !window_open(rt, req)) {
         /* behind a window, and behind whatever already waits: in order */
         req->next_free = NULL;
-        if (rt->wait_tail) rt->wait_tail->next_free = req;
-        else rt->wait_head = req;
+        if (rt->wait_tail)
+            rt->wait_tail->next_free = req;
+        else
+            rt->wait_head = req;
         rt->wait_tail = req;
         return ICBC_OK;
     }
@@ -645,12 +695,13 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
     mx_creq_t *req = req_get(c);
     void *ureq;
 
-    if (req == NULL) return ICBC_ERR_NO_MEMORY;
+    if (req == NULL)
+        return ICBC_ERR_NO_MEMORY;
     req->cb = cb;
     req->arg = arg;
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb.recv_am = pull_cb,
         .user_data = req,
         .datatype = ucp_dt_make_contig(1),
@@ -686,23 +737,24 @@ size_t mx_client_num_routers(const mx_client_t *c)
 
 int mx_client_router_alive(const mx_client_t *c, int router)
 {
-    return router >= 0 && (size_t) router < c->p.nrouters &&
-           c->routers[router].state == RT_READY;
+    return router >= 0 && (size_t) router < c->p.nrouters && c->routers[router].state == RT_READY;
 }
 
 void mx_client_dump(const mx_client_t *c, FILE *f)
 {
-    static const char *const states[] = { "connecting", "challenged", "registering", "ready",
-                                          "refused", "lost" };
+    static const char *const states[] = { "connecting", "challenged", "registering",
+                                          "ready",      "refused",    "lost" };
 
     fprintf(f, "  mx_client: %zu request(s) in flight\n", c->reqs_out);
     for (size_t i = 0; i < c->p.nrouters; i++) {
         const router_t *rt = &c->routers[i];
         size_t waiting = 0;
-        for (const mx_creq_t *q = rt->wait_head; q; q = q->next_free) waiting++;
-        fprintf(f, "  router %zu (%s): %s, rendezvous %d/%d in flight, eager %zu/%zu bytes "
-                "not credited, %zu send(s) waiting for the window\n", i,
-                rt->rf ? rt->rf->fabric.text : "?",
+        for (const mx_creq_t *q = rt->wait_head; q; q = q->next_free)
+            waiting++;
+        fprintf(f,
+                "  router %zu (%s): %s, rendezvous %d/%d in flight, eager %zu/%zu bytes "
+                "not credited, %zu send(s) waiting for the window\n",
+                i, rt->rf ? rt->rf->fabric.text : "?",
                 (size_t) rt->state < sizeof(states) / sizeof(states[0]) ? states[rt->state] : "?",
                 rt->rndv_out, c->p.rndv_window, rt->eager_out, rt->eager_window, waiting);
     }

@@ -55,13 +55,13 @@ extern "C" {
 typedef struct mx_client mx_client_t;
 
 typedef struct mx_client_msg {
-    icbc_route_hdr_t route;  /* parsed and checked route header */
-    const void *inner;       /* inner header, valid during the call */
+    icbc_route_hdr_t route; /* parsed and checked route header */
+    const void *inner;      /* inner header, valid during the call */
     size_t inner_len;
-    void *data;              /* payload, or the rendezvous descriptor if rndv */
+    void *data; /* payload, or the rendezvous descriptor if rndv */
     size_t len;
     int rndv;
-    int router;              /* index of the router it came through */
+    int router; /* index of the router it came through */
 } mx_client_msg_t;
 
 /* Completion of a send or a pull; may run before the posting call returns. */
@@ -71,13 +71,13 @@ typedef struct mx_client_params {
     ucp_worker_h worker;
     const icbc_rf_router_t *routers; /* the routers of this process's cluster */
     size_t nrouters;
-    uint16_t cluster;                /* this process's cluster index */
+    uint16_t cluster; /* this process's cluster index */
     uint64_t job;
     uint32_t rank;
-    const unsigned char *key;        /* the router file's key */
+    const unsigned char *key; /* the router file's key */
     size_t keylen;
-    int timeout_ms;                  /* registration deadline; 0: 10000 */
-    size_t rndv_thresh;              /* larger payloads go by rendezvous; 0: default */
+    int timeout_ms;     /* registration deadline; 0: 10000 */
+    size_t rndv_thresh; /* larger payloads go by rendezvous; 0: default */
     /* Rendezvous sends in flight per router (the router holds a UCX
      * descriptor for each until it pulls the payload); later sends to that
      * router wait here, in order. 0: MX_RNDV_WINDOW_DEFAULT. */

@@ -54,18 +54,22 @@ static void each_socket(void (*fn)(int fd, unsigned long ino, void *arg), void *
     struct dirent *e;
     char link[64];
 
-    if (d == NULL) return;
+    if (d == NULL)
+        return;
     while ((e = readdir(d)) != NULL) {
         unsigned long ino;
         char *end;
         long fd = strtol(e->d_name, &end, 10);
         ssize_t n;
 
-        if (*end != '\0' || fd < 0 || fd == dirfd(d)) continue;
+        if (*end != '\0' || fd < 0 || fd == dirfd(d))
+            continue;
         n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-        if (n <= 0) continue;
+        if (n <= 0)
+            continue;
         link[n] = '\0';
-        if (sscanf(link, "socket:[%lu]", &ino) == 1) fn((int) fd, ino, arg);
+        if (sscanf(link, "socket:[%lu]", &ino) == 1)
+            fn((int) fd, ino, arg);
     }
     closedir(d);
 }
@@ -81,8 +85,10 @@ static int is_listening_tcp(int fd)
 
 static int sock_port(const struct sockaddr_storage *ss)
 {
-    if (ss->ss_family == AF_INET) return ntohs(((const struct sockaddr_in *) ss)->sin_port);
-    if (ss->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *) ss)->sin6_port);
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *) ss)->sin_port);
+    if (ss->ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *) ss)->sin6_port);
     return -1;
 }
 
@@ -91,9 +97,11 @@ static void note_listener(int fd, unsigned long ino, void *arg)
     mx_guard_t *g = arg;
     unsigned long *b;
 
-    if (!is_listening_tcp(fd)) return;
+    if (!is_listening_tcp(fd))
+        return;
     b = realloc(g->before, (g->nbefore + 1) * sizeof(*b));
-    if (b == NULL) return;
+    if (b == NULL)
+        return;
     g->before = b;
     g->before[g->nbefore++] = ino;
 }
@@ -102,7 +110,8 @@ icbc_status_t mx_guard_begin(mx_guard_t **out)
 {
     mx_guard_t *g = calloc(1, sizeof(*g));
 
-    if (g == NULL) return ICBC_ERR_NO_MEMORY;
+    if (g == NULL)
+        return ICBC_ERR_NO_MEMORY;
     each_socket(note_listener, g);
     *out = g;
     return ICBC_OK;
@@ -114,11 +123,13 @@ static void take_new_listener(int fd, unsigned long ino, void *arg)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
 
-    if (!is_listening_tcp(fd)) return;
+    if (!is_listening_tcp(fd))
+        return;
     for (size_t i = 0; i < g->nbefore; i++)
-        if (g->before[i] == ino) return;
-    if (g->nports == GUARD_PORTS_MAX ||
-        getsockname(fd, (struct sockaddr *) &ss, &sl) != 0 || sock_port(&ss) < 0)
+        if (g->before[i] == ino)
+            return;
+    if (g->nports == GUARD_PORTS_MAX || getsockname(fd, (struct sockaddr *) &ss, &sl) != 0 ||
+        sock_port(&ss) < 0)
         return;
     g->ports[g->nports].family = ss.ss_family;
     g->ports[g->nports].port = (uint16_t) sock_port(&ss);
@@ -138,7 +149,8 @@ size_t mx_guard_end(mx_guard_t *g)
 
 void mx_guard_free(mx_guard_t *g)
 {
-    if (g == NULL) return;
+    if (g == NULL)
+        return;
     free(g->before);
     free(g->hosts);
     free(g->conns);
@@ -161,7 +173,8 @@ static guard_host_t *find_host(const mx_guard_t *g, const struct sockaddr *sa)
 
     host_key(sa, &key);
     for (size_t i = 0; i < g->nhosts; i++)
-        if (memcmp(&g->hosts[i].addr, &key, sizeof(key)) == 0) return &g->hosts[i];
+        if (memcmp(&g->hosts[i].addr, &key, sizeof(key)) == 0)
+            return &g->hosts[i];
     return NULL;
 }
 
@@ -170,11 +183,13 @@ void mx_guard_trust(mx_guard_t *g, const struct sockaddr *host, int delta, doubl
     guard_host_t *h = find_host(g, host);
 
     if (h == NULL) {
-        if (delta <= 0) return;
+        if (delta <= 0)
+            return;
         if (g->nhosts == g->caphosts) {
             size_t cap = g->caphosts ? 2 * g->caphosts : 16;
             guard_host_t *n = realloc(g->hosts, cap * sizeof(*n));
-            if (n == NULL) return; /* the host stays untrusted: its processes re-register */
+            if (n == NULL)
+                return; /* the host stays untrusted: its processes re-register */
             g->hosts = n;
             g->caphosts = cap;
         }
@@ -183,8 +198,10 @@ void mx_guard_trust(mx_guard_t *g, const struct sockaddr *host, int delta, doubl
         h->count = 0;
     }
     h->count += delta;
-    if (h->count < 0) h->count = 0;
-    if (h->count == 0) h->last_ms = now_ms;
+    if (h->count < 0)
+        h->count = 0;
+    if (h->count == 0)
+        h->last_ms = now_ms;
 }
 
 static int trusted(const mx_guard_t *g, const struct sockaddr *peer, double now_ms,
@@ -200,7 +217,8 @@ static int guarded_port(const mx_guard_t *g, const struct sockaddr_storage *loca
     int port = sock_port(local);
 
     for (size_t i = 0; i < g->nports; i++)
-        if (g->ports[i].family == local->ss_family && g->ports[i].port == port) return 1;
+        if (g->ports[i].family == local->ss_family && g->ports[i].port == port)
+            return 1;
     return 0;
 }
 
@@ -210,9 +228,12 @@ static guard_conn_t *find_conn(guard_conn_t *v, size_t n, unsigned long ino)
 
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (v[mid].ino == ino) return &v[mid];
-        if (v[mid].ino < ino) lo = mid + 1;
-        else hi = mid;
+        if (v[mid].ino == ino)
+            return &v[mid];
+        if (v[mid].ino < ino)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -230,7 +251,8 @@ typedef struct {
 
 static void shut(int fd, guard_conn_t *c, size_t *count)
 {
-    if (c->shut) return;
+    if (c->shut)
+        return;
     c->shut = 1;
     (*count)++;
     /* Not close(): the descriptor stays UCX's; it sees the end of the stream. */
@@ -254,7 +276,10 @@ static void scan_one(int fd, unsigned long ino, void *arg)
     if (sc->nconns == sc->cap) {
         size_t cap = sc->cap ? 2 * sc->cap : 64;
         guard_conn_t *n = realloc(sc->conns, cap * sizeof(*n));
-        if (n == NULL) { sc->oom = 1; return; }
+        if (n == NULL) {
+            sc->oom = 1;
+            return;
+        }
         sc->conns = n;
         sc->cap = cap;
     }
@@ -263,16 +288,21 @@ static void scan_one(int fd, unsigned long ino, void *arg)
     c->ino = ino;
     c->first_ms = old ? old->first_ms : sc->now;
     c->shut = old ? old->shut : 0;
-    if (trusted(sc->g, (const struct sockaddr *) &peer, sc->now, sc->timeout)) return;
+    if (trusted(sc->g, (const struct sockaddr *) &peer, sc->now, sc->timeout))
+        return;
     if (sc->now - c->first_ms >= sc->timeout) {
         shut(fd, c, &sc->shut);
         return;
     }
-    if (c->shut) return;
+    if (c->shut)
+        return;
     if (sc->ncands == sc->capcands) {
         size_t cap = sc->capcands ? 2 * sc->capcands : 64;
         guard_cand_t *n = realloc(sc->cands, cap * sizeof(*n));
-        if (n == NULL) { sc->oom = 1; return; }
+        if (n == NULL) {
+            sc->oom = 1;
+            return;
+        }
         sc->cands = n;
         sc->capcands = cap;
     }
@@ -298,7 +328,8 @@ size_t mx_guard_scan(mx_guard_t *g, double now_ms, double timeout_ms, size_t max
 {
     scan_t sc = { .g = g, .now = now_ms, .timeout = timeout_ms };
 
-    if (g->nports == 0) return 0;
+    if (g->nports == 0)
+        return 0;
     each_socket(scan_one, &sc);
     if (sc.oom) {
         /* keep what we knew; try again at the next scan */
@@ -314,14 +345,16 @@ size_t mx_guard_scan(mx_guard_t *g, double now_ms, double timeout_ms, size_t max
             shut(sc.cands[i].fd, &sc.conns[sc.cands[i].conn], &sc.shut);
         g->untrusted = max_untrusted;
     }
-    if (sc.nconns > 1) qsort(sc.conns, sc.nconns, sizeof(*sc.conns), by_ino);
+    if (sc.nconns > 1)
+        qsort(sc.conns, sc.nconns, sizeof(*sc.conns), by_ino);
     free(sc.cands);
     free(g->conns);
     g->conns = sc.conns;
     g->nconns = sc.nconns;
     if (sc.shut)
         icbc_info("fabric guard: shut down %zu connection(s) of hosts without a registered "
-                  "process (%zu untrusted left)", sc.shut, g->untrusted);
+                  "process (%zu untrusted left)",
+                  sc.shut, g->untrusted);
     return sc.shut;
 }
 

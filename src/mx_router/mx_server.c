@@ -22,7 +22,7 @@
  * records the status, and the posting function finishes the operation. */
 typedef struct {
     struct mx_server *server;
-    int done;               /* completed while being posted */
+    int done; /* completed while being posted */
     ucs_status_t status;
 } mx_req_t;
 
@@ -70,11 +70,11 @@ struct mx_peer {
     mx_server_t *server;
     ucp_ep_h ep;
     peer_state_t state;
-    int flush;             /* close after queued sends (refusal), not by force */
-    void *arg;             /* the owner's, see mx_peer_set_arg */
-    mx_peer_t *prev, *next; /* all peers of the server */
-    mx_peer_t *close_next;  /* in server->to_close */
-    int trusted;            /* counted in the guard's trust of its host */
+    int flush;                  /* close after queued sends (refusal), not by force */
+    void *arg;                  /* the owner's, see mx_peer_set_arg */
+    mx_peer_t *prev, *next;     /* all peers of the server */
+    mx_peer_t *close_next;      /* in server->to_close */
+    int trusted;                /* counted in the guard's trust of its host */
     struct sockaddr_storage sa; /* the process's address (family 0: unknown) */
     char addr[64];
 };
@@ -87,16 +87,17 @@ struct mx_server {
     size_t rndv_thresh;
     mx_server_cbs_t cbs;
     void *arg;
-    icbc_hmap_t by_ep;         /* ucp_ep_h -> open peer */
-    mx_peer_t *peers;       /* every peer not yet freed */
-    mx_peer_t *to_close;    /* peers whose ep is to be closed from the loop */
-    size_t closing;         /* close operations in flight */
-    mx_guard_t *guard;      /* bound on connections of hosts without a registered process */
+    icbc_hmap_t by_ep;   /* ucp_ep_h -> open peer */
+    mx_peer_t *peers;    /* every peer not yet freed */
+    mx_peer_t *to_close; /* peers whose ep is to be closed from the loop */
+    size_t closing;      /* close operations in flight */
+    mx_guard_t *guard;   /* bound on connections of hosts without a registered process */
 };
 
 static void peer_untrust(mx_peer_t *p)
 {
-    if (!p->trusted) return;
+    if (!p->trusted)
+        return;
     p->trusted = 0;
     if (p->server->guard)
         mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, -1, icbc_clock_ms());
@@ -127,9 +128,12 @@ static void peer_unlink(mx_peer_t *p)
     mx_server_t *s = p->server;
 
     peer_untrust(p);
-    if (p->prev) p->prev->next = p->next;
-    else s->peers = p->next;
-    if (p->next) p->next->prev = p->prev;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        s->peers = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
     free(p);
 }
 
@@ -139,7 +143,8 @@ static void peer_schedule_close(mx_peer_t *p, int flush)
 {
     mx_server_t *s = p->server;
 
-    if (p->state != PEER_OPEN) return;
+    if (p->state != PEER_OPEN)
+        return;
     peer_untrust(p);
     p->state = PEER_CLOSING;
     p->flush = flush;
@@ -187,9 +192,11 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     mx_peer_t *p = arg;
     mx_server_t *s = p->server;
 
-    if (p->state != PEER_OPEN) return;
+    if (p->state != PEER_OPEN)
+        return;
     icbc_debug("fabric peer %s: endpoint error: %s", p->addr, ucs_status_string(status));
-    if (s->cbs.on_lost) s->cbs.on_lost(p, ICBC_ERR_PEER_FAILED, s->arg);
+    if (s->cbs.on_lost)
+        s->cbs.on_lost(p, ICBC_ERR_PEER_FAILED, s->arg);
     peer_schedule_close(p, 0);
 }
 
@@ -228,16 +235,19 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         icbc_error("fabric: out of memory accepting %s", p->addr);
         p->state = PEER_OPEN;
         p->next = s->peers;
-        if (s->peers) s->peers->prev = p;
+        if (s->peers)
+            s->peers->prev = p;
         s->peers = p;
         peer_schedule_close(p, 0);
         return;
     }
     p->state = PEER_OPEN;
     p->next = s->peers;
-    if (s->peers) s->peers->prev = p;
+    if (s->peers)
+        s->peers->prev = p;
     s->peers = p;
-    if (s->cbs.on_connect) s->cbs.on_connect(p, s->arg);
+    if (s->cbs.on_connect)
+        s->cbs.on_connect(p, s->arg);
 }
 
 static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -255,19 +265,21 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         icbc_debug("fabric: dropped a message from an unknown endpoint");
         return rndv ? UCS_ERR_CANCELED : UCS_OK;
     }
-    if (s->cbs.on_recv(p, &r, s->arg) && persistent) return UCS_INPROGRESS;
+    if (s->cbs.on_recv(p, &r, s->arg) && persistent)
+        return UCS_INPROGRESS;
     return UCS_OK;
 }
 
-icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs_t *cbs,
-                               void *arg, mx_server_t **out)
+icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs_t *cbs, void *arg,
+                               mx_server_t **out)
 {
     mx_server_t *s = calloc(1, sizeof(*s));
     ucp_config_t *config = NULL;
     ucs_status_t st;
     char addr[64];
 
-    if (s == NULL) return ICBC_ERR_NO_MEMORY;
+    if (s == NULL)
+        return ICBC_ERR_NO_MEMORY;
     s->cbs = *cbs;
     s->arg = arg;
     s->efd = -1;
@@ -284,19 +296,22 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
      * this is a transport setting, read from the environment only. */
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     st = ucp_config_read(NULL, NULL, &config);
-    if (st != UCS_OK) goto ucx_fail;
+    if (st != UCS_OK)
+        goto ucx_fail;
     /* The router talks to processes on other nodes only: a network transport. */
     if (getenv("UCX_TLS") == NULL) {
         st = ucp_config_modify(config, "TLS", opts->tls ? opts->tls : "tcp");
-        if (st != UCS_OK) goto ucx_fail;
+        if (st != UCS_OK)
+            goto ucx_fail;
     }
     if (opts->devices) {
         st = ucp_config_modify(config, "NET_DEVICES", opts->devices);
-        if (st != UCS_OK) goto ucx_fail;
+        if (st != UCS_OK)
+            goto ucx_fail;
     }
     ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
-                      UCP_PARAM_FIELD_REQUEST_INIT,
+        .field_mask =
+            UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_REQUEST_INIT,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
         .request_size = sizeof(mx_req_t),
         .request_init = req_init,
@@ -304,14 +319,16 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
     st = ucp_init(&params, config, &s->context);
     ucp_config_release(config);
     config = NULL;
-    if (st != UCS_OK) goto ucx_fail;
+    if (st != UCS_OK)
+        goto ucx_fail;
 
     ucp_worker_params_t wparams = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
         .thread_mode = UCS_THREAD_MODE_SINGLE,
     };
     st = ucp_worker_create(s->context, &wparams, &s->worker);
-    if (st != UCS_OK) goto ucx_fail;
+    if (st != UCS_OK)
+        goto ucx_fail;
 
     ucp_am_handler_param_t hparams = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -322,10 +339,12 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
         .flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
     };
     st = ucp_worker_set_am_recv_handler(s->worker, &hparams);
-    if (st != UCS_OK) goto ucx_fail;
+    if (st != UCS_OK)
+        goto ucx_fail;
 
     st = ucp_worker_get_efd(s->worker, &s->efd);
-    if (st != UCS_OK) goto ucx_fail;
+    if (st != UCS_OK)
+        goto ucx_fail;
 
     ucp_listener_params_t lparams = {
         .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
@@ -347,23 +366,31 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
 
 ucx_fail:
     icbc_error("fabric: UCX setup for %s failed: %s", addr, ucs_status_string(st));
-    if (config) ucp_config_release(config);
+    if (config)
+        ucp_config_release(config);
     mx_server_destroy(s);
     return ICBC_ERR_UNREACHABLE;
 }
 
 void mx_server_destroy(mx_server_t *s)
 {
-    if (s == NULL) return;
-    if (s->listener) ucp_listener_destroy(s->listener);
+    if (s == NULL)
+        return;
+    if (s->listener)
+        ucp_listener_destroy(s->listener);
     s->listener = NULL;
-    for (mx_peer_t *p = s->peers; p; p = p->next) peer_schedule_close(p, 0);
+    for (mx_peer_t *p = s->peers; p; p = p->next)
+        peer_schedule_close(p, 0);
     close_pending(s);
     /* Forced closes complete within a few progress calls; bound the wait. */
-    for (int i = 0; s->closing > 0 && i < 100000; i++) ucp_worker_progress(s->worker);
-    while (s->peers) peer_unlink(s->peers);
-    if (s->worker) ucp_worker_destroy(s->worker);
-    if (s->context) ucp_cleanup(s->context);
+    for (int i = 0; s->closing > 0 && i < 100000; i++)
+        ucp_worker_progress(s->worker);
+    while (s->peers)
+        peer_unlink(s->peers);
+    if (s->worker)
+        ucp_worker_destroy(s->worker);
+    if (s->context)
+        ucp_cleanup(s->context);
     icbc_hmap_free(&s->by_ep);
     mx_guard_free(s->guard);
     free(s);
@@ -393,12 +420,13 @@ icbc_status_t mx_server_arm(mx_server_t *s)
 {
     ucs_status_t st = ucp_worker_arm(s->worker);
 
-    if (st == UCS_OK) return ICBC_OK;
-    if (st == UCS_ERR_BUSY) return ICBC_ERR_BUSY;
+    if (st == UCS_OK)
+        return ICBC_OK;
+    if (st == UCS_ERR_BUSY)
+        return ICBC_ERR_BUSY;
     icbc_error("fabric: ucp_worker_arm: %s", ucs_status_string(st));
     return ICBC_ERR_IO;
 }
-
 
 static icbc_status_t from_ucs(ucs_status_t st)
 {
@@ -426,8 +454,8 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
 {
     mx_server_t *s = p->server;
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_FLAGS,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = send_cb,
         .user_data = send_arg,
         .flags = UCP_AM_SEND_FLAG_REPLY |
@@ -435,7 +463,8 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
     };
     void *req;
 
-    if (p->state != PEER_OPEN) return ICBC_ERR_PEER_FAILED;
+    if (p->state != PEER_OPEN)
+        return ICBC_ERR_PEER_FAILED;
     req = ucp_am_send_nbx(p->ep, ICBC_UCX_AM_ROUTE, hdr, hdr_len, payload, len, &param);
     if (req == NULL) {
         s->cbs.on_sent(send_arg, ICBC_OK);
@@ -451,12 +480,11 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
     return ICBC_OK;
 }
 
-icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t len,
-                                  void *recv_arg)
+icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t len, void *recv_arg)
 {
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb.recv_am = pull_cb,
         .user_data = recv_arg,
         .datatype = ucp_dt_make_contig(1),
@@ -466,8 +494,7 @@ icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t 
     if (req == NULL) {
         s->cbs.on_pulled(recv_arg, ICBC_OK);
     } else if (UCS_PTR_IS_ERR(req)) {
-        icbc_debug("fabric: rendezvous receive failed: %s",
-                   ucs_status_string(UCS_PTR_STATUS(req)));
+        icbc_debug("fabric: rendezvous receive failed: %s", ucs_status_string(UCS_PTR_STATUS(req)));
         return ICBC_ERR_PEER_FAILED;
     } else {
         ucs_status_t st = req_posted(s, req);
@@ -509,7 +536,8 @@ size_t mx_server_num_peers(const mx_server_t *s)
 
 void mx_server_trust_peer(mx_peer_t *p)
 {
-    if (p->trusted || p->state != PEER_OPEN || p->sa.ss_family == 0 || !p->server->guard) return;
+    if (p->trusted || p->state != PEER_OPEN || p->sa.ss_family == 0 || !p->server->guard)
+        return;
     p->trusted = 1;
     mx_guard_trust(p->server->guard, (const struct sockaddr *) &p->sa, +1, icbc_clock_ms());
 }

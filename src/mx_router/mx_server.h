@@ -34,10 +34,10 @@ typedef struct mx_server mx_server_t;
 typedef struct mx_peer mx_peer_t; /* one connected compute process */
 
 typedef struct mx_recv {
-    const void *hdr;   /* AM header: route header + inner header; valid during the call */
+    const void *hdr; /* AM header: route header + inner header; valid during the call */
     size_t hdr_len;
-    void *data;        /* eager payload, or the rendezvous descriptor if rndv */
-    size_t len;        /* payload length */
+    void *data; /* eager payload, or the rendezvous descriptor if rndv */
+    size_t len; /* payload length */
     int rndv;
 } mx_recv_t;
 
@@ -58,13 +58,13 @@ typedef struct mx_server_cbs {
 typedef struct mx_server_opts {
     const struct sockaddr *addr; /* fabric address to listen on */
     socklen_t addrlen;
-    const char *tls;      /* UCX_TLS when the environment sets none; NULL: "tcp" */
-    const char *devices;  /* UCX_NET_DEVICES; NULL: UCX's choice */
-    size_t rndv_thresh;   /* payloads above this are sent with rendezvous; 0: default */
+    const char *tls;     /* UCX_TLS when the environment sets none; NULL: "tcp" */
+    const char *devices; /* UCX_NET_DEVICES; NULL: UCX's choice */
+    size_t rndv_thresh;  /* payloads above this are sent with rendezvous; 0: default */
 } mx_server_opts_t;
 
-icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs_t *cbs,
-                               void *arg, mx_server_t **out);
+icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs_t *cbs, void *arg,
+                               mx_server_t **out);
 /* Closes every endpoint (no callbacks) and frees everything. */
 void mx_server_destroy(mx_server_t *s);
 

@@ -53,19 +53,22 @@ static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void 
     rt_msg_t *m;
 
     icbc_route_hdr_pack(&h, hdr);
-    if (inner_len) memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
+    if (inner_len)
+        memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     m = rt_msg_new(r, hdr, ICBC_ROUTE_HDR_SIZE + inner_len, &h, FROM_ROUTER);
-    if (m == NULL) return;
+    if (m == NULL)
+        return;
     m->state = MSG_SENDING;
-    if (mx_server_send(p->mp, m->hdr, m->hdr_len, NULL, 0, m) != ICBC_OK) rt_msg_free(m);
+    if (mx_server_send(p->mp, m->hdr, m->hdr_len, NULL, 0, m) != ICBC_OK)
+        rt_msg_free(m);
 }
 
 static void unregister(rt_peer_t *p)
 {
     icbc_router_t *r = p->r;
 
-    if (p->registered && rt_lookup(r, p->job, p->rank) == p) icbc_hmap_del(&r->registry, p->job,
-                                                                         p->rank);
+    if (p->registered && rt_lookup(r, p->job, p->rank) == p)
+        icbc_hmap_del(&r->registry, p->job, p->rank);
     p->registered = 0;
     r->st.registered = r->registry.count;
 }
@@ -86,10 +89,11 @@ static void refuse(rt_peer_t *p, int answer, const char *why)
 {
     icbc_router_t *r = p->r;
 
-    icbc_warn("router %s: refused fabric connection from %s: %s", r->name,
-              mx_peer_addr_text(p->mp), why);
+    icbc_warn("router %s: refused fabric connection from %s: %s", r->name, mx_peer_addr_text(p->mp),
+              why);
     r->st.refused_fabric++;
-    if (answer) send_control(p, ICBC_ROUTE_REGISTER_ACK, 0, NULL, 0);
+    if (answer)
+        send_control(p, ICBC_ROUTE_REGISTER_ACK, 0, NULL, 0);
     mx_server_close(p->mp, 1);
     peer_free(p);
 }
@@ -141,8 +145,8 @@ static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
     icbc_route_hdr_pack(&h, hdr);
     m = rt_msg_new(r, hdr, sizeof(hdr), &h, FROM_ROUTER);
     if (m == NULL) {
-        icbc_error("router %s: out of memory; job %llu rank %u not told about cluster %d",
-                   r->name, (unsigned long long) p->job, p->rank, cluster);
+        icbc_error("router %s: out of memory; job %llu rank %u not told about cluster %d", r->name,
+                   (unsigned long long) p->job, p->rank, cluster);
         return;
     }
     rt_enqueue(&p->out, m);
@@ -192,14 +196,16 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t 
     icbc_put64(window, r->cfg.eager_window);
     send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, window, sizeof(window));
     for (size_t d = 0; r->reach && d < icbc_routerfile_num_clusters(r->rf); d++)
-        if (r->reach[d].announced) cluster_state_to(p, (int) d, 0);
+        if (r->reach[d].announced)
+            cluster_state_to(p, (int) d, 0);
 }
 
 void rt_fabric_credit(icbc_router_t *r, uint64_t job, uint32_t rank, size_t n)
 {
     rt_peer_t *p = r->destroying || n == 0 ? NULL : rt_lookup(r, job, rank);
 
-    if (p == NULL) return; /* nothing owed, or gone: nobody waits for it */
+    if (p == NULL)
+        return; /* nothing owed, or gone: nobody waits for it */
     p->credit_due += n;
     if (p->credit_due >= r->cfg.eager_window / 4 && !icbc_list_linked(&p->credit_link))
         icbc_list_push(&r->credit_pending, &p->credit_link);
@@ -226,7 +232,8 @@ void rt_fabric_cluster_state(icbc_router_t *r, int cluster, int reachable)
 {
     for (icbc_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
         rt_peer_t *p = ICBC_CONTAINER(e, rt_peer_t, all_link);
-        if (p->registered) cluster_state_to(p, cluster, reachable);
+        if (p->registered)
+            cluster_state_to(p, cluster, reachable);
     }
 }
 
@@ -243,9 +250,10 @@ static void pull_go(rt_waiter_t *w)
     m->desc = NULL;
     r->st.descs_held--;
     m->state = MSG_PULLING;
-    if (m->payload == NULL || mx_server_recv_data(r->fabric, desc, m->payload, m->len, m) !=
-                                  ICBC_OK) {
-        if (m->payload == NULL) mx_server_data_release(r->fabric, desc);
+    if (m->payload == NULL ||
+        mx_server_recv_data(r->fabric, desc, m->payload, m->len, m) != ICBC_OK) {
+        if (m->payload == NULL)
+            mx_server_data_release(r->fabric, desc);
         rt_on_pulled(m, ICBC_ERR_NO_MEMORY);
     }
 }
@@ -266,10 +274,10 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
     }
     q = rt_route(r, rh);
     if (q == NULL) {
-        rt_unreachable(r, rh, rh->dst_cluster == r->cluster ? "not registered"
-                              : rh->dst_cluster >= icbc_routerfile_num_clusters(r->rf)
-                                  ? "no such cluster"
-                                  : "trunk down");
+        rt_unreachable(r, rh,
+                       rh->dst_cluster == r->cluster                            ? "not registered"
+                       : rh->dst_cluster >= icbc_routerfile_num_clusters(r->rf) ? "no such cluster"
+                                                                                : "trunk down");
         rt_fabric_credit(r, p->job, p->rank, credit);
         return 0;
     }
@@ -296,7 +304,8 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
     }
     m->state = MSG_WAIT_MEM;
     m->desc = rcv->data;
-    if (++r->st.descs_held > r->st.peak_descs_held) r->st.peak_descs_held = r->st.descs_held;
+    if (++r->st.descs_held > r->st.peak_descs_held)
+        r->st.peak_descs_held = r->st.descs_held;
     m->wait.need = rcv->len;
     m->wait.go = pull_go;
     m->wait.pull = 1;
@@ -309,12 +318,15 @@ static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
     rt_peer_t *p = mx_peer_arg(mp);
     icbc_route_hdr_t rh;
 
-    if (p == NULL) return 0;
+    if (p == NULL)
+        return 0;
     if (icbc_route_hdr_parse(rcv->hdr, rcv->hdr_len, &rh) != ICBC_OK ||
         rh.inner_len != rcv->hdr_len - ICBC_ROUTE_HDR_SIZE || rh.payload_len != rcv->len) {
-        if (!p->registered) refuse(p, 0, "malformed message before REGISTER");
-        else icbc_debug("router %s: malformed message from %s dropped", p->r->name,
-                        mx_peer_addr_text(mp));
+        if (!p->registered)
+            refuse(p, 0, "malformed message before REGISTER");
+        else
+            icbc_debug("router %s: malformed message from %s dropped", p->r->name,
+                       mx_peer_addr_text(mp));
         return 0;
     }
     if (!p->registered) {
@@ -325,8 +337,7 @@ static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
         return 0;
     }
     switch (rh.type) {
-    case ICBC_ROUTE_MSG:
-        return forward(p, rcv, &rh);
+    case ICBC_ROUTE_MSG: return forward(p, rcv, &rh);
     case ICBC_ROUTE_DEREGISTER:
         icbc_debug("router %s: job %llu rank %u deregistered", p->r->name,
                    (unsigned long long) p->job, p->rank);
@@ -343,10 +354,11 @@ static void on_lost(mx_peer_t *mp, icbc_status_t status, void *arg)
 {
     rt_peer_t *p = mx_peer_arg(mp);
 
-    if (p == NULL) return;
+    if (p == NULL)
+        return;
     if (p->registered)
-        icbc_info("router %s: job %llu rank %u (%s) gone", p->r->name,
-                  (unsigned long long) p->job, p->rank, mx_peer_addr_text(mp));
+        icbc_info("router %s: job %llu rank %u (%s) gone", p->r->name, (unsigned long long) p->job,
+                  p->rank, mx_peer_addr_text(mp));
     peer_free(p);
 }
 
@@ -363,7 +375,8 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
     while (!icbc_list_empty(&r->unregistered)) {
         rt_peer_t *p = ICBC_CONTAINER(r->unregistered.next, rt_peer_t, unreg_link);
         if (p->deadline > now) {
-            if (p->deadline < *next) *next = p->deadline;
+            if (p->deadline < *next)
+                *next = p->deadline;
             break;
         }
         refuse(p, 0, "no REGISTER in time");
@@ -372,21 +385,26 @@ void rt_fabric_timers(icbc_router_t *r, double now, double *next)
      * is shut down once it is as old as the registration deadline. */
     if (now >= r->next_guard) {
         double period = r->cfg.register_ms / 20.0;
-        if (period > 250) period = 250;
-        if (period < 10) period = 10;
+        if (period > 250)
+            period = 250;
+        if (period < 10)
+            period = 10;
         r->st.fabric_conns_closed +=
             mx_server_guard(r->fabric, r->cfg.register_ms, (size_t) r->cfg.max_unregistered);
         r->next_guard = now + period;
     }
-    if (r->next_guard < *next) *next = r->next_guard;
+    if (r->next_guard < *next)
+        *next = r->next_guard;
     if (now >= r->next_keepalive) {
         for (icbc_list_t *e = r->peers.next; e != &r->peers; e = e->next) {
             rt_peer_t *p = ICBC_CONTAINER(e, rt_peer_t, all_link);
-            if (p->registered) send_credit(p);
+            if (p->registered)
+                send_credit(p);
         }
         r->next_keepalive = now + MX_ROUTER_KEEPALIVE_MS;
     }
-    if (r->next_keepalive < *next) *next = r->next_keepalive;
+    if (r->next_keepalive < *next)
+        *next = r->next_keepalive;
 }
 
 void rt_fabric_destroy(icbc_router_t *r)

@@ -27,12 +27,13 @@ void rt_queue_init(rt_queue_t *q, rt_queue_kind_t kind, void *owner)
     q->owner = owner;
 }
 
-rt_msg_t *rt_msg_new(icbc_router_t *r, const void *hdr, size_t hdr_len,
-                     const icbc_route_hdr_t *rh, rt_origin_t origin)
+rt_msg_t *rt_msg_new(icbc_router_t *r, const void *hdr, size_t hdr_len, const icbc_route_hdr_t *rh,
+                     rt_origin_t origin)
 {
     rt_msg_t *m = malloc(sizeof(*m) + hdr_len);
 
-    if (m == NULL) return NULL;
+    if (m == NULL)
+        return NULL;
     memset(m, 0, sizeof(*m));
     icbc_list_init(&m->qlink);
     icbc_list_init(&m->wait.link);
@@ -61,18 +62,23 @@ void rt_msg_free(rt_msg_t *m)
         mx_server_data_release(r->fabric, m->desc);
         r->st.descs_held--;
     }
-    if (m->kind == PAY_UCX) mx_server_data_release(r->fabric, m->payload);
-    else if (m->kind == PAY_POOL) free(m->payload);
+    if (m->kind == PAY_UCX)
+        mx_server_data_release(r->fabric, m->payload);
+    else if (m->kind == PAY_POOL)
+        free(m->payload);
     size_t charged = m->charged;
     int pool = m->kind == PAY_POOL;
-    if (m->credit) rt_fabric_credit(r, m->rh.job, m->rh.src_rank, m->credit);
+    if (m->credit)
+        rt_fabric_credit(r, m->rh.job, m->rh.src_rank, m->credit);
     free(m);
-    if (charged) rt_mem_release(r, charged, pool);
+    if (charged)
+        rt_mem_release(r, charged, pool);
 }
 
 void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
 {
-    if (q->kind == Q_WAIT) m->arrived = icbc_clock_ms();
+    if (q->kind == Q_WAIT)
+        m->arrived = icbc_clock_ms();
     m->q = q;
     m->to_trunk = q->kind == Q_STREAM;
     q->bytes += m->len;
@@ -81,7 +87,8 @@ void rt_enqueue(rt_queue_t *q, rt_msg_t *m)
 
 static void count_done(icbc_router_t *r, const rt_msg_t *m)
 {
-    if (m->origin == FROM_ROUTER) return;
+    if (m->origin == FROM_ROUTER)
+        return;
     if (m->to_trunk) {
         r->st.msgs_out++;
         r->st.bytes_out += m->len;
@@ -99,22 +106,27 @@ void rt_on_sent(void *arg, icbc_status_t status)
 {
     rt_msg_t *m = arg;
 
-    if (status == ICBC_OK) count_done(m->r, m);
-    else rt_unreachable(m->r, &m->rh, m->to_trunk ? "trunk lost" : "destination lost");
+    if (status == ICBC_OK)
+        count_done(m->r, m);
+    else
+        rt_unreachable(m->r, &m->rh, m->to_trunk ? "trunk lost" : "destination lost");
     rt_msg_free(m);
 }
 
 void rt_pump(rt_queue_t *q)
 {
-    if (q->kind == Q_WAIT) return; /* trunk_check_up moves them on */
+    if (q->kind == Q_WAIT)
+        return; /* trunk_check_up moves them on */
     while (!icbc_list_empty(&q->msgs)) {
         rt_msg_t *m = ICBC_CONTAINER(q->msgs.next, rt_msg_t, qlink);
         icbc_status_t st;
 
-        if (m->state != MSG_READY) break;
+        if (m->state != MSG_READY)
+            break;
         if (q->kind == Q_STREAM) {
             rt_stream_t *s = q->owner;
-            if (s->busy || !s->ready) break;
+            if (s->busy || !s->ready)
+                break;
         }
         icbc_list_del(&m->qlink);
         q->bytes -= m->len;
@@ -148,7 +160,8 @@ void rt_pump(rt_queue_t *q)
 
 void rt_pump_later(icbc_router_t *r, rt_queue_t *q)
 {
-    if (!icbc_list_linked(&q->pump_link)) icbc_list_push(&r->to_pump, &q->pump_link);
+    if (!icbc_list_linked(&q->pump_link))
+        icbc_list_push(&r->to_pump, &q->pump_link);
 }
 
 void rt_pump_deferred(icbc_router_t *r)
@@ -168,7 +181,8 @@ void rt_msg_fail(rt_msg_t *m, const char *why)
         m->q->bytes -= m->len;
         m->q = NULL;
     }
-    if (m->state == MSG_PULLING) return; /* rt_on_pulled finishes it */
+    if (m->state == MSG_PULLING)
+        return; /* rt_on_pulled finishes it */
     rt_unreachable(m->r, &m->rh, why);
     rt_msg_free(m);
 }
@@ -187,11 +201,13 @@ rt_queue_t *rt_route(icbc_router_t *r, const icbc_route_hdr_t *rh)
         return p ? &p->out : NULL;
     } else {
         rt_stream_t *s = rt_trunk_pick(r, rh);
-        if (s) return &s->q;
+        if (s)
+            return &s->q;
         /* No trunk up: wait for one, if this router has trunks there. */
         if (r->cfg.trunk_wait_ms > 0 && rh->dst_cluster < icbc_routerfile_num_clusters(r->rf))
             for (int i = 0; i < r->ntrunks; i++)
-                if (r->trunks[i].cluster == rh->dst_cluster) return &r->trunk_wait[rh->dst_cluster];
+                if (r->trunks[i].cluster == rh->dst_cluster)
+                    return &r->trunk_wait[rh->dst_cluster];
         return NULL;
     }
 }
@@ -204,8 +220,10 @@ static void log_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, cons
 {
     uint64_t k2 = (uint64_t) lost->dst_cluster << 32 | lost->dst_rank;
 
-    if (icbc_hmap_get(&r->unreach_logged, lost->job, k2)) return;
-    if (r->unreach_logged.count >= UNREACH_LOG_MAX) return;
+    if (icbc_hmap_get(&r->unreach_logged, lost->job, k2))
+        return;
+    if (r->unreach_logged.count >= UNREACH_LOG_MAX)
+        return;
     icbc_hmap_put(&r->unreach_logged, lost->job, k2, (void *) 1);
     icbc_warn("router %s: job %llu rank %u of cluster %u unreachable (%s); message from "
               "rank %u of cluster %u dropped, source told",
@@ -228,7 +246,8 @@ void rt_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, const char *
     rt_queue_t *q;
     rt_msg_t *m;
 
-    if (lost->type != ICBC_ROUTE_MSG || r->destroying) return; /* never answer an answer */
+    if (lost->type != ICBC_ROUTE_MSG || r->destroying)
+        return; /* never answer an answer */
     r->st.unreachable++;
     log_unreachable(r, lost, why);
     icbc_route_hdr_pack(&uh, hdr);
@@ -240,7 +259,8 @@ void rt_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, const char *
         return;
     }
     m = rt_msg_new(r, hdr, sizeof(hdr), &uh, FROM_ROUTER);
-    if (m == NULL) return;
+    if (m == NULL)
+        return;
     rt_enqueue(q, m);
     rt_pump(q);
 }
@@ -250,7 +270,8 @@ void rt_unreachable(icbc_router_t *r, const icbc_route_hdr_t *lost, const char *
 static void note_peak(icbc_router_t *r)
 {
     r->st.buffered = r->charged;
-    if (r->charged > r->st.peak_buffered) r->st.peak_buffered = r->charged;
+    if (r->charged > r->st.peak_buffered)
+        r->st.peak_buffered = r->charged;
 }
 
 /* With cfg.max_rss: the process's resident bytes, read at most once a
@@ -282,8 +303,10 @@ static size_t rss_reserve(const icbc_router_t *r)
 
 static int mem_fits(icbc_router_t *r, size_t n)
 {
-    if (r->charged_pool == 0) return 1; /* never stall for good */
-    if (r->charged + n > r->cfg.max_memory) return 0;
+    if (r->charged_pool == 0)
+        return 1; /* never stall for good */
+    if (r->charged + n > r->cfg.max_memory)
+        return 0;
     return r->cfg.max_rss == 0 || rss_estimate(r) + n + rss_reserve(r) <= r->cfg.max_rss;
 }
 
@@ -312,8 +335,9 @@ static int pull_blocked(const rt_waiter_t *w)
  * the trunk idles until the first one is whole. */
 static rt_waiter_t *first_waiter(icbc_router_t *r)
 {
-    rt_waiter_t *a = icbc_list_empty(&r->mem_waiters) ? NULL
-                     : ICBC_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
+    rt_waiter_t *a = icbc_list_empty(&r->mem_waiters)
+                         ? NULL
+                         : ICBC_CONTAINER(r->mem_waiters.next, rt_waiter_t, link);
     rt_waiter_t *b = NULL;
 
     if (r->pulls < r->cfg.max_pulls)
@@ -321,14 +345,17 @@ static rt_waiter_t *first_waiter(icbc_router_t *r)
             if (!pull_blocked(ICBC_CONTAINER(e, rt_waiter_t, link)))
                 b = ICBC_CONTAINER(e, rt_waiter_t, link);
 
-    if (a == NULL) return b;
-    if (b == NULL) return a;
+    if (a == NULL)
+        return b;
+    if (b == NULL)
+        return a;
     return a->seq < b->seq ? a : b;
 }
 
 int rt_mem_try(icbc_router_t *r, size_t n)
 {
-    if (first_waiter(r) != NULL || !mem_fits(r, n)) return 0;
+    if (first_waiter(r) != NULL || !mem_fits(r, n))
+        return 0;
     mem_take(r, n);
     return 1;
 }
@@ -342,10 +369,13 @@ void rt_mem_charge_eager(icbc_router_t *r, size_t n)
 void rt_mem_release(icbc_router_t *r, size_t n, int pool)
 {
     r->charged -= n;
-    if (pool) r->charged_pool -= n;
-    if (pool && n >= (64 << 10)) r->rss_at = 0; /* an mmap'ed buffer went back */
+    if (pool)
+        r->charged_pool -= n;
+    if (pool && n >= (64 << 10))
+        r->rss_at = 0; /* an mmap'ed buffer went back */
     note_peak(r);
-    if (first_waiter(r) != NULL) rt_mem_kick(r);
+    if (first_waiter(r) != NULL)
+        rt_mem_kick(r);
 }
 
 void rt_mem_wait(icbc_router_t *r, rt_waiter_t *w)
@@ -356,7 +386,8 @@ void rt_mem_wait(icbc_router_t *r, rt_waiter_t *w)
 
 void rt_mem_kick(icbc_router_t *r)
 {
-    if (r->destroying) return;
+    if (r->destroying)
+        return;
     if (r->kicking) {
         r->kick_again = 1;
         return;
@@ -366,7 +397,8 @@ void rt_mem_kick(icbc_router_t *r)
         r->kick_again = 0;
         for (;;) {
             rt_waiter_t *w = first_waiter(r);
-            if (w == NULL || !mem_fits(r, w->need)) break;
+            if (w == NULL || !mem_fits(r, w->need))
+                break;
             icbc_list_del(&w->link);
             mem_take(r, w->need);
             w->go(w);
@@ -380,7 +412,8 @@ void rt_on_pulled(void *arg, icbc_status_t status)
     rt_msg_t *m = arg;
 
     m->r->pulls--;
-    if (first_waiter(m->r) != NULL) rt_mem_kick(m->r);
+    if (first_waiter(m->r) != NULL)
+        rt_mem_kick(m->r);
 
     if (status != ICBC_OK || m->q == NULL) {
         rt_unreachable(m->r, &m->rh, status != ICBC_OK ? "source lost" : "destination lost");

@@ -22,7 +22,8 @@ static void on_stop_fd(int fd, uint32_t events, void *arg)
     icbc_router_t *r = arg;
     uint64_t v;
 
-    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN) icbc_debug("router: eventfd read failed");
+    if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        icbc_debug("router: eventfd read failed");
     r->stopping = 1;
 }
 
@@ -42,7 +43,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (err == NULL || errlen == 0) return;
+    if (err == NULL || errlen == 0)
+        return;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
@@ -65,20 +67,28 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         return ICBC_ERR_INVALID;
     }
     r = calloc(1, sizeof(*r));
-    if (r == NULL) return ICBC_ERR_NO_MEMORY;
+    if (r == NULL)
+        return ICBC_ERR_NO_MEMORY;
     r->cfg = *cfg;
     r->rf = cfg->rf;
     r->stop_fd = -1;
     r->conn_tag = CONN_ROUTER;
-    if (r->cfg.max_memory == 0) r->cfg.max_memory = ICBC_ROUTER_MAX_MEMORY_DEFAULT;
-    if (r->cfg.max_pulls <= 0) r->cfg.max_pulls = ICBC_ROUTER_MAX_PULLS_DEFAULT;
-    if (r->cfg.streams == 0) r->cfg.streams = ICBC_ROUTER_STREAMS_DEFAULT;
-    if (r->cfg.stream_queue == 0) r->cfg.stream_queue = ICBC_ROUTER_STREAM_QUEUE_DEFAULT;
-    if (r->cfg.notsent_lowat == 0) r->cfg.notsent_lowat = ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT;
-    if (r->cfg.register_ms <= 0) r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
+    if (r->cfg.max_memory == 0)
+        r->cfg.max_memory = ICBC_ROUTER_MAX_MEMORY_DEFAULT;
+    if (r->cfg.max_pulls <= 0)
+        r->cfg.max_pulls = ICBC_ROUTER_MAX_PULLS_DEFAULT;
+    if (r->cfg.streams == 0)
+        r->cfg.streams = ICBC_ROUTER_STREAMS_DEFAULT;
+    if (r->cfg.stream_queue == 0)
+        r->cfg.stream_queue = ICBC_ROUTER_STREAM_QUEUE_DEFAULT;
+    if (r->cfg.notsent_lowat == 0)
+        r->cfg.notsent_lowat = ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT;
+    if (r->cfg.register_ms <= 0)
+        r->cfg.register_ms = ICBC_ROUTER_REGISTER_MS_DEFAULT;
     if (r->cfg.max_unregistered <= 0)
         r->cfg.max_unregistered = ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT;
-    if (r->cfg.trunk_wait_ms == 0) r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
+    if (r->cfg.trunk_wait_ms == 0)
+        r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
     if (r->cfg.eager_window == 0) {
         r->cfg.eager_window = r->cfg.max_memory / 256;
         if (r->cfg.eager_window < ICBC_ROUTER_EAGER_WINDOW_MIN)
@@ -113,7 +123,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     r->index = (int) (r->self - cl->routers);
     snprintf(r->name, sizeof(r->name), "%s/%d", cl->name, r->index);
     st = icbc_routerfile_read_key(r->rf, r->key, sizeof(r->key), &r->keylen, err, errlen);
-    if (st != ICBC_OK) goto fail;
+    if (st != ICBC_OK)
+        goto fail;
 
     st = bt_poller_create(&r->poller);
     if (st != ICBC_OK) {
@@ -122,8 +133,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         goto fail;
     }
     r->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (r->stop_fd < 0 || bt_poller_add_fd(r->poller, r->stop_fd, EPOLLIN, on_stop_fd, r) !=
-                              ICBC_OK) {
+    if (r->stop_fd < 0 ||
+        bt_poller_add_fd(r->poller, r->stop_fd, EPOLLIN, on_stop_fd, r) != ICBC_OK) {
         set_err(err, errlen, "router %s: cannot set up the stop event: %s", r->name,
                 strerror(errno));
         st = ICBC_ERR_IO;
@@ -134,8 +145,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (cfg->ucx_devices == NULL &&
         icbc_netif_holding((const struct sockaddr *) &r->self->fabric.sa, r->fabric_dev,
                            sizeof(r->fabric_dev)) != ICBC_OK) {
-        set_err(err, errlen, "router %s: fabric=%s is not an address of this host (%s:%d)",
-                r->name, r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
+        set_err(err, errlen, "router %s: fabric=%s is not an address of this host (%s:%d)", r->name,
+                r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
         st = ICBC_ERR_NOT_FOUND;
         goto fail;
     }
@@ -158,7 +169,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         goto fail;
     }
     st = rt_trunks_create(r, err, errlen);
-    if (st != ICBC_OK) goto fail;
+    if (st != ICBC_OK)
+        goto fail;
     if (r->cfg.max_rss) {
         /* Payload buffers of 64 KiB and more come from mmap and go back on
          * free, so the resident size follows what the router holds. */
@@ -166,8 +178,10 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         mallopt(M_TRIM_THRESHOLD, 1 << 20);
         size_t rss = rt_resident_bytes();
         if (rss == 0 || rss >= r->cfg.max_rss) {
-            set_err(err, errlen, "router %s: --max-rss %zu is not above its resident size at "
-                    "start (%zu bytes)", r->name, r->cfg.max_rss, rss);
+            set_err(err, errlen,
+                    "router %s: --max-rss %zu is not above its resident size at "
+                    "start (%zu bytes)",
+                    r->name, r->cfg.max_rss, rss);
             st = ICBC_ERR_INVALID;
             goto fail;
         }
@@ -197,7 +211,8 @@ size_t rt_resident_bytes(void)
     FILE *f = fopen("/proc/self/statm", "r");
     int n = f ? fscanf(f, "%lu %lu", &size, &resident) : 0;
 
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     return n == 2 ? (size_t) resident * (size_t) sysconf(_SC_PAGESIZE) : 0;
 }
 
@@ -217,21 +232,22 @@ void icbc_router_get_stats(icbc_router_t *r, icbc_router_stats_t *st)
 
 void icbc_router_format_stats(const icbc_router_stats_t *st, char *buf, size_t len)
 {
-    snprintf(buf, len,
-             "stats: out %llu msgs %llu B, in %llu msgs %llu B, local %llu msgs %llu B, "
-             "unreachable %llu, refused fabric %llu trunk %llu, buffered %llu B peak %llu B, "
-             "registered %llu, trunks up %llu/%llu, clusters unreachable %llu, "
-             "unpulled %llu peak %llu, peak RSS %ld KiB, unregistered fabric connections closed %llu",
-             (unsigned long long) st->msgs_out, (unsigned long long) st->bytes_out,
-             (unsigned long long) st->msgs_in, (unsigned long long) st->bytes_in,
-             (unsigned long long) st->msgs_local, (unsigned long long) st->bytes_local,
-             (unsigned long long) st->unreachable, (unsigned long long) st->refused_fabric,
-             (unsigned long long) st->refused_trunk, (unsigned long long) st->buffered,
-             (unsigned long long) st->peak_buffered, (unsigned long long) st->registered,
-             (unsigned long long) st->trunks_up, (unsigned long long) st->trunks,
-             (unsigned long long) st->clusters_unreachable, (unsigned long long) st->descs_held,
-             (unsigned long long) st->peak_descs_held, st->peak_rss_kb,
-             (unsigned long long) st->fabric_conns_closed);
+    snprintf(
+        buf, len,
+        "stats: out %llu msgs %llu B, in %llu msgs %llu B, local %llu msgs %llu B, "
+        "unreachable %llu, refused fabric %llu trunk %llu, buffered %llu B peak %llu B, "
+        "registered %llu, trunks up %llu/%llu, clusters unreachable %llu, "
+        "unpulled %llu peak %llu, peak RSS %ld KiB, unregistered fabric connections closed %llu",
+        (unsigned long long) st->msgs_out, (unsigned long long) st->bytes_out,
+        (unsigned long long) st->msgs_in, (unsigned long long) st->bytes_in,
+        (unsigned long long) st->msgs_local, (unsigned long long) st->bytes_local,
+        (unsigned long long) st->unreachable, (unsigned long long) st->refused_fabric,
+        (unsigned long long) st->refused_trunk, (unsigned long long) st->buffered,
+        (unsigned long long) st->peak_buffered, (unsigned long long) st->registered,
+        (unsigned long long) st->trunks_up, (unsigned long long) st->trunks,
+        (unsigned long long) st->clusters_unreachable, (unsigned long long) st->descs_held,
+        (unsigned long long) st->peak_descs_held, st->peak_rss_kb,
+        (unsigned long long) st->fabric_conns_closed);
 }
 
 /* Every counter of icbc_router_stats_t, for the JSON form. */
@@ -247,9 +263,9 @@ void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, siz
 {
     size_t n = 0;
 
-#define ROUTER_STATS_JSON_(field) \
-    if (n < len) \
-        n += (size_t) snprintf(buf + n, len - n, "%s\"" #field "\": %llu", n ? ", " : "{", \
+#define ROUTER_STATS_JSON_(field)                                                                  \
+    if (n < len)                                                                                   \
+        n += (size_t) snprintf(buf + n, len - n, "%s\"" #field "\": %llu", n ? ", " : "{",         \
                                (unsigned long long) st->field);
     ROUTER_STATS_U64(ROUTER_STATS_JSON_)
 #undef ROUTER_STATS_JSON_
@@ -279,8 +295,8 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         int n, timeout;
 
         mx_server_progress(r->fabric);
-        rt_mem_kick(r);          /* rendezvous pulls queued by UCX callbacks */
-        rt_pump_deferred(r);     /* queues filled by UCX callbacks */
+        rt_mem_kick(r);      /* rendezvous pulls queued by UCX callbacks */
+        rt_pump_deferred(r); /* queues filled by UCX callbacks */
         rt_destroy_dead(r);
         now = icbc_clock_ms();
         next = now + 1000;
@@ -291,7 +307,8 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
                 stats_line(r);
                 r->next_stats = now + r->cfg.stats_interval * 1e3;
             }
-            if (r->next_stats < next) next = r->next_stats;
+            if (r->next_stats < next)
+                next = r->next_stats;
         }
         publish(r);
         if (mx_server_progress(r->fabric) > 0 || !icbc_list_empty(&r->to_pump) ||
@@ -302,12 +319,16 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
          * non-blocking turn found nothing to do. */
         r->fabric_events = 0;
         n = bt_poller_wait(r->poller, 0);
-        if (n < 0) goto poller_failed;
-        if (n > r->fabric_events) continue;
-        if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY) continue;
+        if (n < 0)
+            goto poller_failed;
+        if (n > r->fabric_events)
+            continue;
+        if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY)
+            continue;
         timeout = next > now ? (int) (next - now) + 1 : 0;
         n = bt_poller_wait(r->poller, timeout);
-        if (n < 0) goto poller_failed;
+        if (n < 0)
+            goto poller_failed;
     }
     rt_trunks_shutdown(r);
     r->st.peak_rss_kb = peak_rss_kb();
@@ -332,16 +353,20 @@ void icbc_router_stop(icbc_router_t *r)
 
 void icbc_router_destroy(icbc_router_t *r)
 {
-    if (r == NULL) return;
+    if (r == NULL)
+        return;
     r->destroying = 1;
     rt_trunks_destroy(r);
     rt_fabric_destroy(r);
     if (r->fabric) {
-        if (r->poller) bt_poller_del_fd(r->poller, mx_server_efd(r->fabric));
+        if (r->poller)
+            bt_poller_del_fd(r->poller, mx_server_efd(r->fabric));
         mx_server_destroy(r->fabric);
     }
-    if (r->poller) bt_poller_destroy(r->poller);
-    if (r->stop_fd >= 0) close(r->stop_fd);
+    if (r->poller)
+        bt_poller_destroy(r->poller);
+    if (r->stop_fd >= 0)
+        close(r->stop_fd);
     icbc_hmap_free(&r->registry);
     icbc_hmap_free(&r->unreach_logged);
     free(r->dead);

@@ -79,7 +79,7 @@ typedef struct icbc_router_stats {
     uint64_t buffered, peak_buffered; /* payload bytes held now / at most */
     uint64_t registered;              /* processes registered now */
     uint64_t trunks, trunks_up;
-    uint64_t clusters_unreachable;    /* other clusters announced unreachable now */
+    uint64_t clusters_unreachable;        /* other clusters announced unreachable now */
     uint64_t descs_held, peak_descs_held; /* rendezvous payloads announced, not pulled yet */
     long peak_rss_kb;
 } icbc_router_stats_t;

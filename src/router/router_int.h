@@ -40,43 +40,43 @@ typedef struct rt_waiter {
     icbc_list_t link;
     size_t need;
     void (*go)(struct rt_waiter *w);
-    int pull;                 /* a rendezvous pull: also bounded by max_pulls */
-    uint64_t seq;             /* arrival order across both waiter lists */
+    int pull;     /* a rendezvous pull: also bounded by max_pulls */
+    uint64_t seq; /* arrival order across both waiter lists */
 } rt_waiter_t;
 
 typedef enum {
-    PAY_NONE,  /* no payload */
-    PAY_UCX,   /* eager data kept from UCX: mx_server_data_release */
-    PAY_POOL,  /* malloc'ed buffer charged to the memory bound: free */
+    PAY_NONE, /* no payload */
+    PAY_UCX,  /* eager data kept from UCX: mx_server_data_release */
+    PAY_POOL, /* malloc'ed buffer charged to the memory bound: free */
 } rt_pay_t;
 
 typedef enum {
     MSG_WAIT_MEM, /* rendezvous payload not pulled yet (holds desc) */
     MSG_PULLING,
-    MSG_READY,    /* payload in memory, may be handed on */
-    MSG_SENDING,  /* handed to the transport; freed by its completion */
+    MSG_READY,   /* payload in memory, may be handed on */
+    MSG_SENDING, /* handed to the transport; freed by its completion */
 } rt_msg_state_t;
 
 typedef enum { FROM_FABRIC, FROM_TRUNK, FROM_ROUTER } rt_origin_t;
 
 typedef struct rt_msg {
-    icbc_list_t qlink;          /* in q->msgs */
-    rt_waiter_t wait;         /* in router->mem_waiters while MSG_WAIT_MEM */
+    icbc_list_t qlink; /* in q->msgs */
+    rt_waiter_t wait;  /* in router->mem_waiters while MSG_WAIT_MEM */
     struct icbc_router *r;
-    rt_queue_t *q;            /* output queue, NULL once handed on */
+    rt_queue_t *q; /* output queue, NULL once handed on */
     icbc_route_hdr_t rh;
-    uint8_t *hdr;             /* route + inner header, owned */
+    uint8_t *hdr; /* route + inner header, owned */
     size_t hdr_len;
-    void *payload;            /* owner: this message, as KIND says */
+    void *payload; /* owner: this message, as KIND says */
     size_t len;
     rt_pay_t kind;
-    void *desc;               /* rendezvous descriptor while MSG_WAIT_MEM */
-    size_t charged;           /* bytes charged to the memory bound */
-    size_t credit;            /* eager window bytes the source gets back when freed */
+    void *desc;     /* rendezvous descriptor while MSG_WAIT_MEM */
+    size_t charged; /* bytes charged to the memory bound */
+    size_t credit;  /* eager window bytes the source gets back when freed */
     rt_msg_state_t state;
     rt_origin_t origin;
-    double arrived;           /* ms, monotonic: deadline of a wait for a trunk */
-    int to_trunk;             /* stats: the output is a trunk */
+    double arrived; /* ms, monotonic: deadline of a wait for a trunk */
+    int to_trunk;   /* stats: the output is a trunk */
 } rt_msg_t;
 
 /* Q_WAIT: messages for a cluster with no trunk up, waiting for one. */
@@ -84,10 +84,10 @@ typedef enum { Q_STREAM, Q_PEER, Q_WAIT } rt_queue_kind_t;
 
 struct rt_queue {
     icbc_list_t msgs;
-    icbc_list_t pump_link;      /* in router->to_pump: pump from the loop */
-    uint64_t bytes;           /* payload bytes queued, not yet handed on */
+    icbc_list_t pump_link; /* in router->to_pump: pump from the loop */
+    uint64_t bytes;        /* payload bytes queued, not yet handed on */
     rt_queue_kind_t kind;
-    void *owner;              /* rt_stream_t or rt_peer_t */
+    void *owner; /* rt_stream_t or rt_peer_t */
 };
 
 /* Reachability of one other cluster through this router's trunks. A cluster
@@ -95,40 +95,40 @@ struct rt_queue {
  * the registered processes once the trunk wait has passed without a trunk
  * coming back, and reachable again when one does. */
 typedef struct rt_reach {
-    double lost_at;           /* ms, monotonic: last trunk failed; 0: not lost */
-    int announced;            /* processes were told it is unreachable */
+    double lost_at; /* ms, monotonic: last trunk failed; 0: not lost */
+    int announced;  /* processes were told it is unreachable */
 } rt_reach_t;
 
 /* Type tag at the start of every bt_lib connection argument. */
 typedef enum { CONN_ROUTER, CONN_STREAM, CONN_DEAD } rt_conn_tag_t;
 
 struct rt_stream {
-    rt_conn_tag_t tag;        /* CONN_STREAM */
+    rt_conn_tag_t tag; /* CONN_STREAM */
     rt_trunk_t *t;
     int index;
-    bt_conn_t *conn;          /* NULL when down */
-    int ready;                /* authenticated */
-    int busy;                 /* bt_conn_send said BUSY; waiting for on_writable */
-    rt_queue_t q;             /* messages to the other cluster */
-    rt_waiter_t wait;         /* receive side waiting for memory */
-    size_t reserved;          /* memory charged for the next frame's payload */
-    rt_msg_t *rx;             /* frame being received */
-    char id[96];              /* our bt_lib id on this stream */
+    bt_conn_t *conn;  /* NULL when down */
+    int ready;        /* authenticated */
+    int busy;         /* bt_conn_send said BUSY; waiting for on_writable */
+    rt_queue_t q;     /* messages to the other cluster */
+    rt_waiter_t wait; /* receive side waiting for memory */
+    size_t reserved;  /* memory charged for the next frame's payload */
+    rt_msg_t *rx;     /* frame being received */
+    char id[96];      /* our bt_lib id on this stream */
 };
 
 struct rt_trunk {
     struct icbc_router *r;
-    int cluster;              /* the other cluster */
-    int peer;                 /* index of the other router in its cluster */
+    int cluster; /* the other cluster */
+    int peer;    /* index of the other router in its cluster */
     const icbc_rf_router_t *peer_rf;
-    int initiator;            /* we connect (our cluster index is lower) */
+    int initiator; /* we connect (our cluster index is lower) */
     int nstreams;
     rt_stream_t *streams;
-    int up;                   /* every stream authenticated */
+    int up; /* every stream authenticated */
     int was_up;
-    double retry_at;          /* initiator: next connect attempt (ms, monotonic) */
+    double retry_at; /* initiator: next connect attempt (ms, monotonic) */
     double backoff_ms;
-    int failures;             /* connect failures since the last up, for the log */
+    int failures; /* connect failures since the last up, for the log */
 };
 
 struct rt_peer {
@@ -138,21 +138,21 @@ struct rt_peer {
     uint64_t job;
     uint32_t rank;
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
-    double deadline;          /* REGISTER due by then (ms, monotonic) */
-    icbc_list_t unreg_link;     /* in router->unregistered until registered */
-    icbc_list_t all_link;       /* in router->peers */
-    rt_queue_t out;           /* messages to this process */
-    size_t credit_due;        /* eager bytes handed on, not credited yet */
-    icbc_list_t credit_link;    /* in router->credit_pending while a CREDIT is due */
+    double deadline;         /* REGISTER due by then (ms, monotonic) */
+    icbc_list_t unreg_link;  /* in router->unregistered until registered */
+    icbc_list_t all_link;    /* in router->peers */
+    rt_queue_t out;          /* messages to this process */
+    size_t credit_due;       /* eager bytes handed on, not credited yet */
+    icbc_list_t credit_link; /* in router->credit_pending while a CREDIT is due */
 };
 
 struct icbc_router {
     icbc_router_config_t cfg;
     const icbc_routerfile_t *rf;
-    int cluster;              /* own cluster index */
-    int index;                /* own router index in the cluster */
+    int cluster; /* own cluster index */
+    int index;   /* own router index in the cluster */
     const icbc_rf_router_t *self;
-    char name[64];            /* "a/0 (host a0)" for logs */
+    char name[64];                    /* "a/0 (host a0)" for logs */
     char fabric_dev[IF_NAMESIZE + 1]; /* interface of the fabric address (UCX device) */
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
@@ -160,17 +160,17 @@ struct icbc_router {
     bt_poller_t *poller;
     bt_listener_t *listener;
     mx_server_t *fabric;
-    int stop_fd;              /* eventfd */
+    int stop_fd; /* eventfd */
     volatile int stopping;
-    int fabric_events;        /* UCX event-descriptor wake-ups of one poller turn */
+    int fabric_events; /* UCX event-descriptor wake-ups of one poller turn */
 
     rt_trunk_t *trunks;
     int ntrunks;
-    rt_queue_t *trunk_wait;   /* per cluster: messages waiting for a trunk (Q_WAIT) */
-    rt_reach_t *reach;        /* per cluster: lost since when, announced */
+    rt_queue_t *trunk_wait; /* per cluster: messages waiting for a trunk (Q_WAIT) */
+    rt_reach_t *reach;      /* per cluster: lost since when, announced */
 
-    icbc_hmap_t registry;        /* (job, rank) -> rt_peer_t */
-    icbc_hmap_t unreach_logged;  /* (job, cluster << 32 | rank) already logged */
+    icbc_hmap_t registry;       /* (job, rank) -> rt_peer_t */
+    icbc_hmap_t unreach_logged; /* (job, cluster << 32 | rank) already logged */
     icbc_list_t unregistered;   /* rt_peer_t by deadline */
     icbc_list_t peers;          /* every rt_peer_t */
     icbc_list_t to_pump;        /* queues to pump once UCX callbacks returned */
@@ -180,29 +180,28 @@ struct icbc_router {
     /* memory bound */
     size_t charged;           /* payload bytes held */
     size_t charged_pool;      /* of which pulled or read into our buffers */
-    icbc_list_t mem_waiters;    /* trunk streams waiting to read a payload */
-    icbc_list_t pull_waiters;   /* rendezvous pulls waiting for memory or a pull slot */
+    icbc_list_t mem_waiters;  /* trunk streams waiting to read a payload */
+    icbc_list_t pull_waiters; /* rendezvous pulls waiting for memory or a pull slot */
     uint64_t wait_seq;
     int kicking, kick_again;
-    int pulls;                /* rendezvous pulls in flight (at most cfg.max_pulls) */
-    size_t rss_read;          /* cfg.max_rss: resident bytes when last read, */
-    size_t rss_granted;       /* plus payload memory granted since */
-    double rss_at;            /* ms, monotonic, of that read; 0: read again */
+    int pulls;          /* rendezvous pulls in flight (at most cfg.max_pulls) */
+    size_t rss_read;    /* cfg.max_rss: resident bytes when last read, */
+    size_t rss_granted; /* plus payload memory granted since */
+    double rss_at;      /* ms, monotonic, of that read; 0: read again */
 
-    rt_conn_tag_t conn_tag;   /* CONN_ROUTER: argument of accepted, unclaimed connections */
-    bt_conn_t *cb_stack[16];  /* connections whose bt_lib callback is running */
+    rt_conn_tag_t conn_tag;  /* CONN_ROUTER: argument of accepted, unclaimed connections */
+    bt_conn_t *cb_stack[16]; /* connections whose bt_lib callback is running */
     int cb_depth;
-    bt_conn_t **dead;         /* connections to destroy from the loop */
+    bt_conn_t **dead; /* connections to destroy from the loop */
     size_t ndead, capdead;
 
-    icbc_router_stats_t st;   /* owned by the loop thread */
-    icbc_router_stats_t pub;  /* copy for other threads, under pub_lock */
+    icbc_router_stats_t st;  /* owned by the loop thread */
+    icbc_router_stats_t pub; /* copy for other threads, under pub_lock */
     pthread_mutex_t pub_lock;
     double next_stats;
-    double next_guard;        /* ms, monotonic: next scan of the UCX ports' connections */
-    double next_keepalive;    /* ms, monotonic: next CREDIT to every registered process */
+    double next_guard;     /* ms, monotonic: next scan of the UCX ports' connections */
+    double next_keepalive; /* ms, monotonic: next CREDIT to every registered process */
 };
-
 
 /* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
 size_t rt_resident_bytes(void);

@@ -22,7 +22,8 @@ static icbc_router_t *the_router;
 
 static void on_signal(int sig)
 {
-    if (the_router) icbc_router_stop(the_router);
+    if (the_router)
+        icbc_router_stop(the_router);
 }
 
 /* Detach; the parent exits with the status the child reports through
@@ -31,26 +32,34 @@ static int daemonize(int fds[2])
 {
     pid_t pid;
 
-    if (pipe(fds) < 0) return -1;
+    if (pipe(fds) < 0)
+        return -1;
     pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0)
+        return -1;
     if (pid > 0) {
         char c = 1;
         close(fds[1]);
-        if (read(fds[0], &c, 1) != 1) c = 1;
+        if (read(fds[0], &c, 1) != 1)
+            c = 1;
         _exit(c);
     }
     close(fds[0]);
-    if (setsid() < 0) return -1;
+    if (setsid() < 0)
+        return -1;
     pid = fork();
-    if (pid < 0) return -1;
-    if (pid > 0) _exit(0);
-    if (chdir("/") < 0) return -1;
+    if (pid < 0)
+        return -1;
+    if (pid > 0)
+        _exit(0);
+    if (chdir("/") < 0)
+        return -1;
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
         dup2(null, 0);
         dup2(null, 1);
-        if (null > 2) close(null);
+        if (null > 2)
+            close(null);
     }
     return 0;
 }
@@ -143,7 +152,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     if (fds[1] >= 0) {
         char ok = 0;
-        if (write(fds[1], &ok, 1) != 1) { /* the parent then reports failure */ }
+        if (write(fds[1], &ok, 1) != 1) { /* the parent then reports failure */
+        }
         close(fds[1]);
     }
 
@@ -152,6 +162,7 @@ int main(int argc, char **argv)
     the_router = NULL; /* a late signal finds nothing to stop */
     icbc_router_destroy(r);
     icbc_routerfile_free(rf);
-    if (pidfile) unlink(pidfile);
+    if (pidfile)
+        unlink(pidfile);
     return st == ICBC_OK ? 0 : 1;
 }

@@ -14,29 +14,29 @@
 #include <strings.h>
 
 typedef enum {
-    OPT_STRING,         /* stored as const char * */
-    OPT_SIZE,           /* bytes or a count with optional suffix, MIN .. MAX */
-    OPT_SIZE_OR_OFF,    /* as OPT_SIZE, or -1 */
-    OPT_RATE,           /* a rate: bytes/s or with a bit/byte unit */
-    OPT_SECONDS,        /* a positive number of seconds up to MAX */
-    OPT_LEVEL,          /* a log level */
-    OPT_FLAG,           /* no argument: stores 1 */
-    OPT_HELP,           /* no argument: stores the row's MIN */
+    OPT_STRING,      /* stored as const char * */
+    OPT_SIZE,        /* bytes or a count with optional suffix, MIN .. MAX */
+    OPT_SIZE_OR_OFF, /* as OPT_SIZE, or -1 */
+    OPT_RATE,        /* a rate: bytes/s or with a bit/byte unit */
+    OPT_SECONDS,     /* a positive number of seconds up to MAX */
+    OPT_LEVEL,       /* a log level */
+    OPT_FLAG,        /* no argument: stores 1 */
+    OPT_HELP,        /* no argument: stores the row's MIN */
 } opt_kind_t;
 
 typedef enum { T_STR, T_INT, T_SIZE, T_U64, T_DOUBLE, T_LEVEL } opt_type_t;
 
 typedef struct {
-    const char *name;           /* without the leading -- */
-    const char *arg;            /* argument name; NULL: none */
-    const char *dflt;           /* the default, as the manual says it */
-    const char *help;           /* one sentence (or two) */
+    const char *name; /* without the leading -- */
+    const char *arg;  /* argument name; NULL: none */
+    const char *dflt; /* the default, as the manual says it */
+    const char *help; /* one sentence (or two) */
     opt_kind_t kind;
     long long min, max;
-    long long if_zero;          /* stored instead of 0 (a 0 that means something else) */
+    long long if_zero; /* stored instead of 0 (a 0 that means something else) */
     opt_type_t type;
-    size_t offset;              /* into rt_cli_t */
-    const char *want;           /* what a good value looks like, for an error */
+    size_t offset;    /* into rt_cli_t */
+    const char *want; /* what a good value looks like, for an error */
 } opt_t;
 
 #define CFG(field) offsetof(rt_cli_t, cfg.field)
@@ -45,11 +45,11 @@ typedef struct {
 #define STR(x) STR_(x)
 
 static const opt_t opts[] = {
-    { "routerfile", "F", "`$ICBC_ROUTERFILE`", "router file",
-      OPT_STRING, 0, 0, 0, T_STR, CLI(rf_path), NULL },
+    { "routerfile", "F", "`$ICBC_ROUTERFILE`", "router file", OPT_STRING, 0, 0, 0, T_STR,
+      CLI(rf_path), NULL },
     { "host", "H", "`$ICBC_NODE`, else `gethostname()`",
-      "which `router` entry of the file this router is",
-      OPT_STRING, 0, 0, 0, T_STR, CFG(host), NULL },
+      "which `router` entry of the file this router is", OPT_STRING, 0, 0, 0, T_STR, CFG(host),
+      NULL },
     { "max-memory", "BYTES", "64Mi",
       "bound on buffered payload bytes; suffixes k, M, G (powers of 1000) and Ki, Mi, Gi "
       "(powers of 1024)",
@@ -59,8 +59,8 @@ static const opt_t opts[] = {
       "come within a sixteenth of it",
       OPT_SIZE, 1 << 20, 1LL << 40, 0, T_SIZE, CFG(max_rss), "want 1Mi .. 1 TiB, e.g. 64Mi" },
     { "streams", "N", STR(ICBC_ROUTER_STREAMS_DEFAULT),
-      "TCP connections per trunk, 1.." STR(ICBC_ROUTER_STREAMS_MAX)
-      " (the acceptor follows the connector)",
+      "TCP connections per trunk, 1.." STR(
+          ICBC_ROUTER_STREAMS_MAX) " (the acceptor follows the connector)",
       OPT_SIZE, 1, ICBC_ROUTER_STREAMS_MAX, 0, T_INT, CFG(streams),
       "want 1.." STR(ICBC_ROUTER_STREAMS_MAX) },
     { "pulls", "N", STR(ICBC_ROUTER_MAX_PULLS_DEFAULT),
@@ -74,8 +74,7 @@ static const opt_t opts[] = {
     { "notsent-lowat", "BYTES", "256Ki",
       "`TCP_NOTSENT_LOWAT` of trunk sockets: written but unsent bytes the kernel keeps per "
       "stream; -1: off",
-      OPT_SIZE_OR_OFF, 1, 1LL << 30, 0, T_INT, CFG(notsent_lowat),
-      "want 1 .. 1Gi bytes, or -1" },
+      OPT_SIZE_OR_OFF, 1, 1LL << 30, 0, T_INT, CFG(notsent_lowat), "want 1 .. 1Gi bytes, or -1" },
     { "pacing", "RATE", "off",
       "`SO_MAX_PACING_RATE` per stream: bytes/s, or with a unit bit, kbit, mbit, gbit "
       "(bits/s) or bps, kbps, mbps, gbps (bytes/s), e.g. 100mbit",
@@ -105,26 +104,25 @@ static const opt_t opts[] = {
       "how long a message waits for a trunk to its cluster to come up before the router "
       "reports it UNREACHABLE; 0: not at all",
       OPT_SIZE, 0, 3600000, -1, T_INT, CFG(trunk_wait_ms), "want 0 .. 3600000 ms" },
-    { "ucx-tls", "LIST", "tcp", "UCX transports, used when `UCX_TLS` is not set",
-      OPT_STRING, 0, 0, 0, T_STR, CFG(ucx_tls), NULL },
+    { "ucx-tls", "LIST", "tcp", "UCX transports, used when `UCX_TLS` is not set", OPT_STRING, 0, 0,
+      0, T_STR, CFG(ucx_tls), NULL },
     { "device", "DEV", "the interface of the `fabric=` address",
-      "UCX network device(s) (`UCX_NET_DEVICES`); see SECURITY before widening it",
-      OPT_STRING, 0, 0, 0, T_STR, CFG(ucx_devices), NULL },
-    { "log-level", "L", "info (or `$ICBC_LOG_LEVEL`)", "error, warn, info or debug",
-      OPT_LEVEL, 0, 0, 0, T_LEVEL, CLI(level), "want error, warn, info or debug" },
-    { "stats-interval", "S", "none", "print a stats line every S seconds",
-      OPT_SECONDS, 0, 86400, 0, T_DOUBLE, CFG(stats_interval),
-      "want seconds, 0 < S <= 86400" },
+      "UCX network device(s) (`UCX_NET_DEVICES`); see SECURITY before widening it", OPT_STRING, 0,
+      0, 0, T_STR, CFG(ucx_devices), NULL },
+    { "log-level", "L", "info (or `$ICBC_LOG_LEVEL`)", "error, warn, info or debug", OPT_LEVEL, 0,
+      0, 0, T_LEVEL, CLI(level), "want error, warn, info or debug" },
+    { "stats-interval", "S", "none", "print a stats line every S seconds", OPT_SECONDS, 0, 86400, 0,
+      T_DOUBLE, CFG(stats_interval), "want seconds, 0 < S <= 86400" },
     { "daemon", NULL, "foreground",
-      "detach; the parent exits 0 once the router is up, 1 if it failed to start",
-      OPT_FLAG, 0, 0, 0, T_INT, CLI(daemon), NULL },
-    { "pidfile", "F", "none", "write the process id to F (removed at exit)",
-      OPT_STRING, 0, 0, 0, T_STR, CLI(pidfile), NULL },
-    { "logfile", "F", "stderr", "append the log to F",
-      OPT_STRING, 0, 0, 0, T_STR, CLI(logfile), NULL },
-    { "help", NULL, "", "this text",
-      OPT_HELP, 1, 0, 0, T_INT, CLI(help), NULL },
-    { "help-markdown", NULL, "", "the SYNOPSIS and OPTIONS sections of the manual "
+      "detach; the parent exits 0 once the router is up, 1 if it failed to start", OPT_FLAG, 0, 0,
+      0, T_INT, CLI(daemon), NULL },
+    { "pidfile", "F", "none", "write the process id to F (removed at exit)", OPT_STRING, 0, 0, 0,
+      T_STR, CLI(pidfile), NULL },
+    { "logfile", "F", "stderr", "append the log to F", OPT_STRING, 0, 0, 0, T_STR, CLI(logfile),
+      NULL },
+    { "help", NULL, "", "this text", OPT_HELP, 1, 0, 0, T_INT, CLI(help), NULL },
+    { "help-markdown", NULL, "",
+      "the SYNOPSIS and OPTIONS sections of the manual "
       "(docs/router.md)",
       OPT_HELP, 2, 0, 0, T_INT, CLI(help), NULL },
 };
@@ -134,9 +132,18 @@ static const opt_t opts[] = {
 /* "64Mi", "100k", "4096" -> a number. */
 static int parse_size(const char *s, long long min, long long max, long long *out)
 {
-    static const struct { const char *suffix; long double mult; } units[] = {
-        { "", 1 }, { "B", 1 }, { "k", 1e3L }, { "M", 1e6L }, { "G", 1e9L },
-        { "Ki", 1024.0L }, { "Mi", 1024.0L * 1024 }, { "Gi", 1024.0L * 1024 * 1024 },
+    static const struct {
+        const char *suffix;
+        long double mult;
+    } units[] = {
+        { "", 1 },
+        { "B", 1 },
+        { "k", 1e3L },
+        { "M", 1e6L },
+        { "G", 1e9L },
+        { "Ki", 1024.0L },
+        { "Mi", 1024.0L * 1024 },
+        { "Gi", 1024.0L * 1024 * 1024 },
     };
     char *end;
     long double v;
@@ -160,9 +167,19 @@ static int parse_size(const char *s, long long min, long long max, long long *ou
 /* "100mbit" -> 12500000 bytes/s. */
 static int parse_rate(const char *s, long long max, long long *out)
 {
-    static const struct { const char *unit; long double mult; } units[] = {
-        { "", 1 }, { "bit", 1.0L / 8 }, { "kbit", 1e3L / 8 }, { "mbit", 1e6L / 8 },
-        { "gbit", 1e9L / 8 }, { "bps", 1 }, { "kbps", 1e3L }, { "mbps", 1e6L }, { "gbps", 1e9L },
+    static const struct {
+        const char *unit;
+        long double mult;
+    } units[] = {
+        { "", 1 },
+        { "bit", 1.0L / 8 },
+        { "kbit", 1e3L / 8 },
+        { "mbit", 1e6L / 8 },
+        { "gbit", 1e9L / 8 },
+        { "bps", 1 },
+        { "kbps", 1e3L },
+        { "mbps", 1e6L },
+        { "gbps", 1e9L },
     };
     char *end;
     long double v;
@@ -217,8 +234,7 @@ static int take(rt_cli_t *cli, const opt_t *o, const char *val)
     double d = 0;
 
     switch (o->kind) {
-    case OPT_STRING:
-        break;
+    case OPT_STRING: break;
     case OPT_SIZE_OR_OFF:
         if (!strcmp(val, "-1")) {
             v = -1;
@@ -247,12 +263,8 @@ static int take(rt_cli_t *cli, const opt_t *o, const char *val)
         v = l;
         break;
     }
-    case OPT_FLAG:
-        v = 1;
-        break;
-    case OPT_HELP:
-        v = o->min;
-        break;
+    case OPT_FLAG: v = 1; break;
+    case OPT_HELP: v = o->min; break;
     }
     store(cli, o, v, d, val);
     return 0;
@@ -283,8 +295,10 @@ int rt_cli_parse(int argc, char **argv, rt_cli_t *cli, char *err, size_t errlen)
             continue;
         }
         if (opt < 256 || opt >= 256 + (int) NOPTS) {
-            snprintf(err, errlen, "icbc-router: unknown option or missing value '%s' (see "
-                     "--help)", argv[optind - 1]);
+            snprintf(err, errlen,
+                     "icbc-router: unknown option or missing value '%s' (see "
+                     "--help)",
+                     argv[optind - 1]);
             return 2;
         }
         const opt_t *o = &opts[opt - 256];
@@ -294,8 +308,7 @@ int rt_cli_parse(int argc, char **argv, rt_cli_t *cli, char *err, size_t errlen)
         }
     }
     if (optind < argc) {
-        snprintf(err, errlen, "icbc-router: unexpected argument '%s' (see --help)",
-                 argv[optind]);
+        snprintf(err, errlen, "icbc-router: unexpected argument '%s' (see --help)", argv[optind]);
         return 2;
     }
     return 0;
@@ -333,7 +346,8 @@ void rt_cli_usage(FILE *f)
 {
     fputs("Usage: icbc-router [OPTION]...\n"
           "Forward ICBC route messages between the compute processes of this cluster\n"
-          "(UCX fabric) and the routers of the other clusters (TCP trunks).\n\n", f);
+          "(UCX fabric) and the routers of the other clusters (TCP trunks).\n\n",
+          f);
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_t *o = &opts[i];
         char head[64], text[512];
@@ -362,8 +376,8 @@ void rt_cli_markdown(FILE *f)
     col = (int) strlen("icbc-router");
     for (size_t i = 0; i < NOPTS; i++) {
         char item[64];
-        int n = snprintf(item, sizeof(item), "[--%s%s%s]", opts[i].name,
-                         opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+        int n = snprintf(item, sizeof(item), "[--%s%s%s]", opts[i].name, opts[i].arg ? " " : "",
+                         opts[i].arg ? opts[i].arg : "");
         if (col + 1 + n > 92) {
             fputs("\n           ", f);
             col = 11;
@@ -375,8 +389,8 @@ void rt_cli_markdown(FILE *f)
     fputs("## OPTIONS\n\n| option | default | meaning |\n|---|---|---|\n", f);
     for (size_t i = 0; i < NOPTS; i++) {
         const opt_t *o = &opts[i];
-        fprintf(f, "| `--%s%s%s` | %s | %s |\n", o->name, o->arg ? " " : "",
-                o->arg ? o->arg : "", o->dflt, o->help);
+        fprintf(f, "| `--%s%s%s` | %s | %s |\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "",
+                o->dflt, o->help);
     }
     fputs("\n", f);
 }

@@ -17,13 +17,13 @@ extern "C" {
 #endif
 
 typedef struct rt_cli {
-    icbc_router_config_t cfg;   /* .rf is the caller's to set */
-    const char *rf_path;        /* default: $ICBC_ROUTERFILE */
+    icbc_router_config_t cfg; /* .rf is the caller's to set */
+    const char *rf_path;      /* default: $ICBC_ROUTERFILE */
     const char *pidfile;
     const char *logfile;
     int daemon;
-    icbc_log_level_t level;     /* default: $ICBC_LOG_LEVEL, else info */
-    int help;                   /* 1: --help, 2: --help-markdown */
+    icbc_log_level_t level; /* default: $ICBC_LOG_LEVEL, else info */
+    int help;               /* 1: --help, 2: --help-markdown */
 } rt_cli_t;
 
 /* Parses ARGV into CLI (defaults first). 0: done; 2: a bad option or value,

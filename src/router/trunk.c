@@ -38,14 +38,19 @@ static rt_conn_tag_t dead_tag = CONN_DEAD;
 static int in_callback(icbc_router_t *r, bt_conn_t *c)
 {
     for (int i = 0; i < r->cb_depth; i++)
-        if (r->cb_stack[i] == c) return 1;
+        if (r->cb_stack[i] == c)
+            return 1;
     return 0;
 }
 
 /* Brackets every bt_lib callback, so a connection is never destroyed from
  * inside one of its own callbacks. */
-#define CB_ENTER(r, c) \
-    do { if ((r)->cb_depth < 16) (r)->cb_stack[(r)->cb_depth] = (c); (r)->cb_depth++; } while (0)
+#define CB_ENTER(r, c)                                                                             \
+    do {                                                                                           \
+        if ((r)->cb_depth < 16)                                                                    \
+            (r)->cb_stack[(r)->cb_depth] = (c);                                                    \
+        (r)->cb_depth++;                                                                           \
+    } while (0)
 #define CB_LEAVE(r) ((r)->cb_depth--)
 
 static void defer_destroy(icbc_router_t *r, bt_conn_t *c)
@@ -66,22 +71,24 @@ static void defer_destroy(icbc_router_t *r, bt_conn_t *c)
 
 void rt_destroy_dead(icbc_router_t *r)
 {
-    while (r->ndead > 0) bt_conn_destroy(r->dead[--r->ndead]);
+    while (r->ndead > 0)
+        bt_conn_destroy(r->dead[--r->ndead]);
 }
 
 /* Closes C now, or from the loop if one of its callbacks is running. */
 static void conn_drop(icbc_router_t *r, bt_conn_t *c)
 {
     bt_conn_set_arg(c, &dead_tag);
-    if (in_callback(r, c)) defer_destroy(r, c);
-    else bt_conn_destroy(c);
+    if (in_callback(r, c))
+        defer_destroy(r, c);
+    else
+        bt_conn_destroy(c);
 }
 
 static const char *trunk_name(const rt_trunk_t *t, char *buf, size_t len)
 {
     const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(t->r->rf, (size_t) t->cluster);
-    snprintf(buf, len, "%s/%d (%s, %s)", cl->name, t->peer, t->peer_rf->host,
-             t->peer_rf->wan.text);
+    snprintf(buf, len, "%s/%d (%s, %s)", cl->name, t->peer, t->peer_rf->host, t->peer_rf->wan.text);
     return buf;
 }
 
@@ -93,20 +100,24 @@ static void stream_reset(rt_stream_t *s)
     s->conn = NULL;
     s->ready = 0;
     s->busy = 0;
-    if (c) conn_drop(r, c);
+    if (c)
+        conn_drop(r, c);
     icbc_list_del(&s->q.pump_link);
     rt_queue_fail(&s->q);
     icbc_list_del(&s->wait.link);
-    if (s->reserved) rt_mem_release(r, s->reserved, 1);
+    if (s->reserved)
+        rt_mem_release(r, s->reserved, 1);
     s->reserved = 0;
-    if (s->rx) rt_msg_free(s->rx);
+    if (s->rx)
+        rt_msg_free(s->rx);
     s->rx = NULL;
 }
 
 static int cluster_has_trunk_up(icbc_router_t *r, int cluster)
 {
     for (int i = 0; i < r->ntrunks; i++)
-        if (r->trunks[i].cluster == cluster && r->trunks[i].up) return 1;
+        if (r->trunks[i].cluster == cluster && r->trunks[i].up)
+            return 1;
     return 0;
 }
 
@@ -122,8 +133,8 @@ static void trunk_down(rt_trunk_t *t, const char *why, int failed)
         if (r->stopping)
             icbc_info("router %s: trunk to %s closed", r->name, trunk_name(t, name, sizeof(name)));
         else
-            icbc_warn("router %s: trunk to %s down: %s", r->name,
-                      trunk_name(t, name, sizeof(name)), why);
+            icbc_warn("router %s: trunk to %s down: %s", r->name, trunk_name(t, name, sizeof(name)),
+                      why);
         r->st.trunks_up--;
     } else if (t->initiator) {
         t->failures++;
@@ -132,7 +143,8 @@ static void trunk_down(rt_trunk_t *t, const char *why, int failed)
                       trunk_name(t, name, sizeof(name)), why);
     }
     t->up = 0;
-    for (int i = 0; i < t->nstreams; i++) stream_reset(&t->streams[i]);
+    for (int i = 0; i < t->nstreams; i++)
+        stream_reset(&t->streams[i]);
     if (was_up && failed && !r->stopping && r->reach[t->cluster].lost_at == 0 &&
         !cluster_has_trunk_up(r, t->cluster))
         r->reach[t->cluster].lost_at = now;
@@ -147,9 +159,11 @@ static void trunk_check_up(rt_trunk_t *t)
     icbc_router_t *r = t->r;
     char name[160];
 
-    if (t->up) return;
+    if (t->up)
+        return;
     for (int i = 0; i < t->nstreams; i++)
-        if (!t->streams[i].ready) return;
+        if (!t->streams[i].ready)
+            return;
     t->up = 1;
     t->was_up = 1;
     t->failures = 0;
@@ -191,7 +205,8 @@ static icbc_status_t trunk_alloc_streams(rt_trunk_t *t, int n)
 
     if (t->nstreams != n) {
         rt_stream_t *ns = calloc((size_t) n, sizeof(*ns));
-        if (ns == NULL) return ICBC_ERR_NO_MEMORY;
+        if (ns == NULL)
+            return ICBC_ERR_NO_MEMORY;
         free(t->streams);
         t->streams = ns;
         t->nstreams = n;
@@ -257,7 +272,8 @@ static void stream_mem_go(rt_waiter_t *w)
     rt_stream_t *s = ICBC_CONTAINER(w, rt_stream_t, wait);
 
     s->reserved = w->need;
-    if (s->conn) bt_conn_resume(s->conn);
+    if (s->conn)
+        bt_conn_resume(s->conn);
 }
 
 static bt_recv_action_t stream_header(rt_stream_t *s, const void *hdr, size_t hdr_len,
@@ -282,7 +298,8 @@ static bt_recv_action_t stream_header(rt_stream_t *s, const void *hdr, size_t hd
         return BT_RECV_DISCARD;
     }
     if (plen > 0 && s->reserved < plen) {
-        if (s->reserved) rt_mem_release(r, s->reserved, 1);
+        if (s->reserved)
+            rt_mem_release(r, s->reserved, 1);
         s->reserved = 0;
         if (!rt_mem_try(r, plen)) {
             s->wait.need = plen;
@@ -293,7 +310,8 @@ static bt_recv_action_t stream_header(rt_stream_t *s, const void *hdr, size_t hd
         s->reserved = plen;
     }
     m = rt_msg_new(r, hdr, hdr_len, &rh, FROM_TRUNK);
-    if (m == NULL) goto no_memory;
+    if (m == NULL)
+        goto no_memory;
     m->len = plen;
     if (plen > 0) {
         m->payload = malloc(plen);
@@ -305,7 +323,8 @@ static bt_recv_action_t stream_header(rt_stream_t *s, const void *hdr, size_t hd
         m->charged = plen;
         s->reserved -= plen;
     }
-    if (s->reserved) rt_mem_release(r, s->reserved, 1);
+    if (s->reserved)
+        rt_mem_release(r, s->reserved, 1);
     s->reserved = 0;
     s->rx = m;
     *dest = m->payload;
@@ -323,7 +342,8 @@ static void stream_payload(rt_stream_t *s)
     rt_queue_t *q;
 
     s->rx = NULL;
-    if (m == NULL) return; /* a discarded frame */
+    if (m == NULL)
+        return; /* a discarded frame */
     q = rt_route(r, &m->rh);
     if (q == NULL) {
         rt_unreachable(r, &m->rh, "not registered");
@@ -368,7 +388,8 @@ static void adopt(icbc_router_t *r, bt_conn_t *c)
     if (t->nstreams != n || t->up || (t->streams && t->streams[k].conn)) {
         /* The other side started over: what we had is stale. Every old
          * connection goes before the stream array may be replaced. */
-        if (t->streams) trunk_down(t, "peer reconnected", 1);
+        if (t->streams)
+            trunk_down(t, "peer reconnected", 1);
         if (trunk_alloc_streams(t, n) != ICBC_OK) {
             refuse_conn(r, c, "out of memory");
             return;
@@ -394,8 +415,10 @@ static icbc_router_t *router_of(void *arg)
 {
     rt_conn_tag_t *tag = arg;
 
-    if (*tag == CONN_ROUTER) return ICBC_CONTAINER(tag, icbc_router_t, conn_tag);
-    if (*tag == CONN_STREAM) return ((rt_stream_t *) arg)->t->r;
+    if (*tag == CONN_ROUTER)
+        return ICBC_CONTAINER(tag, icbc_router_t, conn_tag);
+    if (*tag == CONN_STREAM)
+        return ((rt_stream_t *) arg)->t->r;
     return NULL;
 }
 
@@ -403,7 +426,8 @@ static void cb_ready(bt_conn_t *c, void *arg)
 {
     icbc_router_t *r = router_of(arg);
 
-    if (r == NULL) return;
+    if (r == NULL)
+        return;
     CB_ENTER(r, c);
     if (*(rt_conn_tag_t *) arg == CONN_ROUTER) {
         adopt(r, c);
@@ -433,7 +457,8 @@ static void cb_payload(bt_conn_t *c, void *arg)
 {
     icbc_router_t *r = router_of(arg);
 
-    if (r == NULL || *(rt_conn_tag_t *) arg != CONN_STREAM) return;
+    if (r == NULL || *(rt_conn_tag_t *) arg != CONN_STREAM)
+        return;
     CB_ENTER(r, c);
     stream_payload(arg);
     CB_LEAVE(r);
@@ -444,11 +469,13 @@ static void cb_writable(bt_conn_t *c, void *arg)
     icbc_router_t *r = router_of(arg);
     rt_stream_t *s = arg;
 
-    if (r == NULL || *(rt_conn_tag_t *) arg != CONN_STREAM) return;
+    if (r == NULL || *(rt_conn_tag_t *) arg != CONN_STREAM)
+        return;
     CB_ENTER(r, c);
     s->busy = 0;
     rt_pump(&s->q);
-    if (!s->busy) rt_mem_kick(r); /* pulls for this stream may go on */
+    if (!s->busy)
+        rt_mem_kick(r); /* pulls for this stream may go on */
     CB_LEAVE(r);
 }
 
@@ -456,7 +483,8 @@ static void cb_close(bt_conn_t *c, icbc_status_t status, const char *msg, void *
 {
     icbc_router_t *r = router_of(arg);
 
-    if (r == NULL) return; /* already dropped; its destroy is on its way */
+    if (r == NULL)
+        return; /* already dropped; its destroy is on its way */
     CB_ENTER(r, c);
     if (status == ICBC_ERR_AUTH && *(rt_conn_tag_t *) arg == CONN_ROUTER) {
         /* bt_lib has logged the refusal with the address; count it. */
@@ -490,7 +518,8 @@ icbc_status_t rt_stream_send(rt_stream_t *s, rt_msg_t *m)
 {
     struct iovec iov = { m->payload, m->len };
 
-    if (s->conn == NULL || !s->ready) return ICBC_ERR_PEER_FAILED;
+    if (s->conn == NULL || !s->ready)
+        return ICBC_ERR_PEER_FAILED;
     return bt_conn_send(s->conn, m->hdr, m->hdr_len, m->len ? &iov : NULL, m->len ? 1 : 0,
                         stream_sent, m);
 }
@@ -514,11 +543,15 @@ rt_stream_t *rt_trunk_pick(icbc_router_t *r, const icbc_route_hdr_t *rh)
     rt_trunk_t *t = NULL;
 
     for (int i = 0; i < r->ntrunks && n < ICBC_RF_MAX_ROUTERS; i++)
-        if (r->trunks[i].cluster == rh->dst_cluster) cand[n++] = &r->trunks[i];
+        if (r->trunks[i].cluster == rh->dst_cluster)
+            cand[n++] = &r->trunks[i];
     for (int i = 0; i < n && t == NULL; i++)
-        if (cand[(h + (uint64_t) i) % (uint64_t) n]->up) t = cand[(h + (uint64_t) i) % (uint64_t) n];
-    if (t == NULL) return NULL;
-    if (rh->flags & ICBC_ROUTE_F_ORDERED) return &t->streams[(h >> 16) % (uint64_t) t->nstreams];
+        if (cand[(h + (uint64_t) i) % (uint64_t) n]->up)
+            t = cand[(h + (uint64_t) i) % (uint64_t) n];
+    if (t == NULL)
+        return NULL;
+    if (rh->flags & ICBC_ROUTE_F_ORDERED)
+        return &t->streams[(h >> 16) % (uint64_t) t->nstreams];
 
     rt_stream_t *best = &t->streams[0];
     uint64_t best_bytes = UINT64_MAX;
@@ -555,13 +588,17 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
     r->trunks = calloc(nclusters * ICBC_RF_MAX_ROUTERS, sizeof(rt_trunk_t));
     r->trunk_wait = calloc(nclusters, sizeof(rt_queue_t));
     r->reach = calloc(nclusters, sizeof(rt_reach_t));
-    if (r->trunks == NULL || r->trunk_wait == NULL || r->reach == NULL) return ICBC_ERR_NO_MEMORY;
-    for (size_t d = 0; d < nclusters; d++) rt_queue_init(&r->trunk_wait[d], Q_WAIT, NULL);
+    if (r->trunks == NULL || r->trunk_wait == NULL || r->reach == NULL)
+        return ICBC_ERR_NO_MEMORY;
+    for (size_t d = 0; d < nclusters; d++)
+        rt_queue_init(&r->trunk_wait[d], Q_WAIT, NULL);
     for (size_t d = 0; d < nclusters; d++) {
         const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(r->rf, d);
-        if ((int) d == r->cluster) continue;
+        if ((int) d == r->cluster)
+            continue;
         for (size_t j = 0; j < cl->nrouters; j++) {
-            if (j != (size_t) r->index % cl->nrouters && (size_t) r->index != j % rc) continue;
+            if (j != (size_t) r->index % cl->nrouters && (size_t) r->index != j % rc)
+                continue;
             rt_trunk_t *t = &r->trunks[r->ntrunks++];
             t->r = r;
             t->cluster = (int) d;
@@ -596,7 +633,8 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
             rt_msg_t *m = ICBC_CONTAINER(w->msgs.next, rt_msg_t, qlink);
             double due = m->arrived + r->cfg.trunk_wait_ms;
             if (due > now) {
-                if (due < *next) *next = due;
+                if (due < *next)
+                    *next = due;
                 break;
             }
             rt_msg_fail(m, "trunk down");
@@ -606,28 +644,35 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
     for (size_t d = 0; r->reach && d < nclusters; d++) {
         rt_reach_t *c = &r->reach[d];
         double due = c->lost_at + (r->cfg.trunk_wait_ms > 0 ? r->cfg.trunk_wait_ms : 0);
-        if (c->lost_at == 0 || c->announced) continue;
+        if (c->lost_at == 0 || c->announced)
+            continue;
         if (due > now) {
-            if (due < *next) *next = due;
+            if (due < *next)
+                *next = due;
             continue;
         }
         c->announced = 1;
         r->st.clusters_unreachable++;
         icbc_warn("router %s: no trunk to cluster %s for %.0f ms; registered processes told it "
-                  "is unreachable", r->name, icbc_routerfile_cluster(r->rf, d)->name,
-                  now - c->lost_at);
+                  "is unreachable",
+                  r->name, icbc_routerfile_cluster(r->rf, d)->name, now - c->lost_at);
         rt_fabric_cluster_state(r, (int) d, 0);
     }
     for (int i = 0; i < r->ntrunks; i++) {
         rt_trunk_t *t = &r->trunks[i];
         int connecting = 0;
 
-        if (!t->initiator || t->up) continue;
+        if (!t->initiator || t->up)
+            continue;
         for (int k = 0; k < t->nstreams; k++)
-            if (t->streams[k].conn) connecting = 1;
-        if (connecting) continue;
-        if (t->retry_at <= now) trunk_connect(t);
-        else if (t->retry_at < *next) *next = t->retry_at;
+            if (t->streams[k].conn)
+                connecting = 1;
+        if (connecting)
+            continue;
+        if (t->retry_at <= now)
+            trunk_connect(t);
+        else if (t->retry_at < *next)
+            *next = t->retry_at;
     }
 }
 
@@ -638,16 +683,20 @@ void rt_trunks_shutdown(icbc_router_t *r)
 
     for (int i = 0; i < r->ntrunks; i++)
         for (int k = 0; k < r->trunks[i].nstreams; k++)
-            if (r->trunks[i].streams[k].conn) bt_conn_shutdown(r->trunks[i].streams[k].conn);
+            if (r->trunks[i].streams[k].conn)
+                bt_conn_shutdown(r->trunks[i].streams[k].conn);
     do {
         open = 0;
         for (int i = 0; i < r->ntrunks; i++)
             for (int k = 0; k < r->trunks[i].nstreams; k++)
-                if (r->trunks[i].streams[k].conn) open++;
-        if (open == 0) break;
+                if (r->trunks[i].streams[k].conn)
+                    open++;
+        if (open == 0)
+            break;
         mx_server_progress(r->fabric);
         rt_pump_deferred(r);
-        if (bt_poller_wait(r->poller, 20) < 0) break;
+        if (bt_poller_wait(r->poller, 20) < 0)
+            break;
         rt_destroy_dead(r);
     } while (icbc_clock_ms() < deadline);
 }
@@ -656,7 +705,8 @@ void rt_trunks_destroy(icbc_router_t *r)
 {
     for (int i = 0; r->trunks && i < r->ntrunks; i++) {
         rt_trunk_t *t = &r->trunks[i];
-        for (int k = 0; k < t->nstreams; k++) stream_reset(&t->streams[k]);
+        for (int k = 0; k < t->nstreams; k++)
+            stream_reset(&t->streams[k]);
         free(t->streams);
     }
     rt_destroy_dead(r);
@@ -668,6 +718,7 @@ void rt_trunks_destroy(icbc_router_t *r)
     r->reach = NULL;
     free(r->trunks);
     r->trunks = NULL;
-    if (r->listener) bt_listener_destroy(r->listener);
+    if (r->listener)
+        bt_listener_destroy(r->listener);
     r->listener = NULL;
 }

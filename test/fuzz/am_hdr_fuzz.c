@@ -50,9 +50,9 @@ static int expect_valid(const uint8_t *p, size_t len, unsigned max_handler, uint
 static int same_hdr(const icbc_am_hdr_t *a, const icbc_am_hdr_t *b)
 {
     return a->kind == b->kind && a->handler_id == b->handler_id && a->src_vci == b->src_vci &&
-        a->dst_vci == b->dst_vci && a->am_hdr_sz == b->am_hdr_sz && a->src_rank == b->src_rank &&
-        a->data_sz == b->data_sz && a->cookie == b->cookie && a->slot == b->slot &&
-        a->gen == b->gen && a->offset == b->offset;
+           a->dst_vci == b->dst_vci && a->am_hdr_sz == b->am_hdr_sz && a->src_rank == b->src_rank &&
+           a->data_sz == b->data_sz && a->cookie == b->cookie && a->slot == b->slot &&
+           a->gen == b->gen && a->offset == b->offset;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

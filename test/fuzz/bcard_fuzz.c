@@ -25,7 +25,7 @@
 static int valid_tcp(const icbc_bcard_tcp_t *t)
 {
     return (t->role == ICBC_BCARD_TCP_WAN || t->role == ICBC_BCARD_TCP_FABRIC) &&
-        (t->family == 4 || t->family == 6) && t->port != 0;
+           (t->family == 4 || t->family == 6) && t->port != 0;
 }
 
 static int same_card(const icbc_bcard_t *a, const icbc_bcard_t *b)
@@ -58,8 +58,8 @@ static void round_trip(const icbc_bcard_t *card, const uint8_t *data, size_t siz
                                          card->tcp, card->ntcp, card->machine, enc, cap,
                                          &len) == ICBC_OK);
     else
-        FUZZ_CHECK(icbc_bcard_encode(card->node, card->fabric_addr, card->fabric_addr_len, enc,
-                                     cap, &len) == ICBC_OK);
+        FUZZ_CHECK(icbc_bcard_encode(card->node, card->fabric_addr, card->fabric_addr_len, enc, cap,
+                                     &len) == ICBC_OK);
     FUZZ_CHECK(len == cap);
 
     /* Header, name and address are the input's own bytes. */

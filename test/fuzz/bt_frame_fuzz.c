@@ -43,16 +43,11 @@ static int expect_valid(const uint8_t *p, uint32_t max_hdr, uint64_t max_payload
         return 0;
     switch (p[5]) {
     case BT_FRAME_HELLO:
-    case BT_FRAME_AUTH_OK:
-        return hlen == 32 && plen == 0;
-    case BT_FRAME_AUTH:
-        return hlen == 64 && plen <= 256;
-    case BT_FRAME_CLOSE:
-        return hlen == 0 && plen == 0;
-    case BT_FRAME_DATA:
-        return hlen <= max_hdr && hlen <= BT_HDR_MAX && plen <= max_payload;
-    default:
-        return 0;
+    case BT_FRAME_AUTH_OK: return hlen == 32 && plen == 0;
+    case BT_FRAME_AUTH: return hlen == 64 && plen <= 256;
+    case BT_FRAME_CLOSE: return hlen == 0 && plen == 0;
+    case BT_FRAME_DATA: return hlen <= max_hdr && hlen <= BT_HDR_MAX && plen <= max_payload;
+    default: return 0;
     }
 }
 

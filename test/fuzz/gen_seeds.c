@@ -46,8 +46,14 @@ static void route_seed(const char *seed, uint8_t type, uint16_t flags, uint32_t 
 {
     uint8_t buf[ICBC_ROUTE_HDR_SIZE + 64];
     icbc_route_hdr_t h = {
-        .type = type, .flags = flags, .src_cluster = 0, .dst_cluster = 1, .src_rank = 3,
-        .dst_rank = 5, .job = 0x1234567890ull, .inner_len = inner_len,
+        .type = type,
+        .flags = flags,
+        .src_cluster = 0,
+        .dst_cluster = 1,
+        .src_rank = 3,
+        .dst_rank = 5,
+        .job = 0x1234567890ull,
+        .inner_len = inner_len,
         .payload_len = payload_len,
     };
 
@@ -72,8 +78,13 @@ static void am_seed(const char *seed, uint8_t kind, uint16_t mpi_hdr, uint64_t d
 {
     uint8_t buf[6 + 48 + 16];
     icbc_am_hdr_t h = {
-        .kind = kind, .handler_id = 7, .src_vci = 0, .dst_vci = 1, .am_hdr_sz = mpi_hdr,
-        .src_rank = 2, .data_sz = data_sz,
+        .kind = kind,
+        .handler_id = 7,
+        .src_vci = 0,
+        .dst_vci = 1,
+        .am_hdr_sz = mpi_hdr,
+        .src_rank = 2,
+        .data_sz = data_sz,
     };
     size_t hlen = ICBC_WIRE_HDR_LEN(kind);
 
@@ -105,7 +116,9 @@ static void bcard_seeds(void)
     static const uint8_t addr[] = { 0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03 };
     icbc_bcard_tcp_t tcp[2] = {
         { .role = ICBC_BCARD_TCP_WAN, .family = 4, .port = 7300, .addr = { 10, 100, 0, 1 } },
-        { .role = ICBC_BCARD_TCP_FABRIC, .family = 6, .port = 7301,
+        { .role = ICBC_BCARD_TCP_FABRIC,
+          .family = 6,
+          .port = 7301,
           .addr = { 0xfd, 0, 0, 0x11, [15] = 1 } },
     };
     uint8_t buf[256];

@@ -28,17 +28,17 @@ static int known_type(uint8_t t)
 static int expect_valid(const uint8_t *p, size_t len)
 {
     return len >= ICBC_ROUTE_HDR_SIZE && p[0] == ICBC_ROUTE_VERSION && known_type(p[1]) &&
-        (icbc_get16(p + 2) & ~(ICBC_ROUTE_F_ORDERED | ICBC_ROUTE_F_OK)) == 0 &&
-        icbc_get32(p + 24) <= ICBC_ROUTE_INNER_MAX && icbc_get32(p + 28) == 0 &&
-        icbc_get64(p + 32) <= ICBC_ROUTE_PAYLOAD_MAX;
+           (icbc_get16(p + 2) & ~(ICBC_ROUTE_F_ORDERED | ICBC_ROUTE_F_OK)) == 0 &&
+           icbc_get32(p + 24) <= ICBC_ROUTE_INNER_MAX && icbc_get32(p + 28) == 0 &&
+           icbc_get64(p + 32) <= ICBC_ROUTE_PAYLOAD_MAX;
 }
 
 static int same_hdr(const icbc_route_hdr_t *a, const icbc_route_hdr_t *b)
 {
     return a->type == b->type && a->flags == b->flags && a->src_cluster == b->src_cluster &&
-        a->dst_cluster == b->dst_cluster && a->src_rank == b->src_rank &&
-        a->dst_rank == b->dst_rank && a->job == b->job && a->inner_len == b->inner_len &&
-        a->payload_len == b->payload_len;
+           a->dst_cluster == b->dst_cluster && a->src_rank == b->src_rank &&
+           a->dst_rank == b->dst_rank && a->job == b->job && a->inner_len == b->inner_len &&
+           a->payload_len == b->payload_len;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

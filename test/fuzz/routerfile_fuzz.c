@@ -133,9 +133,10 @@ static void print_file(const icbc_routerfile_t *rf, struct text *t)
             text_add(t, "  hosts %s\n", c->hosts[h]);
         if (c->fabric_line) {
             char net[INET6_ADDRSTRLEN];
-            const void *a = c->fabric_net.ss_family == AF_INET
-                ? (const void *) &((const struct sockaddr_in *) &c->fabric_net)->sin_addr
-                : (const void *) &((const struct sockaddr_in6 *) &c->fabric_net)->sin6_addr;
+            const void *a =
+                c->fabric_net.ss_family == AF_INET
+                    ? (const void *) &((const struct sockaddr_in *) &c->fabric_net)->sin_addr
+                    : (const void *) &((const struct sockaddr_in6 *) &c->fabric_net)->sin6_addr;
             FUZZ_CHECK(inet_ntop(c->fabric_net.ss_family, a, net, sizeof(net)) != NULL);
             text_add(t, "  fabric %s/%d\n", net, c->fabric_prefix);
         }
@@ -167,7 +168,7 @@ static int valid_host(const char *s)
     if (n < 1 || n > ICBC_RF_HOST_MAX)
         return 0;
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n &&
-        s[0] != '.' && s[0] != '_' && s[0] != '-';
+           s[0] != '.' && s[0] != '_' && s[0] != '-';
 }
 
 /* An address as docs/routerfile.md allows it: numeric, with a port, not
@@ -205,7 +206,7 @@ static void check_unique(const icbc_routerfile_t *rf)
         const icbc_rf_addr_t *a;
         int fabric;
         size_t cluster;
-    } *u;
+    } * u;
     size_t n = 0, cap = 2 * ICBC_RF_MAX_CLUSTERS * ICBC_RF_MAX_ROUTERS + ICBC_RF_MAX_IMPI;
 
     u = malloc(cap * sizeof(*u));
@@ -213,12 +214,12 @@ static void check_unique(const icbc_routerfile_t *rf)
     for (size_t i = 0; i < icbc_routerfile_num_clusters(rf); i++) {
         const icbc_rf_cluster_t *c = icbc_routerfile_cluster(rf, i);
         for (size_t r = 0; r < c->nrouters; r++) {
-            u[n++] = (struct use) { &c->routers[r].fabric, 1, i };
-            u[n++] = (struct use) { &c->routers[r].wan, 0, i };
+            u[n++] = (struct use){ &c->routers[r].fabric, 1, i };
+            u[n++] = (struct use){ &c->routers[r].wan, 0, i };
         }
     }
     for (size_t i = 0; i < icbc_routerfile_num_impi(rf); i++)
-        u[n++] = (struct use) { &icbc_routerfile_impi(rf, i)->server, 0, (size_t) -1 };
+        u[n++] = (struct use){ &icbc_routerfile_impi(rf, i)->server, 0, (size_t) -1 };
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
             if (same_addr(u[i].a, u[j].a))
@@ -260,9 +261,10 @@ static void check_file(const icbc_routerfile_t *rf, int nlines)
         if (c->fabric_line) {
             int max = c->fabric_net.ss_family == AF_INET ? 32 : 128;
             FUZZ_CHECK(c->fabric_net.ss_family == AF_INET || c->fabric_net.ss_family == AF_INET6);
-            const uint8_t *b = c->fabric_net.ss_family == AF_INET
-                ? (const uint8_t *) &((const struct sockaddr_in *) &c->fabric_net)->sin_addr
-                : (const uint8_t *) &((const struct sockaddr_in6 *) &c->fabric_net)->sin6_addr;
+            const uint8_t *b =
+                c->fabric_net.ss_family == AF_INET
+                    ? (const uint8_t *) &((const struct sockaddr_in *) &c->fabric_net)->sin_addr
+                    : (const uint8_t *) &((const struct sockaddr_in6 *) &c->fabric_net)->sin6_addr;
             FUZZ_CHECK(c->fabric_prefix >= 0 && c->fabric_prefix <= max);
             for (int bit = c->fabric_prefix; bit < max; bit++)
                 FUZZ_CHECK(!(b[bit / 8] & (0x80 >> (bit % 8))));
@@ -362,8 +364,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    memcmp(&a->fabric_net, &b->fabric_net, sizeof(a->fabric_net)) == 0);
     }
     for (size_t i = 0; i < icbc_routerfile_num_impi(rf); i++)
-        FUZZ_CHECK(same_addr(&icbc_routerfile_impi(rf, i)->server,
-                             &icbc_routerfile_impi(rf2, i)->server));
+        FUZZ_CHECK(
+            same_addr(&icbc_routerfile_impi(rf, i)->server, &icbc_routerfile_impi(rf2, i)->server));
 
     /* A parse into a NULL error buffer gives the same result. */
     FUZZ_CHECK(icbc_routerfile_parse((const char *) data, size, name, NULL, &rf3, NULL, 0) ==

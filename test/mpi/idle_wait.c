@@ -15,7 +15,7 @@ static double thread_cpu_seconds(void)
     struct rusage ru;
     getrusage(RUSAGE_THREAD, &ru);
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-        (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 int main(int argc, char **argv)
@@ -58,8 +58,8 @@ int main(int argc, char **argv)
         if (max_cpu >= 0)
             CHECK(frac <= max_cpu, "CPU use %.3f of the wait, limit %.3f", frac, max_cpu);
         if (min_cpu >= 0)
-            CHECK(frac >= min_cpu, "CPU use %.3f of the wait, expected at least %.3f",
-                  frac, min_cpu);
+            CHECK(frac >= min_cpu, "CPU use %.3f of the wait, expected at least %.3f", frac,
+                  min_cpu);
     }
     return icbc_test_finish();
 }

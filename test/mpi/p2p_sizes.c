@@ -9,8 +9,8 @@
  */
 #include "icbc_test.h"
 
-static const size_t sizes[] = { 0, 1, 7, 64, 1024, 16383, 16384, 16385, 32768, 65536,
-    65537, 262144, 1048576, 4194304 + 3, 8388608 };
+static const size_t sizes[] = { 0,     1,     7,     64,     1024,    16383,       16384,  16385,
+                                32768, 65536, 65537, 262144, 1048576, 4194304 + 3, 8388608 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static void contiguous(int peer, int lower, int unexpected, int any_source, int sync)
@@ -21,9 +21,12 @@ static void contiguous(int peer, int lower, int unexpected, int any_source, int 
         int seed = (int) (k * 131 + unexpected * 7 + any_source * 3 + sync);
         if (lower) {
             fill_pattern(buf, n, seed);
-            if (unexpected) MPI_Barrier(MPI_COMM_WORLD);
-            if (sync) MPI_Ssend(buf, (int) n, MPI_BYTE, peer, (int) k, MPI_COMM_WORLD);
-            else MPI_Send(buf, (int) n, MPI_BYTE, peer, (int) k, MPI_COMM_WORLD);
+            if (unexpected)
+                MPI_Barrier(MPI_COMM_WORLD);
+            if (sync)
+                MPI_Ssend(buf, (int) n, MPI_BYTE, peer, (int) k, MPI_COMM_WORLD);
+            else
+                MPI_Send(buf, (int) n, MPI_BYTE, peer, (int) k, MPI_COMM_WORLD);
         } else {
             MPI_Status st;
             int count;
@@ -34,7 +37,8 @@ static void contiguous(int peer, int lower, int unexpected, int any_source, int 
                 double t = MPI_Wtime();
                 int flag = 0;
                 while (!flag && MPI_Wtime() - t < 0.2)
-                    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+                    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag,
+                               MPI_STATUS_IGNORE);
             }
             MPI_Recv(buf, (int) n, MPI_BYTE, any_source ? MPI_ANY_SOURCE : peer, (int) k,
                      MPI_COMM_WORLD, &st);
@@ -42,8 +46,8 @@ static void contiguous(int peer, int lower, int unexpected, int any_source, int 
             CHECK((size_t) count == n, "size %zu: count %d", n, count);
             CHECK(st.MPI_SOURCE == peer, "size %zu: source %d", n, st.MPI_SOURCE);
             size_t bad = check_pattern(buf, n, seed);
-            CHECK(bad == (size_t) -1, "size %zu (unexp %d any %d sync %d): byte %zu wrong",
-                  n, unexpected, any_source, sync, bad);
+            CHECK(bad == (size_t) -1, "size %zu (unexp %d any %d sync %d): byte %zu wrong", n,
+                  unexpected, any_source, sync, bad);
         }
         free(buf);
     }
@@ -60,25 +64,31 @@ static void strided(int peer, int lower)
         MPI_Type_commit(&vec);
         double *buf = calloc((size_t) 2 * n, sizeof(double));
         if (lower) {
-            for (int i = 0; i < 2 * n; i++) buf[i] = (i % 2) ? -1.0 : i * 0.5 + k;
+            for (int i = 0; i < 2 * n; i++)
+                buf[i] = (i % 2) ? -1.0 : i * 0.5 + k;
             MPI_Send(buf, 1, vec, peer, 77, MPI_COMM_WORLD);
             /* and receive a contiguous reply of the packed elements */
             double *flat = calloc(n, sizeof(double));
             MPI_Recv(flat, n, MPI_DOUBLE, peer, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             int bad = -1;
-            for (int i = 0; i < n && bad < 0; i++) if (flat[i] != 2 * i * 0.5 + k + 1) bad = i;
+            for (int i = 0; i < n && bad < 0; i++)
+                if (flat[i] != 2 * i * 0.5 + k + 1)
+                    bad = i;
             CHECK(bad < 0, "strided reply count %d: element %d wrong", n, bad);
             free(flat);
         } else {
-            for (int i = 0; i < 2 * n; i++) buf[i] = 12345.0;
+            for (int i = 0; i < 2 * n; i++)
+                buf[i] = 12345.0;
             MPI_Recv(buf, 1, vec, peer, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             int bad = -1;
             for (int i = 0; i < 2 * n && bad < 0; i++) {
                 double want = (i % 2) ? 12345.0 : i * 0.5 + k;
-                if (buf[i] != want) bad = i;
+                if (buf[i] != want)
+                    bad = i;
             }
             CHECK(bad < 0, "strided count %d: element %d wrong", n, bad);
-            for (int i = 0; i < 2 * n; i += 2) buf[i] += 1;
+            for (int i = 0; i < 2 * n; i += 2)
+                buf[i] += 1;
             MPI_Send(buf, 1, vec, peer, 78, MPI_COMM_WORLD);
         }
         free(buf);
@@ -133,7 +143,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size % 2) {
-        if (rank == 0) fprintf(stderr, "p2p_sizes needs an even number of ranks\n");
+        if (rank == 0)
+            fprintf(stderr, "p2p_sizes needs an even number of ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int peer = rank ^ 1, lower = !(rank & 1);

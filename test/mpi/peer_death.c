@@ -28,7 +28,7 @@ static int send_to_the_dead(void)
             char text[MPI_MAX_ERROR_STRING];
             int len;
             MPI_Error_string(rc, text, &len);
-            for (char *c = text; *c; c++)       /* the error stack on one line */
+            for (char *c = text; *c; c++) /* the error stack on one line */
                 if (*c == '\n')
                     *c = ' ';
             printf("rank 0: MPI_Send to the dead rank 1 failed: %s\n", text);

@@ -13,10 +13,12 @@ static void rma(int rank, int size)
     MPI_Win win;
     MPI_Win_allocate(WIN_ELEMS * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD,
                      &base, &win);
-    for (int i = 0; i < WIN_ELEMS; i++) base[i] = -1;
+    for (int i = 0; i < WIN_ELEMS; i++)
+        base[i] = -1;
     int chunk = WIN_ELEMS / size;
     double *src = malloc(chunk * sizeof(double));
-    for (int i = 0; i < chunk; i++) src[i] = rank * 1e6 + i;
+    for (int i = 0; i < chunk; i++)
+        src[i] = rank * 1e6 + i;
 
     /* every rank writes its chunk into slot `rank` of every other rank */
     MPI_Win_fence(0, win);
@@ -25,7 +27,9 @@ static void rma(int rank, int size)
     MPI_Win_fence(0, win);
     for (int s = 0; s < size; s++) {
         int bad = -1;
-        for (int i = 0; i < chunk && bad < 0; i++) if (base[s * chunk + i] != s * 1e6 + i) bad = i;
+        for (int i = 0; i < chunk && bad < 0; i++)
+            if (base[s * chunk + i] != s * 1e6 + i)
+                bad = i;
         CHECK(bad < 0, "put from %d: element %d wrong", s, bad);
     }
 
@@ -37,21 +41,25 @@ static void rma(int rank, int size)
     MPI_Win_unlock(nb, win);
     for (int s = 0; s < size; s++) {
         int bad = -1;
-        for (int i = 0; i < chunk && bad < 0; i++) if (got[s * chunk + i] != s * 1e6 + i) bad = i;
+        for (int i = 0; i < chunk && bad < 0; i++)
+            if (got[s * chunk + i] != s * 1e6 + i)
+                bad = i;
         CHECK(bad < 0, "get of slot %d: element %d wrong", s, bad);
     }
 
     /* everybody adds 1 to every element of rank 0's window */
     MPI_Win_fence(0, win);
     double *ones = malloc(WIN_ELEMS * sizeof(double));
-    for (int i = 0; i < WIN_ELEMS; i++) ones[i] = 1;
+    for (int i = 0; i < WIN_ELEMS; i++)
+        ones[i] = 1;
     MPI_Accumulate(ones, WIN_ELEMS, MPI_DOUBLE, 0, 0, WIN_ELEMS, MPI_DOUBLE, MPI_SUM, win);
     MPI_Win_fence(0, win);
     if (rank == 0) {
         int bad = -1;
         for (int s = 0; s < size; s++)
             for (int i = 0; i < chunk && bad < 0; i++)
-                if (base[s * chunk + i] != s * 1e6 + i + size) bad = s * chunk + i;
+                if (base[s * chunk + i] != s * 1e6 + i + size)
+                    bad = s * chunk + i;
         CHECK(bad < 0, "accumulate: element %d wrong", bad);
     }
     MPI_Win_free(&win);
@@ -66,32 +74,40 @@ static void collectives(int rank, int size)
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
         int n = counts[k];
         long *v = malloc(n * sizeof(long)), *r = malloc(n * sizeof(long));
-        for (int i = 0; i < n; i++) v[i] = (long) rank * i + 1;
+        for (int i = 0; i < n; i++)
+            v[i] = (long) rank * i + 1;
         MPI_Allreduce(v, r, n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         int bad = -1;
         for (int i = 0; i < n && bad < 0; i++)
-            if (r[i] != (long) i * size * (size - 1) / 2 + size) bad = i;
+            if (r[i] != (long) i * size * (size - 1) / 2 + size)
+                bad = i;
         CHECK(bad < 0, "allreduce n=%d: element %d wrong", n, bad);
 
         for (int root = 0; root < size; root++) {
-            for (int i = 0; i < n; i++) r[i] = (rank == root) ? (long) root * 7 + i : 0;
+            for (int i = 0; i < n; i++)
+                r[i] = (rank == root) ? (long) root * 7 + i : 0;
             MPI_Bcast(r, n, MPI_LONG, root, MPI_COMM_WORLD);
             bad = -1;
-            for (int i = 0; i < n && bad < 0; i++) if (r[i] != (long) root * 7 + i) bad = i;
+            for (int i = 0; i < n && bad < 0; i++)
+                if (r[i] != (long) root * 7 + i)
+                    bad = i;
             CHECK(bad < 0, "bcast n=%d root %d: element %d wrong", n, root, bad);
         }
         free(v);
         free(r);
     }
     int per = 65536;
-    int *s = malloc((size_t) per * size * sizeof(int)), *d = malloc((size_t) per * size * sizeof(int));
+    int *s = malloc((size_t) per * size * sizeof(int)),
+        *d = malloc((size_t) per * size * sizeof(int));
     for (int t = 0; t < size; t++)
-        for (int i = 0; i < per; i++) s[t * per + i] = rank * 100000 + t * 1000 + i % 1000;
+        for (int i = 0; i < per; i++)
+            s[t * per + i] = rank * 100000 + t * 1000 + i % 1000;
     MPI_Alltoall(s, per, MPI_INT, d, per, MPI_INT, MPI_COMM_WORLD);
     int bad = -1;
     for (int f = 0; f < size && bad < 0; f++)
         for (int i = 0; i < per && bad < 0; i++)
-            if (d[f * per + i] != f * 100000 + rank * 1000 + i % 1000) bad = f * per + i;
+            if (d[f * per + i] != f * 100000 + rank * 1000 + i % 1000)
+                bad = f * per + i;
     CHECK(bad < 0, "alltoall: element %d wrong", bad);
     free(s);
     free(d);

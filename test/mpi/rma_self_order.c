@@ -21,7 +21,7 @@
 
 #include <time.h>
 
-enum { NEXT = 0, TAIL = 1 };    /* window layout: next, then tail[size] on rank 0 */
+enum { NEXT = 0, TAIL = 1 }; /* window layout: next, then tail[size] on rank 0 */
 
 static double now(void)
 {
@@ -33,7 +33,7 @@ static double now(void)
 /* Read my own window word while the MPI library updates it. */
 static int read_own(MPI_Win win, volatile int *base, int rank, int disp)
 {
-    MPI_Win_flush(rank, win);   /* progress */
+    MPI_Win_flush(rank, win); /* progress */
     MPI_Win_sync(win);
     return base[disp];
 }
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
             if (any)
                 t_last = now();
             else if (now() - t_last > 2 * deadline)
-                break;  /* the others report what they lost */
+                break; /* the others report what they lost */
         }
         MPI_Win_unlock_all(win);
         free(round);
@@ -103,11 +103,14 @@ int main(int argc, char **argv)
             MPI_Win_flush(0, win);
             double t0 = now();
             while ((v = read_own(win, (volatile int *) base, rank, NEXT)) == -1 &&
-                   now() - t0 < deadline);
+                   now() - t0 < deadline)
+                ;
             MPI_Win_unlock_all(win);
             checked++;
-            CHECK(v == i, "round %d: my own earlier update overwrote rank 0's later one "
-                  "(\"next\" is %d after %.0f s, rank 0 wrote %d)", i, v, now() - t0, i);
+            CHECK(v == i,
+                  "round %d: my own earlier update overwrote rank 0's later one "
+                  "(\"next\" is %d after %.0f s, rank 0 wrote %d)",
+                  i, v, now() - t0, i);
             if (v != i)
                 lost = 1;
         }
@@ -119,8 +122,8 @@ int main(int argc, char **argv)
     MPI_Reduce(&served, &total_served, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         CHECK(total_checked > 0, "no round was checked");
-        printf("rma_self_order: %d rank(s) x %d rounds, %d checked, %d served\n", size - 1,
-               rounds, total_checked, total_served);
+        printf("rma_self_order: %d rank(s) x %d rounds, %d checked, %d served\n", size - 1, rounds,
+               total_checked, total_served);
     }
     MPI_Win_free(&win);
     return icbc_test_finish();

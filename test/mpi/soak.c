@@ -21,8 +21,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--until")) until = argv[i + 1];
+        if (!strcmp(argv[i], "--seconds"))
+            seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--until"))
+            until = argv[i + 1];
 
     size_t max = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
     unsigned char *sbuf = malloc(max), *rbuf = malloc(max);
@@ -40,14 +42,15 @@ int main(int argc, char **argv)
             MPI_Sendrecv(sbuf, (int) n, MPI_BYTE, peer, (int) k, rbuf, (int) n, MPI_BYTE, peer,
                          (int) k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             size_t bad = check_pattern(rbuf, n, rseed);
-            CHECK(bad == (size_t) -1, "round %d: %zu bytes from rank %d wrong at byte %zu",
-                  rounds, n, peer, bad);
+            CHECK(bad == (size_t) -1, "round %d: %zu bytes from rank %d wrong at byte %zu", rounds,
+                  n, peer, bad);
         }
         rounds++;
         go = until ? access(until, F_OK) != 0 : MPI_Wtime() - t0 < seconds;
         MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
-    if (rank == 0) printf("soak: %d rounds in %.1f s\n", rounds, MPI_Wtime() - t0);
+    if (rank == 0)
+        printf("soak: %d rounds in %.1f s\n", rounds, MPI_Wtime() - t0);
     free(sbuf);
     free(rbuf);
     return icbc_test_finish();

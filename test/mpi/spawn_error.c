@@ -19,7 +19,8 @@ int main(int argc, char **argv)
         MPI_Error_string(err, msg, &len);
         int rank;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (rank == 0) fprintf(stderr, "spawn error (expected): %s\n", msg);
+        if (rank == 0)
+            fprintf(stderr, "spawn error (expected): %s\n", msg);
     }
     return icbc_test_finish();
 }

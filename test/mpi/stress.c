@@ -33,7 +33,8 @@
 #define MiB ((size_t) 1 << 20)
 #define GiB ((size_t) 1 << 30)
 
-#define RECV_SENTINEL 0xA5 /* receive buffers start as this; anything else outside the
+#define RECV_SENTINEL                                                                              \
+    0xA5                   /* receive buffers start as this; anything else outside the
                             * message's elements was written by someone */
 #define SEND_GAP_FILL 0x5A /* gaps of send buffers: if they travel, elements are wrong */
 #define MAX_BATCH 8192     /* tags are 0..batch-1, well below MPI_TAG_UB >= 32767 */
@@ -42,16 +43,16 @@
 /* ---- options -------------------------------------------------------------------------- */
 
 struct opts {
-    long count;          /* data messages in the plan */
+    long count; /* data messages in the plan */
     uint64_t seed;
-    size_t max_size;     /* largest message, bytes */
-    size_t total;        /* budget for the sum of all message sizes, bytes */
-    size_t open_max;     /* largest message received with MPI_ANY_TAG */
-    int batch;           /* messages per batch; 0: 8 per rank */
+    size_t max_size; /* largest message, bytes */
+    size_t total;    /* budget for the sum of all message sizes, bytes */
+    size_t open_max; /* largest message received with MPI_ANY_TAG */
+    int batch;       /* messages per batch; 0: 8 per rank */
     int verbose;
-    int corrupt;         /* flip a received byte before the check (tests the check) */
-    double stall;        /* report requests open this long (seconds; 0: never) */
-    int print_plan;      /* rank 0 lists every message first */
+    int corrupt;    /* flip a received byte before the check (tests the check) */
+    double stall;   /* report requests open this long (seconds; 0: never) */
+    int print_plan; /* rank 0 lists every message first */
 };
 
 static void usage(void)
@@ -92,9 +93,12 @@ static int parse_size(const char *s, size_t *out)
     if (errno || end == s || s[0] == '-')
         return -1;
     unsigned long long mult = 1;
-    if (*end == 'K' || *end == 'k') mult = KiB, end++;
-    else if (*end == 'M' || *end == 'm') mult = MiB, end++;
-    else if (*end == 'G' || *end == 'g') mult = GiB, end++;
+    if (*end == 'K' || *end == 'k')
+        mult = KiB, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = MiB, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = GiB, end++;
     if (*end != '\0' || v > (unsigned long long) (SIZE_MAX / mult))
         return -1;
     *out = (size_t) (v * mult);
@@ -115,14 +119,19 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 /* Returns 0 to run, 1 after --help, -1 on a bad option (message printed by rank 0). */
 static int parse_opts(int argc, char **argv, int rank, struct opts *o)
 {
-    *o = (struct opts) { .count = 10000, .seed = 1, .max_size = 16 * MiB, .total = GiB,
-                         .open_max = 4 * MiB, .stall = 60 };
+    *o = (struct opts){ .count = 10000,
+                        .seed = 1,
+                        .max_size = 16 * MiB,
+                        .total = GiB,
+                        .open_max = 4 * MiB,
+                        .stall = 60 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long l;
         int bad = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            if (rank == 0) usage();
+            if (rank == 0)
+                usage();
             return 1;
         } else if (!strcmp(a, "--quick")) {
             o->count = 2000, o->max_size = MiB, o->total = 64 * MiB;
@@ -137,20 +146,24 @@ static int parse_opts(int argc, char **argv, int rank, struct opts *o)
             o->corrupt = 1;
             continue;
         }
-        static const char *const with_value[] = { "--count", "--seed", "--max-size", "--total",
-                                                  "--wildcard-max", "--batch", "--stall-report" };
+        static const char *const with_value[] = { "--count",       "--seed",         "--max-size",
+                                                  "--total",       "--wildcard-max", "--batch",
+                                                  "--stall-report" };
         int known = 0;
         for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
             known |= !strcmp(a, with_value[k]);
         if (!known) {
-            if (rank == 0) fprintf(stderr, "stress: unknown option '%s' (see --help)\n", a);
+            if (rank == 0)
+                fprintf(stderr, "stress: unknown option '%s' (see --help)\n", a);
             return -1;
         }
         if (!v) {
-            if (rank == 0) fprintf(stderr, "stress: %s needs a value (see --help)\n", a);
+            if (rank == 0)
+                fprintf(stderr, "stress: %s needs a value (see --help)\n", a);
             return -1;
         }
-        if (!strcmp(a, "--count")) bad = parse_long(v, 1, 100000000, &o->count);
+        if (!strcmp(a, "--count"))
+            bad = parse_long(v, 1, 100000000, &o->count);
         else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -158,19 +171,21 @@ static int parse_opts(int argc, char **argv, int rank, struct opts *o)
             bad = errno || end == v || *end != '\0' || v[0] == '-';
         } else if (!strcmp(a, "--max-size"))
             bad = parse_size(v, &o->max_size) || o->max_size > GiB;
-        else if (!strcmp(a, "--total")) bad = parse_size(v, &o->total);
-        else if (!strcmp(a, "--wildcard-max")) bad = parse_size(v, &o->open_max);
+        else if (!strcmp(a, "--total"))
+            bad = parse_size(v, &o->total);
+        else if (!strcmp(a, "--wildcard-max"))
+            bad = parse_size(v, &o->open_max);
         else if (!strcmp(a, "--stall-report")) {
             char *end;
             o->stall = strtod(v, &end);
             bad = end == v || *end != '\0' || !(o->stall >= 0 && o->stall <= 1e6);
-        }
-        else { /* --batch */
+        } else { /* --batch */
             bad = parse_long(v, 1, MAX_BATCH, &l);
             o->batch = (int) l;
         }
         if (bad) {
-            if (rank == 0) fprintf(stderr, "stress: bad value '%s' for %s (see --help)\n", v, a);
+            if (rank == 0)
+                fprintf(stderr, "stress: bad value '%s' for %s (see --help)\n", v, a);
             return -1;
         }
         i++;
@@ -228,8 +243,8 @@ enum recv_mode {
     RECV_ANY_BOTH,   /* (MPI_ANY_SOURCE, MPI_ANY_TAG): may get any open message */
     NRECV
 };
-static const char *const recv_name[NRECV] = { "early Irecv", "specific", "ANY_SOURCE",
-                                              "ANY_TAG", "ANY_SOURCE+ANY_TAG" };
+static const char *const recv_name[NRECV] = { "early Irecv", "specific", "ANY_SOURCE", "ANY_TAG",
+                                              "ANY_SOURCE+ANY_TAG" };
 
 /* A receive is open when it may match another message than the one planned for it. */
 static inline int recv_is_open(int mode)
@@ -237,21 +252,28 @@ static inline int recv_is_open(int mode)
     return mode == RECV_ANY_TAG || mode == RECV_ANY_BOTH;
 }
 
-enum layout_kind { LAY_PLAIN, LAY_CONTIG, LAY_VECTOR, LAY_INDEXED, LAY_STRUCT, LAY_RESIZED,
-                   NLAYOUT };
-static const char *const layout_name[NLAYOUT] = { "plain", "contiguous", "vector", "indexed",
-                                                  "struct", "resized" };
+enum layout_kind {
+    LAY_PLAIN,
+    LAY_CONTIG,
+    LAY_VECTOR,
+    LAY_INDEXED,
+    LAY_STRUCT,
+    LAY_RESIZED,
+    NLAYOUT
+};
+static const char *const layout_name[NLAYOUT] = { "plain",   "contiguous", "vector",
+                                                  "indexed", "struct",     "resized" };
 
 struct msg {
-    int src, dst, tag;     /* tag: index within the batch */
-    int base;              /* element type; open messages of a batch share one */
-    size_t n;              /* elements */
+    int src, dst, tag; /* tag: index within the batch */
+    int base;          /* element type; open messages of a batch share one */
+    size_t n;          /* elements */
     int send_mode, recv_mode;
-    int send_blocking;     /* derived from send_mode */
-    int recv_blocking;     /* for modes after the sends: MPI_Recv rather than MPI_Irecv */
-    uint64_t send_layout;  /* seeds of the two layouts */
+    int send_blocking;    /* derived from send_mode */
+    int recv_blocking;    /* for modes after the sends: MPI_Recv rather than MPI_Irecv */
+    uint64_t send_layout; /* seeds of the two layouts */
     uint64_t recv_layout;
-    uint64_t pattern;      /* seed of the payload */
+    uint64_t pattern; /* seed of the payload */
 };
 
 struct plan {
@@ -265,7 +287,8 @@ struct plan {
 static int log2_floor(size_t v)
 {
     int k = 0;
-    while (v >>= 1) k++;
+    while (v >>= 1)
+        k++;
     return k;
 }
 
@@ -276,8 +299,10 @@ static size_t draw_range(struct rng *r, size_t lo, size_t hi)
     int k0 = log2_floor(lo), k1 = log2_floor(hi);
     int k = k0 + (int) rng_below(r, (uint64_t) (k1 - k0 + 1));
     size_t a = (size_t) 1 << k, b = ((size_t) 2 << k) - 1;
-    if (a < lo) a = lo;
-    if (b > hi) b = hi;
+    if (a < lo)
+        a = lo;
+    if (b > hi)
+        b = hi;
     return a + (size_t) rng_below(r, b - a + 1);
 }
 
@@ -285,7 +310,8 @@ static size_t draw_range(struct rng *r, size_t lo, size_t hi)
 static double mean_small(int c)
 {
     double sum = 0;
-    for (int k = 0; k <= c; k++) sum += 1.5 * (double) ((size_t) 1 << k) - 0.5;
+    for (int k = 0; k <= c; k++)
+        sum += 1.5 * (double) ((size_t) 1 << k) - 0.5;
     return sum / (c + 1) * 63.0 / 64.0;
 }
 
@@ -302,7 +328,8 @@ static void draw_sizes(struct rng *r, const struct opts *o, size_t *sizes)
     long count = o->count, nhuge = 0, i;
     size_t small_budget = o->total / 2, left;
     int c = log2_floor(o->max_size ? o->max_size : 1);
-    while (c >= 0 && mean_small(c) * (double) count > (double) small_budget) c--;
+    while (c >= 0 && mean_small(c) * (double) count > (double) small_budget)
+        c--;
     size_t small_cap = c < 0 ? 0 : ((size_t) 2 << c) - 1;
     if (small_cap >= o->max_size) {
         small_cap = o->max_size;
@@ -311,7 +338,8 @@ static void draw_sizes(struct rng *r, const struct opts *o, size_t *sizes)
     left = o->total - small_budget;
     while (small_cap < o->max_size && nhuge < count) {
         size_t s = nhuge == 0 ? o->max_size : draw_range(r, small_cap + 1, o->max_size);
-        if (s > left) break;
+        if (s > left)
+            break;
         sizes[nhuge++] = s;
         left -= s;
     }
@@ -347,7 +375,8 @@ static void build_plan(const struct opts *o, int nranks, struct plan *p)
             open_base = (int) rng_below(&r, NBASE);
         m->src = (int) rng_below(&r, (uint64_t) nranks);
         m->dst = (int) rng_below(&r, (uint64_t) nranks - 1);
-        if (m->dst >= m->src) m->dst++;
+        if (m->dst >= m->src)
+            m->dst++;
         m->tag = (int) (i % p->batch);
         m->recv_mode = (int) rng_below(&r, NRECV);
         if (recv_is_open(m->recv_mode) && sizes[i] > o->open_max)
@@ -376,19 +405,23 @@ static void print_plan(const struct opts *o, const struct plan *p, int nranks)
         size_t b = m->n * base_size[m->base];
         by_send[m->send_mode]++, by_recv[m->recv_mode]++, by_base[m->base]++;
         by_size[b == 0 ? 0 : b <= KiB ? 1 : b <= 64 * KiB ? 2 : b <= MiB ? 3 : 4]++;
-        if (b > largest) largest = b;
+        if (b > largest)
+            largest = b;
     }
     printf("stress: %d ranks, seed %" PRIu64 ", %ld messages in %ld batches of %d, "
-           "%zu payload bytes (budget %zu), largest %zu\n", nranks, o->seed, p->count,
-           p->nbatches, p->batch, p->bytes, o->total, largest);
+           "%zu payload bytes (budget %zu), largest %zu\n",
+           nranks, o->seed, p->count, p->nbatches, p->batch, p->bytes, o->total, largest);
     printf("stress: sizes 0 B: %ld, 1 B-1 KiB: %ld, -64 KiB: %ld, -1 MiB: %ld, >1 MiB: %ld\n",
            by_size[0], by_size[1], by_size[2], by_size[3], by_size[4]);
     printf("stress: sends");
-    for (int k = 0; k < NSEND; k++) printf(" %s %ld", send_name[k], by_send[k]);
+    for (int k = 0; k < NSEND; k++)
+        printf(" %s %ld", send_name[k], by_send[k]);
     printf("; receives");
-    for (int k = 0; k < NRECV; k++) printf(" %s %ld", recv_name[k], by_recv[k]);
+    for (int k = 0; k < NRECV; k++)
+        printf(" %s %ld", recv_name[k], by_recv[k]);
     printf("; elements");
-    for (int k = 0; k < NBASE; k++) printf(" %s %ld", base_name[k], by_base[k]);
+    for (int k = 0; k < NBASE; k++)
+        printf(" %s %ld", base_name[k], by_base[k]);
     printf("\n");
     fflush(stdout);
 }
@@ -405,21 +438,22 @@ static void print_plan(const struct opts *o, const struct plan *p, int nranks)
 struct layout {
     int kind;
     int base;
-    MPI_Datatype type;   /* committed derived type, or the base type for LAY_PLAIN */
-    int derived;         /* type must be freed */
-    int count;           /* count argument of the MPI call */
-    size_t n;            /* elements described */
+    MPI_Datatype type; /* committed derived type, or the base type for LAY_PLAIN */
+    int derived;       /* type must be freed */
+    int count;         /* count argument of the MPI call */
+    size_t n;          /* elements described */
     size_t units, unit_ext;
     int nblocks;
     size_t *disp, *len;
-    size_t span;         /* buffer length in elements */
+    size_t span; /* buffer length in elements */
 };
 
 /* A divisor of n in 1..16 (any of them when n is 0), chosen at random. */
 static size_t pick_divisor(struct rng *r, size_t n)
 {
     size_t d = 1 + rng_below(r, 16);
-    while (n != 0 && n % d != 0) d--;
+    while (n != 0 && n % d != 0)
+        d--;
     return d;
 }
 
@@ -444,7 +478,8 @@ static int layout_make(struct layout *l, uint64_t seed, int base, size_t n)
     MPI_Aint es = (MPI_Aint) base_size[base];
 
     memset(l, 0, sizeof(*l));
-    if (!fits_int(n)) return -1;
+    if (!fits_int(n))
+        return -1;
     l->kind = (int) rng_below(&r, NLAYOUT);
     l->base = base;
     l->n = n;
@@ -476,9 +511,11 @@ static int layout_make(struct layout *l, uint64_t seed, int base, size_t n)
         /* up to 64 blocks of uneven (possibly zero) length, gaps of 0..3, and in one case
          * of four placed in memory in reverse order of the type map */
         int nb = (int) (1 + rng_below(&r, 64));
-        if ((size_t) nb > n) nb = n ? (int) n : 1;
+        if ((size_t) nb > n)
+            nb = n ? (int) n : 1;
         layout_blocks(l, nb);
-        for (int i = 0; i < nb; i++) l->len[i] = n / nb;
+        for (int i = 0; i < nb; i++)
+            l->len[i] = n / nb;
         l->len[nb - 1] += n % nb;
         for (int i = 0; i + 1 < nb; i++) {
             size_t move = rng_below(&r, l->len[i] + 1) / 2;
@@ -537,14 +574,16 @@ static int layout_make(struct layout *l, uint64_t seed, int base, size_t n)
     /* the last element of the last unit bounds the buffer */
     size_t end = 0;
     for (int b = 0; b < l->nblocks; b++)
-        if (l->len[b] && l->disp[b] + l->len[b] > end) end = l->disp[b] + l->len[b];
+        if (l->len[b] && l->disp[b] + l->len[b] > end)
+            end = l->disp[b] + l->len[b];
     l->span = l->units ? (l->units - 1) * l->unit_ext + end : 0;
     return 0;
 }
 
 static void layout_free(struct layout *l)
 {
-    if (l->derived) MPI_Type_free(&l->type);
+    if (l->derived)
+        MPI_Type_free(&l->type);
     free(l->disp), free(l->len);
     l->disp = l->len = NULL;
 }
@@ -559,12 +598,14 @@ static void list_plan(const struct plan *p)
         int ok = layout_make(&ls, m->send_layout, m->base, m->n) == 0 &&
                  layout_make(&lr, m->recv_layout, m->base, m->n) == 0;
         printf("plan: message %ld batch %ld: %d -> %d tag %d, %zu x %s (%zu B), %s (%s) -> %s%s "
-               "(%s)\n", i, i / p->batch, m->src, m->dst, m->tag, m->n, base_name[m->base],
-               m->n * base_size[m->base], send_name[m->send_mode],
-               ok ? layout_name[ls.kind] : "?", recv_name[m->recv_mode],
+               "(%s)\n",
+               i, i / p->batch, m->src, m->dst, m->tag, m->n, base_name[m->base],
+               m->n * base_size[m->base], send_name[m->send_mode], ok ? layout_name[ls.kind] : "?",
+               recv_name[m->recv_mode],
                m->recv_mode != RECV_EARLY && m->recv_blocking ? " blocking" : "",
                ok ? layout_name[lr.kind] : "?");
-        if (ok) layout_free(&ls), layout_free(&lr);
+        if (ok)
+            layout_free(&ls), layout_free(&lr);
     }
     fflush(stdout);
 }
@@ -576,7 +617,8 @@ static void list_plan(const struct plan *p)
 static inline uint64_t element_value(int base, uint64_t pattern, size_t i)
 {
     uint64_t v = mix64(pattern ^ (i * 0x9e3779b97f4a7c15ULL));
-    if (base == BASE_DOUBLE) v &= ~((uint64_t) 1 << 62);
+    if (base == BASE_DOUBLE)
+        v &= ~((uint64_t) 1 << 62);
     return v;
 }
 
@@ -598,18 +640,19 @@ static inline uint64_t checksum_step(uint64_t h, uint64_t v)
 /* Runs the statements for every block of the first nmax elements of layout l, in type-map
  * order, with ptr the block's first byte in buf, idx the index of its first element and
  * cnt its number of elements. */
-#define LAYOUT_FOR_BLOCKS(l, buf, nmax, ptr, idx, cnt, ...) \
-    do { \
-        size_t idx = 0; \
-        const size_t es_ = base_size[(l)->base]; \
-        for (size_t u_ = 0; u_ < (l)->units && idx < (nmax); u_++) \
-            for (int b_ = 0; b_ < (l)->nblocks && idx < (nmax); b_++) { \
-                size_t cnt = (l)->len[b_]; \
-                if (cnt > (nmax) - idx) cnt = (nmax) - idx; \
-                unsigned char *ptr = (buf) + (u_ * (l)->unit_ext + (l)->disp[b_]) * es_; \
-                __VA_ARGS__; \
-                idx += cnt; \
-            } \
+#define LAYOUT_FOR_BLOCKS(l, buf, nmax, ptr, idx, cnt, ...)                                        \
+    do {                                                                                           \
+        size_t idx = 0;                                                                            \
+        const size_t es_ = base_size[(l)->base];                                                   \
+        for (size_t u_ = 0; u_ < (l)->units && idx < (nmax); u_++)                                 \
+            for (int b_ = 0; b_ < (l)->nblocks && idx < (nmax); b_++) {                            \
+                size_t cnt = (l)->len[b_];                                                         \
+                if (cnt > (nmax) -idx)                                                             \
+                    cnt = (nmax) -idx;                                                             \
+                unsigned char *ptr = (buf) + (u_ * (l)->unit_ext + (l)->disp[b_]) * es_;           \
+                __VA_ARGS__;                                                                       \
+                idx += cnt;                                                                        \
+            }                                                                                      \
     } while (0)
 
 /* Fills the elements of a send buffer (its gaps hold SEND_GAP_FILL); returns the checksum of the elements in type-map order. */
@@ -634,18 +677,27 @@ static uint64_t checksum_of(const struct layout *l, unsigned char *buf, size_t n
     uint64_t h = CHECKSUM_INIT;
     LAYOUT_FOR_BLOCKS(l, buf, n, p, first, cnt, {
         (void) first;
-        for (size_t j = 0; j < cnt; j++) h = checksum_step(h, load_elem(p + j * es, es));
+        for (size_t j = 0; j < cnt; j++)
+            h = checksum_step(h, load_elem(p + j * es, es));
     });
     return h;
 }
 
 /* ---- results ------------------------------------------------------------------------------ */
 
-enum fault { F_COUNT, F_SOURCE, F_TAG, F_PAYLOAD, F_CHECKSUM, F_OUTSIDE, F_SENDBUF, F_UNPLANNED,
-             NFAULT };
-static const char *const fault_name[NFAULT] = { "count", "source", "tag", "payload",
-                                                "checksum", "outside", "send-buffer",
-                                                "unplanned" };
+enum fault {
+    F_COUNT,
+    F_SOURCE,
+    F_TAG,
+    F_PAYLOAD,
+    F_CHECKSUM,
+    F_OUTSIDE,
+    F_SENDBUF,
+    F_UNPLANNED,
+    NFAULT
+};
+static const char *const fault_name[NFAULT] = { "count",    "source",  "tag",         "payload",
+                                                "checksum", "outside", "send-buffer", "unplanned" };
 
 struct tally {
     long long msgs, ck_msgs, bytes;
@@ -663,7 +715,8 @@ static void fault(struct tally *t, int kind, long id, const char *fmt, ...)
 {
     t->faults[kind]++;
     icbc_test_errors++;
-    if (t->reports++ >= MAX_REPORTS) return;
+    if (t->reports++ >= MAX_REPORTS)
+        return;
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "[rank %d] message %ld: %s mismatch: ", my_rank, id, fault_name[kind]);
@@ -687,12 +740,12 @@ struct sendop {
 };
 
 struct recvop {
-    long planned;        /* the message this receive was posted for */
-    long got;            /* the message it matched (differs for open receives) */
+    long planned; /* the message this receive was posted for */
+    long got;     /* the message it matched (differs for open receives) */
     struct layout lay;
     unsigned char *buf;
     MPI_Status st;
-    int req;             /* index in the request array, -1 for blocking */
+    int req; /* index in the request array, -1 for blocking */
 };
 
 static unsigned char *alloc_buf(const struct layout *l, int fill)
@@ -738,7 +791,8 @@ static void verify_recv(struct tally *t, const struct plan *p, struct recvop *r,
         int done = 0;
         LAYOUT_FOR_BLOCKS(l, r->buf, m->n, q, first, cnt, {
             (void) first;
-            if (!done && cnt > 0) q[0] ^= 0x40, done = 1;
+            if (!done && cnt > 0)
+                q[0] ^= 0x40, done = 1;
         });
         corrupt_next = 0;
     }
@@ -748,21 +802,26 @@ static void verify_recv(struct tally *t, const struct plan *p, struct recvop *r,
         for (size_t j = 0; j < cnt; j++) {
             uint64_t v = load_elem(q + j * es, es);
             uint64_t want = element_value(m->base, m->pattern, first + j);
-            if (bad == (size_t) -1 && memcmp(q + j * es, &want, es) != 0) bad = first + j;
+            if (bad == (size_t) -1 && memcmp(q + j * es, &want, es) != 0)
+                bad = first + j;
             h = checksum_step(h, v);
         }
         memset(q, RECV_SENTINEL, cnt * es);
     });
     if (bad != (size_t) -1)
-        fault(t, F_PAYLOAD, id, "element %zu of %zu (%s, %s layout, from rank %d) is wrong",
-              bad, m->n, base_name[m->base], layout_name[l->kind], m->src);
+        fault(t, F_PAYLOAD, id, "element %zu of %zu (%s, %s layout, from rank %d) is wrong", bad,
+              m->n, base_name[m->base], layout_name[l->kind], m->src);
     if (ck->id != (uint64_t) id || ck->n != m->n || ck->sum != h)
-        fault(t, F_CHECKSUM, id, "sender says id %" PRIu64 " n %" PRIu64 " sum %016" PRIx64
-              ", received n %zu sum %016" PRIx64, ck->id, ck->n, ck->sum, m->n, h);
+        fault(t, F_CHECKSUM, id,
+              "sender says id %" PRIu64 " n %" PRIu64 " sum %016" PRIx64
+              ", received n %zu sum %016" PRIx64,
+              ck->id, ck->n, ck->sum, m->n, h);
     for (size_t k = 0; k < l->span * es; k++)
         if (r->buf[k] != RECV_SENTINEL) {
-            fault(t, F_OUTSIDE, id, "byte %zu of the receive buffer (%s layout) was written "
-                  "but holds no element", k, layout_name[l->kind]);
+            fault(t, F_OUTSIDE, id,
+                  "byte %zu of the receive buffer (%s layout) was written "
+                  "but holds no element",
+                  k, layout_name[l->kind]);
             break;
         }
 }
@@ -784,20 +843,22 @@ static double stall_secs = 60; /* --stall-report */
 static void stall_check(const struct plan *p, long b, const struct reqdesc *what,
                         const MPI_Request *reqs, int nreq, double since, int *reported)
 {
-    if (*reported || stall_secs <= 0 || MPI_Wtime() - since < stall_secs) return;
+    if (*reported || stall_secs <= 0 || MPI_Wtime() - since < stall_secs)
+        return;
     *reported = 1;
     for (int i = 0; i < nreq; i++) {
-        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        if (reqs[i] == MPI_REQUEST_NULL)
+            continue;
         const struct msg *m = &p->m[what[i].id];
-        fprintf(stderr, "[rank %d] stalled %.0f s in batch %ld: %s of message %ld (%d -> %d, "
-                "tag %d, %zu x %s, %s, %s) not complete\n", my_rank, stall_secs, b, what[i].op,
-                what[i].id, m->src, m->dst, m->tag, m->n, base_name[m->base],
-                send_name[m->send_mode], recv_name[m->recv_mode]);
+        fprintf(stderr,
+                "[rank %d] stalled %.0f s in batch %ld: %s of message %ld (%d -> %d, "
+                "tag %d, %zu x %s, %s, %s) not complete\n",
+                my_rank, stall_secs, b, what[i].op, what[i].id, m->src, m->dst, m->tag, m->n,
+                base_name[m->base], send_name[m->send_mode], recv_name[m->recv_mode]);
     }
 }
 
-static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckcomm,
-                      struct tally *t)
+static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckcomm, struct tally *t)
 {
     long lo = b * p->batch, hi = lo + p->batch < p->count ? lo + p->batch : p->count;
     int nmsg = (int) (hi - lo);
@@ -815,12 +876,15 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     /* 1. early receives and every checksum receive */
     for (long id = lo; id < hi; id++) {
         const struct msg *m = &p->m[id];
-        if (m->dst != my_rank) continue;
+        if (m->dst != my_rank)
+            continue;
         ck_of[m->tag] = nck;
         note_req(what, nreq, "checksum receive", id);
         MPI_Irecv(&cks[nck++], 3, MPI_UINT64_T, m->src, m->tag, ckcomm, &reqs[nreq++]);
-        if (recv_is_open(m->recv_mode) && m->n > open_cap) open_cap = m->n;
-        if (m->recv_mode != RECV_EARLY) continue;
+        if (recv_is_open(m->recv_mode) && m->n > open_cap)
+            open_cap = m->n;
+        if (m->recv_mode != RECV_EARLY)
+            continue;
         struct recvop *r = &recvs[nrecv++];
         r->planned = r->got = id;
         make_layout(&r->lay, m->recv_layout, m->base, m->n, id);
@@ -833,13 +897,14 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     /* 2. sends in plan order */
     for (long id = lo; id < hi; id++) {
         const struct msg *m = &p->m[id];
-        if (m->src != my_rank) continue;
+        if (m->src != my_rank)
+            continue;
         struct sendop *s = &sends[nsend++];
         s->id = id;
         make_layout(&s->lay, m->send_layout, m->base, m->n, id);
         s->buf = alloc_buf(&s->lay, SEND_GAP_FILL);
         s->sum = fill_send(&s->lay, s->buf, m->pattern);
-        s->ck = (struct ck) { s->sum, m->n, (uint64_t) id };
+        s->ck = (struct ck){ s->sum, m->n, (uint64_t) id };
         note_req(what, nreq, "checksum Isend", id);
         MPI_Isend(&s->ck, 3, MPI_UINT64_T, m->dst, m->tag, ckcomm, &reqs[nreq++]);
         note_req(what, nreq, send_name[m->send_mode], id);
@@ -850,12 +915,8 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         case SEND_ISSEND:
             MPI_Issend(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm, &reqs[nreq++]);
             break;
-        case SEND_SEND:
-            MPI_Send(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm);
-            break;
-        default:
-            MPI_Ssend(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm);
-            break;
+        case SEND_SEND: MPI_Send(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm); break;
+        default: MPI_Ssend(s->buf, s->lay.count, s->lay.type, m->dst, m->tag, comm); break;
         }
     }
 
@@ -864,12 +925,15 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     for (int mode = RECV_SPECIFIC; mode < NRECV; mode++) {
         for (long id = lo; id < hi; id++) {
             const struct msg *m = &p->m[id];
-            if (m->dst != my_rank || m->recv_mode != mode) continue;
+            if (m->dst != my_rank || m->recv_mode != mode)
+                continue;
             struct recvop *r = &recvs[nrecv++];
             int src = m->src, tag = m->tag;
             size_t n = recv_is_open(mode) ? open_cap : m->n;
-            if (mode == RECV_ANY_SOURCE || mode == RECV_ANY_BOTH) src = MPI_ANY_SOURCE;
-            if (recv_is_open(mode)) tag = MPI_ANY_TAG;
+            if (mode == RECV_ANY_SOURCE || mode == RECV_ANY_BOTH)
+                src = MPI_ANY_SOURCE;
+            if (recv_is_open(mode))
+                tag = MPI_ANY_TAG;
             r->planned = r->got = id;
             make_layout(&r->lay, m->recv_layout, m->base, n, id);
             r->buf = alloc_buf(&r->lay, RECV_SENTINEL);
@@ -893,17 +957,21 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         int flag = 0;
         while (!flag) {
             MPI_Testall(nreq, reqs, &flag, stats);
-            if (!flag) stall_check(p, b, what, reqs, nreq, since, &reported);
+            if (!flag)
+                stall_check(p, b, what, reqs, nreq, since, &reported);
         }
     } else {
         int left = nreq, outcount, *idx = malloc(sizeof(int) * (size_t) (nreq ? nreq : 1));
         MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t) (nreq ? nreq : 1));
         while (left > 0) {
             MPI_Testsome(nreq, reqs, &outcount, idx, st);
-            if (outcount == MPI_UNDEFINED) break;
-            for (int k = 0; k < outcount; k++) stats[idx[k]] = st[k];
+            if (outcount == MPI_UNDEFINED)
+                break;
+            for (int k = 0; k < outcount; k++)
+                stats[idx[k]] = st[k];
             left -= outcount;
-            if (left > 0) stall_check(p, b, what, reqs, nreq, since, &reported);
+            if (left > 0)
+                stall_check(p, b, what, reqs, nreq, since, &reported);
         }
         free(idx), free(st);
     }
@@ -924,18 +992,21 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
     for (int k = 0; k < nrecv; k++) {
         struct recvop *r = &recvs[k];
         const struct msg *m = &p->m[r->planned];
-        if (r->req >= 0) r->st = stats[r->req];
+        if (r->req >= 0)
+            r->st = stats[r->req];
         int src = r->st.MPI_SOURCE, tag = r->st.MPI_TAG;
         long id = tag >= 0 && tag < nmsg ? lo + tag : -1;
         if (!recv_is_open(m->recv_mode)) {
-            if (src != m->src) fault(t, F_SOURCE, r->planned, "from rank %d, expected %d", src,
-                                     m->src);
-            if (tag != m->tag) fault(t, F_TAG, r->planned, "tag %d, expected %d", tag, m->tag);
-            if (src != m->src || tag != m->tag) continue;
+            if (src != m->src)
+                fault(t, F_SOURCE, r->planned, "from rank %d, expected %d", src, m->src);
+            if (tag != m->tag)
+                fault(t, F_TAG, r->planned, "tag %d, expected %d", tag, m->tag);
+            if (src != m->src || tag != m->tag)
+                continue;
             id = r->planned;
-        } else if (id < 0 || p->m[id].dst != my_rank || p->m[id].src != src
-                   || !recv_is_open(p->m[id].recv_mode) || taken[id - lo]
-                   || (m->recv_mode == RECV_ANY_TAG && src != m->src)) {
+        } else if (id < 0 || p->m[id].dst != my_rank || p->m[id].src != src ||
+                   !recv_is_open(p->m[id].recv_mode) || taken[id - lo] ||
+                   (m->recv_mode == RECV_ANY_TAG && src != m->src)) {
             fault(t, F_UNPLANNED, r->planned, "%s receive got source %d tag %d",
                   recv_name[m->recv_mode], src, tag);
             continue;
@@ -944,7 +1015,8 @@ static void run_batch(const struct plan *p, long b, MPI_Comm comm, MPI_Comm ckco
         r->got = id;
         verify_recv(t, p, r, id, &cks[ck_of[p->m[id].tag]]);
     }
-    for (int k = 0; k < nrecv; k++) layout_free(&recvs[k].lay), free(recvs[k].buf);
+    for (int k = 0; k < nrecv; k++)
+        layout_free(&recvs[k].lay), free(recvs[k].buf);
     free(taken), free(sends), free(recvs), free(cks), free(ck_of), free(reqs), free(stats);
     free(what);
 }
@@ -988,11 +1060,13 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     if (nranks < 2) {
-        if (my_rank == 0) fprintf(stderr, "stress: needs at least 2 ranks\n");
+        if (my_rank == 0)
+            fprintf(stderr, "stress: needs at least 2 ranks\n");
         MPI_Finalize();
         return 2;
     }
-    if (o.open_max > o.max_size) o.open_max = o.max_size;
+    if (o.open_max > o.max_size)
+        o.open_max = o.max_size;
     /* the same plan on every rank needs the same options on every rank */
     uint64_t mine[5] = { (uint64_t) o.count, o.seed, o.max_size, o.total, (uint64_t) o.batch };
     uint64_t root[5];
@@ -1001,7 +1075,8 @@ int main(int argc, char **argv)
     int differ = memcmp(root, mine, sizeof(root)) != 0, any_differ;
     MPI_Allreduce(&differ, &any_differ, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     if (any_differ) {
-        if (my_rank == 0) fprintf(stderr, "stress: ranks were given different options\n");
+        if (my_rank == 0)
+            fprintf(stderr, "stress: ranks were given different options\n");
         MPI_Finalize();
         return 2;
     }
@@ -1009,8 +1084,10 @@ int main(int argc, char **argv)
     corrupt_next = o.corrupt;
     stall_secs = o.stall;
     build_plan(&o, nranks, &p);
-    if (my_rank == 0) print_plan(&o, &p, nranks);
-    if (my_rank == 0 && o.print_plan) list_plan(&p);
+    if (my_rank == 0)
+        print_plan(&o, &p, nranks);
+    if (my_rank == 0 && o.print_plan)
+        list_plan(&p);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_dup(MPI_COMM_WORLD, &ckcomm);
 
@@ -1025,17 +1102,21 @@ int main(int argc, char **argv)
     double secs = MPI_Wtime() - t0;
 
     long long mine_v[3 + NFAULT] = { t.msgs, t.ck_msgs, t.bytes }, sum_v[3 + NFAULT];
-    for (int k = 0; k < NFAULT; k++) mine_v[3 + k] = t.faults[k];
+    for (int k = 0; k < NFAULT; k++)
+        mine_v[3 + k] = t.faults[k];
     MPI_Reduce(mine_v, sum_v, 3 + NFAULT, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (my_rank == 0) {
         long long bad = 0;
-        for (int k = 0; k < NFAULT; k++) bad += sum_v[3 + k];
+        for (int k = 0; k < NFAULT; k++)
+            bad += sum_v[3 + k];
         printf("stress: %lld messages, %lld checksum messages, %lld payload bytes received "
-               "in %.2f s (%.1f MB/s), %lld mismatches\n", sum_v[0], sum_v[1], sum_v[2], secs,
-               secs > 0 ? (double) sum_v[2] / secs / 1e6 : 0.0, bad);
+               "in %.2f s (%.1f MB/s), %lld mismatches\n",
+               sum_v[0], sum_v[1], sum_v[2], secs, secs > 0 ? (double) sum_v[2] / secs / 1e6 : 0.0,
+               bad);
         if (bad) {
             printf("stress: mismatches by kind:");
-            for (int k = 0; k < NFAULT; k++) printf(" %s %lld", fault_name[k], sum_v[3 + k]);
+            for (int k = 0; k < NFAULT; k++)
+                printf(" %s %lld", fault_name[k], sum_v[3 + k]);
             printf("\n");
         }
         if (sum_v[0] != p.count) {

@@ -34,7 +34,8 @@
 #include "mx_client.h"
 #include "router.h"
 
-namespace {
+namespace
+{
 
 constexpr uint64_t kJob = 0x1cbc000042ull;
 
@@ -55,16 +56,19 @@ int FreePort()
     static std::vector<bool> given(12000);
     for (int tries = 0; tries < 1000; tries++) {
         int slot = (int) (rand_r(&seed) % 12000), port = 20000 + slot;
-        if (given[slot]) continue;
+        if (given[slot])
+            continue;
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in a = {};
         a.sin_family = AF_INET;
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         a.sin_port = htons((uint16_t) port);
-        if (fd < 0) abort();
+        if (fd < 0)
+            abort();
         int ok = bind(fd, (struct sockaddr *) &a, sizeof(a)) == 0;
         close(fd);
-        if (!ok) continue;
+        if (!ok)
+            continue;
         given[slot] = true;
         return port;
     }
@@ -85,7 +89,8 @@ size_t ResidentBytes()
     unsigned long size = 0, resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     if (f) {
-        if (fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+        if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+            resident = 0;
         fclose(f);
     }
     return (size_t) resident * (size_t) sysconf(_SC_PAGESIZE);
@@ -97,7 +102,8 @@ size_t PeakResidentBytes(pid_t pid)
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
     std::string line;
     while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+        if (line.rfind("VmHWM:", 0) == 0)
+            return std::stoull(line.substr(6)) * 1024;
     return 0;
 }
 
@@ -110,7 +116,8 @@ uint8_t Pattern(size_t seq, size_t i)
 std::vector<uint8_t> MakePayload(size_t seq, size_t len)
 {
     std::vector<uint8_t> v(len);
-    for (size_t i = 0; i < len; i++) v[i] = Pattern(seq, i);
+    for (size_t i = 0; i < len; i++)
+        v[i] = Pattern(seq, i);
     return v;
 }
 
@@ -138,7 +145,8 @@ struct TwoClusters {
     ~TwoClusters()
     {
         std::string cmd = "rm -rf '" + dir + "'";
-        if (system(cmd.c_str()) != 0) { /* best effort */ }
+        if (system(cmd.c_str()) != 0) { /* best effort */
+        }
     }
     std::string Text(const char *key) const
     {
@@ -167,7 +175,8 @@ RfPtr LoadRf(const std::string &path)
 }
 
 // A router running in a thread of the test.
-class RouterThread {
+class RouterThread
+{
   public:
     RouterThread(const icbc_routerfile_t *rf, const char *host, size_t max_memory = 0,
                  int streams = 0, int trunk_wait_ms = 300, int max_pulls = 0,
@@ -184,12 +193,17 @@ class RouterThread {
         cfg.register_ms = 2000;
         cfg.trunk_wait_ms = trunk_wait_ms;
         EXPECT_EQ(ICBC_OK, icbc_router_create(&cfg, &r_, err, sizeof(err))) << err;
-        if (r_) th_ = std::thread([this] { icbc_router_run(r_); });
+        if (r_)
+            th_ = std::thread([this] { icbc_router_run(r_); });
     }
-    ~RouterThread() { Stop(); }
+    ~RouterThread()
+    {
+        Stop();
+    }
     void Stop()
     {
-        if (r_ == nullptr) return;
+        if (r_ == nullptr)
+            return;
         icbc_router_stop(r_);
         th_.join();
         icbc_router_destroy(r_);
@@ -198,10 +212,14 @@ class RouterThread {
     icbc_router_stats_t Stats()
     {
         icbc_router_stats_t st = {};
-        if (r_) icbc_router_get_stats(r_, &st);
+        if (r_)
+            icbc_router_get_stats(r_, &st);
         return st;
     }
-    bool ok() const { return r_ != nullptr; }
+    bool ok() const
+    {
+        return r_ != nullptr;
+    }
     // CPU time the router's thread has used so far, in seconds.
     double CpuSeconds()
     {
@@ -226,7 +244,8 @@ struct Received {
 };
 
 // A compute process: its own UCX context and worker, an mx_client on them.
-class Client {
+class Client
+{
   public:
     Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
            int timeout_ms = 5000, int rndv_window = 0, uint64_t job = kJob)
@@ -247,8 +266,8 @@ class Client {
         size_t keylen = 0;
         char err[512] = "";
         if (keyfile.empty()) {
-            EXPECT_EQ(ICBC_OK, icbc_routerfile_read_key(rf, key, sizeof(key), &keylen, err,
-                                                        sizeof(err)));
+            EXPECT_EQ(ICBC_OK,
+                      icbc_routerfile_read_key(rf, key, sizeof(key), &keylen, err, sizeof(err)));
         } else {
             std::ifstream f(keyfile, std::ios::binary);
             std::string k((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -276,14 +295,29 @@ class Client {
     }
     ~Client()
     {
-        if (c_) mx_client_destroy(c_);
-        if (worker_) ucp_worker_destroy(worker_);
-        if (ctx_) ucp_cleanup(ctx_);
+        if (c_)
+            mx_client_destroy(c_);
+        if (worker_)
+            ucp_worker_destroy(worker_);
+        if (ctx_)
+            ucp_cleanup(ctx_);
     }
-    icbc_status_t status() const { return status_; }
-    const std::string &error() const { return error_; }
-    mx_client_t *client() { return c_; }
-    int lost() const { return lost_; }
+    icbc_status_t status() const
+    {
+        return status_;
+    }
+    const std::string &error() const
+    {
+        return error_;
+    }
+    mx_client_t *client()
+    {
+        return c_;
+    }
+    int lost() const
+    {
+        return lost_;
+    }
 
     void Progress()
     {
@@ -293,9 +327,8 @@ class Client {
         }
         // Pull rendezvous payloads outside the UCX callback.
         for (auto &p : pulls_) {
-            icbc_status_t st =
-                mx_client_recv_data(c_, p.desc, p.item->data.data(), p.item->data.size(),
-                                    PullDone, p.item);
+            icbc_status_t st = mx_client_recv_data(c_, p.desc, p.item->data.data(),
+                                                   p.item->data.size(), PullDone, p.item);
             EXPECT_EQ(ICBC_OK, st);
         }
         pulls_.clear();
@@ -306,7 +339,8 @@ class Client {
     {
         size_t n = 0;
         for (auto &m : inbox_) {
-            if (!m->done) break;
+            if (!m->done)
+                break;
             n++;
         }
         return n;
@@ -314,7 +348,8 @@ class Client {
     bool WaitFor(size_t n, double timeout_ms = 20000)
     {
         double end = NowMs() + timeout_ms;
-        while (Ready() < n && NowMs() < end) Progress();
+        while (Ready() < n && NowMs() < end)
+            Progress();
         return Ready() >= n;
     }
     std::unique_ptr<Received> Pop()
@@ -329,17 +364,22 @@ class Client {
                        const std::string &inner, const std::vector<uint8_t> &payload)
     {
         sends_++;
-        icbc_status_t st = mx_client_send(c_, 0, dst_cluster, dst_rank, flags, inner.data(),
-                                          inner.size(), payload.data(), payload.size(), SendDone,
-                                          this);
-        if (st != ICBC_OK) sends_--;
+        icbc_status_t st =
+            mx_client_send(c_, 0, dst_cluster, dst_rank, flags, inner.data(), inner.size(),
+                           payload.data(), payload.size(), SendDone, this);
+        if (st != ICBC_OK)
+            sends_--;
         return st;
     }
-    size_t Unsent() const { return sends_ - sent_; }
+    size_t Unsent() const
+    {
+        return sends_ - sent_;
+    }
     bool WaitSends(double timeout_ms = 20000)
     {
         double end = NowMs() + timeout_ms;
-        while (sent_ < sends_ && NowMs() < end) Progress();
+        while (sent_ < sends_ && NowMs() < end)
+            Progress();
         return sent_ == sends_;
     }
     // Progresses until CLUSTER was announced (un)reachable, in order after
@@ -353,15 +393,20 @@ class Client {
                     seen_states_++;
                     return true;
                 }
-            if (NowMs() >= end) return false;
+            if (NowMs() >= end)
+                return false;
             Progress();
         }
     }
-    size_t ClusterStates() const { return states_.size(); }
+    size_t ClusterStates() const
+    {
+        return states_.size();
+    }
     bool WaitLost(double timeout_ms = 10000)
     {
         double end = NowMs() + timeout_ms;
-        while (lost_ < 0 && NowMs() < end) Progress();
+        while (lost_ < 0 && NowMs() < end)
+            Progress();
         return lost_ >= 0;
     }
 
@@ -382,7 +427,8 @@ class Client {
             self->pulls_.push_back({ m->data, item.get() });
             keep = 1;
         } else {
-            if (m->len) memcpy(item->data.data(), m->data, m->len);
+            if (m->len)
+                memcpy(item->data.data(), m->data, m->len);
             item->done = true;
         }
         self->inbox_.push_back(std::move(item));
@@ -396,7 +442,8 @@ class Client {
     static void SendDone(void *arg, icbc_status_t st)
     {
         Client *self = static_cast<Client *>(arg);
-        if (st != ICBC_OK) self->send_errors_++;
+        if (st != ICBC_OK)
+            self->send_errors_++;
         self->sent_++;
     }
     static void OnLost(int router, icbc_status_t st, void *arg)
@@ -425,13 +472,15 @@ bool WaitTrunks(RouterThread &a, RouterThread &b, double timeout_ms = 10000)
 {
     double end = NowMs() + timeout_ms;
     while (NowMs() < end) {
-        if (a.Stats().trunks_up == 1 && b.Stats().trunks_up == 1) return true;
+        if (a.Stats().trunks_up == 1 && b.Stats().trunks_up == 1)
+            return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
 }
 
-class RouterTest : public ::testing::Test {
+class RouterTest : public ::testing::Test
+{
   protected:
     void SetUp() override
     {
@@ -447,7 +496,8 @@ void CheckFlow(Client &s, Client &d, uint16_t dst_cluster, uint32_t dst_rank, si
 {
     std::vector<std::vector<uint8_t>> payloads;
     size_t n = sizeof(kSizes) / sizeof(kSizes[0]);
-    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(seq0 + i, kSizes[i]));
+    for (size_t i = 0; i < n; i++)
+        payloads.push_back(MakePayload(seq0 + i, kSizes[i]));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(ICBC_OK, s.Send(dst_cluster, dst_rank, ICBC_ROUTE_F_ORDERED,
                                   "inner-" + std::to_string(seq0 + i), payloads[i]));
@@ -475,11 +525,13 @@ void CheckFlow(Client &s, Client &d, uint16_t dst_cluster, uint32_t dst_rank, si
 void SendWhileReceiverWaits(Client &s, size_t n, size_t len, double hold_ms,
                             std::vector<std::vector<uint8_t>> *payloads)
 {
-    for (size_t i = 0; i < n; i++) payloads->push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        payloads->push_back(MakePayload(i, len));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(ICBC_OK, s.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), (*payloads)[i]));
     double end = NowMs() + hold_ms;
-    while (NowMs() < end) s.Progress();
+    while (NowMs() < end)
+        s.Progress();
 }
 
 // Moves S and D until D has every message of PAYLOADS; checks order and bytes.
@@ -508,7 +560,9 @@ struct RoutedPair {
     RouterThread ra, rb;
     std::unique_ptr<Client> ca, cb;
 
-    RoutedPair() : rf(LoadRf(su.rf_path)), ra(rf.get(), "a0"), rb(rf.get(), "b0") {}
+    RoutedPair() : rf(LoadRf(su.rf_path)), ra(rf.get(), "a0"), rb(rf.get(), "b0")
+    {
+    }
     void Connect()
     {
         ASSERT_TRUE(ra.ok() && rb.ok());
@@ -537,7 +591,8 @@ TEST_F(RouterTest, ForwardsBothWaysInOrder)
     for (;;) {
         icbc_router_stats_t a = ra.Stats(), b = rb.Stats();
         if ((a.msgs_out >= n && b.msgs_out >= n && a.msgs_in >= n && b.msgs_in >= n &&
-             a.buffered == 0 && b.buffered == 0) || NowMs() > settle)
+             a.buffered == 0 && b.buffered == 0) ||
+            NowMs() > settle)
             break;
         ca.Progress();
         cb.Progress();
@@ -567,7 +622,8 @@ TEST_F(RouterTest, TwoJobsWithTheSameRanksStayApart)
     auto b1p = std::make_unique<Client>(rf.get(), 1, 1);
     Client a1(rf.get(), 0, 0), &b1 = *b1p;
     Client a2(rf.get(), 0, 0, "", 5000, 0, job2), b2(rf.get(), 1, 1, "", 5000, 0, job2);
-    for (Client *c : { &a1, &b1, &a2, &b2 }) ASSERT_EQ(ICBC_OK, c->status()) << c->error();
+    for (Client *c : { &a1, &b1, &a2, &b2 })
+        ASSERT_EQ(ICBC_OK, c->status()) << c->error();
     EXPECT_EQ(2u, ra.Stats().registered);
     const size_t n = 40;
     std::vector<std::vector<uint8_t>> p1, p2;
@@ -581,7 +637,8 @@ TEST_F(RouterTest, TwoJobsWithTheSameRanksStayApart)
     }
     double end = NowMs() + 20000;
     while ((b1.Ready() < n || b2.Ready() < n) && NowMs() < end)
-        for (Client *c : { &a1, &b1, &a2, &b2 }) c->Progress();
+        for (Client *c : { &a1, &b1, &a2, &b2 })
+            c->Progress();
     ASSERT_EQ(n, b1.Ready());
     ASSERT_EQ(n, b2.Ready());
     for (size_t i = 0; i < n; i++) {
@@ -596,7 +653,8 @@ TEST_F(RouterTest, TwoJobsWithTheSameRanksStayApart)
     // Nothing more is on its way to either receiver.
     end = NowMs() + 300;
     while (NowMs() < end)
-        for (Client *c : { &a1, &b1, &a2, &b2 }) c->Progress();
+        for (Client *c : { &a1, &b1, &a2, &b2 })
+            c->Progress();
     EXPECT_EQ(0u, b1.Ready());
     EXPECT_EQ(0u, b2.Ready());
     EXPECT_EQ(0u, ra.Stats().unreachable);
@@ -608,7 +666,8 @@ TEST_F(RouterTest, TwoJobsWithTheSameRanksStayApart)
     ASSERT_EQ(ICBC_OK, a2.Send(1, 1, ICBC_ROUTE_F_ORDERED, "still", small));
     end = NowMs() + 10000;
     while ((a1.Ready() < 1 || b2.Ready() < 1) && NowMs() < end)
-        for (Client *c : { &a1, &a2, &b2 }) c->Progress();
+        for (Client *c : { &a1, &a2, &b2 })
+            c->Progress();
     ASSERT_EQ(1u, a1.Ready());
     EXPECT_EQ(ICBC_ROUTE_UNREACHABLE, a1.Pop()->route.type);
     ASSERT_EQ(1u, b2.Ready());
@@ -648,7 +707,8 @@ TEST_F(RouterTest, UnorderedMessagesAllArrive)
     ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
     const size_t n = 40;
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, (i % 5) * 70000 + i));
+    for (size_t i = 0; i < n; i++)
+        payloads.push_back(MakePayload(i, (i % 5) * 70000 + i));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(ICBC_OK, ca.Send(1, 5, 0, std::to_string(i), payloads[i]));
     double end = NowMs() + 30000;
@@ -681,7 +741,8 @@ TEST_F(RouterTest, LocalDeliveryInsideCluster)
     // Counters are published once per loop turn: let the last completion land.
     const uint64_t n = sizeof(kSizes) / sizeof(kSizes[0]);
     double end = NowMs() + 3000;
-    while (ra.Stats().msgs_local < n && NowMs() < end) c0.Progress();
+    while (ra.Stats().msgs_local < n && NowMs() < end)
+        c0.Progress();
     EXPECT_EQ(n, ra.Stats().msgs_local);
 }
 
@@ -846,7 +907,8 @@ TEST_F(RouterTest, OnePullAtATime)
     ASSERT_EQ(ICBC_OK, c2.status()) << c2.error();
     ASSERT_EQ(ICBC_OK, cb.status()) << cb.error();
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < 2 * n; i++) payloads.push_back(MakePayload(i, len + i));
+    for (size_t i = 0; i < 2 * n; i++)
+        payloads.push_back(MakePayload(i, len + i));
     for (size_t i = 0; i < n; i++) {
         ASSERT_EQ(ICBC_OK, c0.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
         ASSERT_EQ(ICBC_OK,
@@ -915,22 +977,28 @@ struct DyingProcess {
         const char *spec = getenv("ICBC_ROUTER_TEST_DYING");
         char rf_path[512];
         size_t n = 0, len = 0;
-        if (spec == nullptr || sscanf(spec, "%511s %zu %zu", rf_path, &n, &len) != 3) return;
+        if (spec == nullptr || sscanf(spec, "%511s %zu %zu", rf_path, &n, &len) != 3)
+            return;
         setenv("UCX_TLS", "tcp", 1);
         icbc_log_set_level(ICBC_LOG_ERROR);
         icbc_routerfile_t *rf = nullptr;
         char err[ICBC_RF_ERR_LEN];
-        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK) _exit(3);
+        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK)
+            _exit(3);
         auto *c = new Client(rf, 0, kDyingRank);
-        if (c->status() != ICBC_OK) _exit(4);
+        if (c->status() != ICBC_OK)
+            _exit(4);
         std::vector<std::vector<uint8_t>> payloads;
-        for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+        for (size_t i = 0; i < n; i++)
+            payloads.push_back(MakePayload(i, len));
         for (size_t i = 0; i < n; i++)
             if (c->Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]) != ICBC_OK)
                 _exit(5);
         double end = NowMs() + 1500;
-        while (NowMs() < end) c->Progress();
-        if (write(1, "sent\n", 5) != 5) _exit(6);
+        while (NowMs() < end)
+            c->Progress();
+        if (write(1, "sent\n", 5) != 5)
+            _exit(6);
         kill(getpid(), SIGKILL);
         _exit(7);
     }
@@ -976,7 +1044,8 @@ TEST_F(RouterTest, SenderDeathWithPullsWaitingForMemory)
     // What router a had pulled before the death arrives whole; the rest is
     // dropped. Either way the routers keep running.
     double end = NowMs() + 5000;
-    while (NowMs() < end) cb.Progress();
+    while (NowMs() < end)
+        cb.Progress();
     size_t whole = 0;
     while (cb.Ready() > 0) {
         auto m = cb.Pop();
@@ -1004,7 +1073,8 @@ TEST_F(RouterTest, SenderDeathWithPullsWaitingForMemory)
 
 // ---- the icbc-router program ------------------------------------------------
 
-namespace {
+namespace
+{
 
 // Runs icbc-router with ARGS; stderr goes to LOG. Returns the child's pid.
 pid_t Spawn(const std::vector<std::string> &args, const std::string &log)
@@ -1018,7 +1088,8 @@ pid_t Spawn(const std::vector<std::string> &args, const std::string &log)
         }
         std::vector<char *> argv;
         argv.push_back((char *) ICBC_ROUTER_BIN);
-        for (auto &a : args) argv.push_back((char *) a.c_str());
+        for (auto &a : args)
+            argv.push_back((char *) a.c_str());
         argv.push_back(nullptr);
         execv(ICBC_ROUTER_BIN, argv.data());
         _exit(127);
@@ -1032,7 +1103,8 @@ int WaitExit(pid_t pid, double timeout_ms = 10000)
     int status = 0;
     while (NowMs() < end) {
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     kill(pid, SIGKILL);
@@ -1050,7 +1122,8 @@ bool WaitForText(const std::string &path, const std::string &text, double timeou
 {
     double end = NowMs() + timeout_ms;
     while (NowMs() < end) {
-        if (Slurp(path).find(text) != std::string::npos) return true;
+        if (Slurp(path).find(text) != std::string::npos)
+            return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
@@ -1135,7 +1208,8 @@ TEST_F(RouterTest, ProgramDaemonAndPidfile)
 }
 
 // A raw UCX endpoint to a router's fabric address: what a stranger can do.
-class RawPeer {
+class RawPeer
+{
   public:
     explicit RawPeer(const icbc_rf_router_t &rt)
     {
@@ -1174,7 +1248,8 @@ class RawPeer {
         void *r = ucp_ep_close_nbx(ep_, &p);
         while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
             ucp_worker_progress(worker_);
-        if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+        if (r && !UCS_PTR_IS_ERR(r))
+            ucp_request_free(r);
         ucp_worker_destroy(worker_);
         ucp_cleanup(ctx_);
     }
@@ -1186,13 +1261,15 @@ class RawPeer {
         void *r = ucp_am_send_nbx(ep_, ICBC_UCX_AM_ROUTE, hdr.data(), hdr.size(), NULL, 0, &p);
         while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
             ucp_worker_progress(worker_);
-        if (r && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+        if (r && !UCS_PTR_IS_ERR(r))
+            ucp_request_free(r);
     }
     // Progresses until the router closed the endpoint or TIMEOUT_MS passed.
     bool WaitClosed(double timeout_ms)
     {
         double end = NowMs() + timeout_ms;
-        while (!failed_ && NowMs() < end) ucp_worker_progress(worker_);
+        while (!failed_ && NowMs() < end)
+            ucp_worker_progress(worker_);
         return failed_;
     }
 
@@ -1295,7 +1372,8 @@ TEST_F(RouterTest, MessagesWaitForTheTrunkToComeUp)
     // time to start router b and register the receiver before the trunk is up.
     std::this_thread::sleep_for(std::chrono::milliseconds(1600));
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < 6; i++) payloads.push_back(MakePayload(i, i * 50000));
+    for (size_t i = 0; i < 6; i++)
+        payloads.push_back(MakePayload(i, i * 50000));
     for (size_t i = 0; i < 6; i++)
         ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
     RouterThread rb(rf.get(), "b0");
@@ -1328,11 +1406,13 @@ TEST_F(RouterTest, EagerWindowBoundsWhatARouterHolds)
     ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
     std::this_thread::sleep_for(std::chrono::milliseconds(1600)); /* as above */
     std::vector<std::vector<uint8_t>> payloads;
-    for (size_t i = 0; i < n; i++) payloads.push_back(MakePayload(i, len));
+    for (size_t i = 0; i < n; i++)
+        payloads.push_back(MakePayload(i, len));
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(ICBC_OK, ca.Send(1, 1, ICBC_ROUTE_F_ORDERED, std::to_string(i), payloads[i]));
     double end = NowMs() + 500;
-    while (NowMs() < end) ca.Progress();
+    while (NowMs() < end)
+        ca.Progress();
     // 600 KB were sent; the router holds one window's worth, plus at most
     // one message, and the rest has not left the process.
     icbc_router_stats_t st = ra.Stats();
@@ -1348,7 +1428,8 @@ TEST_F(RouterTest, EagerWindowBoundsWhatARouterHolds)
     EXPECT_EQ(0u, ra.Stats().unreachable);
 }
 
-namespace {
+namespace
+{
 
 // ICBC_ROUTER_TEST_ROUTER="ROUTERFILE HOST": before main, runs the router of
 // HOST until killed, reporting "up" on stdout, so that a test can make a
@@ -1366,7 +1447,8 @@ struct RouterProcess {
         icbc_routerfile_t *rf = nullptr;
         icbc_router_t *r = nullptr;
         char err[ICBC_RF_ERR_LEN];
-        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK) _exit(3);
+        if (icbc_routerfile_load(rf_path, &rf, err, sizeof(err)) != ICBC_OK)
+            _exit(3);
         icbc_router_config_t cfg = {};
         cfg.rf = rf;
         cfg.host = host;
@@ -1378,11 +1460,13 @@ struct RouterProcess {
             cfg.max_rss = ResidentBytes() + headroom;
             cfg.stream_queue = 64u << 20;
         }
-        if (icbc_router_create(&cfg, &r, err, sizeof(err)) != ICBC_OK) _exit(4);
+        if (icbc_router_create(&cfg, &r, err, sizeof(err)) != ICBC_OK)
+            _exit(4);
         char up[64];
         int n = headroom ? snprintf(up, sizeof(up), "up %zu\n", cfg.max_rss)
                          : snprintf(up, sizeof(up), "up\n");
-        if (write(1, up, (size_t) n) != n) _exit(5);
+        if (write(1, up, (size_t) n) != n)
+            _exit(5);
         icbc_router_run(r);
         _exit(6);
     }
@@ -1394,9 +1478,11 @@ pid_t SpawnRouter(const std::string &rf_path, const char *host, size_t headroom 
                   size_t *bound = nullptr)
 {
     int out[2];
-    if (pipe(out) != 0) return -1;
+    if (pipe(out) != 0)
+        return -1;
     std::string spec = rf_path + " " + host;
-    if (headroom) spec += " " + std::to_string(headroom);
+    if (headroom)
+        spec += " " + std::to_string(headroom);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(out[1], 1);
@@ -1409,7 +1495,8 @@ pid_t SpawnRouter(const std::string &rf_path, const char *host, size_t headroom 
     char line[64] = "";
     ssize_t got = pid > 0 ? read(out[0], line, sizeof(line) - 1) : -1;
     close(out[0]);
-    if (bound && got > 3) *bound = strtoull(line + 3, nullptr, 10);
+    if (bound && got > 3)
+        *bound = strtoull(line + 3, nullptr, 10);
     if (pid > 0 && (got < 3 || strncmp(line, "up", 2) != 0)) {
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
@@ -1519,7 +1606,7 @@ TEST(RouterStats, JsonNamesEveryCounter)
     EXPECT_EQ('}', j.back());
     for (size_t i = 0; i < nwords; i++)
         EXPECT_NE(std::string::npos, j.find(": " + std::to_string(1000 + i))) << j;
-    EXPECT_NE(std::string::npos, j.find("\"peak_buffered\": " +
-                                        std::to_string(st.peak_buffered))) << j;
+    EXPECT_NE(std::string::npos, j.find("\"peak_buffered\": " + std::to_string(st.peak_buffered)))
+        << j;
     EXPECT_NE(std::string::npos, j.find("\"peak_rss_kb\": 4242")) << j;
 }

@@ -7,13 +7,15 @@
 
 #include "icbc_bcard.h"
 
-namespace {
+namespace
+{
 
 std::vector<uint8_t> encode(const char *node, const std::string &addr)
 {
     std::vector<uint8_t> buf(icbc_bcard_size(node, addr.size()));
     size_t len = 0;
-    EXPECT_EQ(ICBC_OK, icbc_bcard_encode(node, addr.data(), addr.size(), buf.data(), buf.size(), &len));
+    EXPECT_EQ(ICBC_OK,
+              icbc_bcard_encode(node, addr.data(), addr.size(), buf.data(), buf.size(), &len));
     EXPECT_EQ(buf.size(), len);
     return buf;
 }
@@ -46,7 +48,8 @@ TEST(BusinessCard, EncodeRejectsBadInput)
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode("", "a", 1, buf, sizeof(buf), &len));
     std::string longname(ICBC_BCARD_MAX_NAME + 1, 'n');
     std::vector<uint8_t> big(1024);
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode(longname.c_str(), "a", 1, big.data(), big.size(), &len));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_bcard_encode(longname.c_str(), "a", 1, big.data(), big.size(), &len));
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode("a0", "0123456789", 10, buf, 15, &len));
 }
 
@@ -60,24 +63,25 @@ struct BadCase {
 TEST(BusinessCard, CorruptCardsAreRejectedWithAReason)
 {
     const BadCase cases[] = {
-        {"magic", 0, 'X', "bad magic"},
-        {"version", 5, 9, "unsupported card version"},
-        {"name length zero", 7, 0, "node name length"},
-        {"name length huge", 6, 0xff, "node name length"},
-        {"address length", 8, 0x7f, "lengths exceed"},
-        {"name byte", 12, 0x01, "non-printable"},
+        { "magic", 0, 'X', "bad magic" },
+        { "version", 5, 9, "unsupported card version" },
+        { "name length zero", 7, 0, "node name length" },
+        { "name length huge", 6, 0xff, "node name length" },
+        { "address length", 8, 0x7f, "lengths exceed" },
+        { "name byte", 12, 0x01, "non-printable" },
     };
     for (const auto &c : cases) {
         auto buf = encode("a0", "addr");
         buf[c.offset] = c.value;
         icbc_bcard_t card;
         char why[128] = "";
-        EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(buf.data(), buf.size(), &card, why, sizeof(why)))
+        EXPECT_EQ(ICBC_ERR_INVALID,
+                  icbc_bcard_parse(buf.data(), buf.size(), &card, why, sizeof(why)))
             << c.what;
         EXPECT_NE(nullptr, strstr(why, c.message)) << c.what << ": " << why;
     }
     icbc_bcard_t card;
-    uint8_t tiny[4] = {0};
+    uint8_t tiny[4] = { 0 };
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(tiny, sizeof(tiny), &card, nullptr, 0));
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(nullptr, 100, &card, nullptr, 0));
 }
@@ -112,7 +116,8 @@ TEST(BusinessCard, RandomMutationsNeverCrash)
 
 } // namespace
 
-namespace {
+namespace
+{
 
 TEST(BusinessCard, TcpEndpointsRoundTrip)
 {
@@ -127,7 +132,8 @@ TEST(BusinessCard, TcpEndpointsRoundTrip)
     tcp[1].addr[15] = 1;
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("b3", 5, 2));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("b3", "addr5", 5, tcp, 2, 0x1122334455667788ull, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("b3", "addr5", 5, tcp, 2, 0x1122334455667788ull,
+                                             buf.data(), buf.size(), &len));
     EXPECT_EQ(buf.size(), len);
     buf.resize(1024, 0);
     icbc_bcard_t card;
@@ -151,35 +157,39 @@ TEST(BusinessCard, BadTcpEndpointsAreRejected)
     tcp.port = 1;
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("a0", 3, 1));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK,
+              icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
     size_t k = ICBC_BCARD_HEADER_SIZE + 2 + 3;
     icbc_bcard_t card;
     char why[128];
     auto bad = buf;
-    bad[k] = 9;  /* count too large */
+    bad[k] = 9; /* count too large */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     bad = buf;
-    bad.resize(bad.size() - 8 - 1);  /* no machine id, truncated entry */
+    bad.resize(bad.size() - 8 - 1); /* no machine id, truncated entry */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     bad = buf;
-    bad[k + 2] = 5;  /* family */
+    bad[k + 2] = 5; /* family */
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_parse(bad.data(), bad.size(), &card, why, sizeof(why)));
     EXPECT_STREQ("malformed TCP endpoint", why);
     tcp.port = 0;
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_bcard_encode_tcp("a0", "abc", 3, &tcp, 1, 7, buf.data(), buf.size(), &len));
 }
 
-}  // namespace
+} // namespace
 
-namespace {
+namespace
+{
 
 TEST(BusinessCard, CountIsWrittenSoPaddingIsNeverReadAsEndpoints)
 {
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("a1", 4, 0));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK,
+              icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
     EXPECT_EQ(buf.size(), len);
-    buf.resize(512, 0xff);  /* padding that is not zero */
+    buf.resize(512, 0xff); /* padding that is not zero */
     icbc_bcard_t card;
     ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
     EXPECT_EQ(0, card.ntcp);
@@ -190,7 +200,8 @@ TEST(BusinessCard, CardWithoutMachineIdHasUnknownMachine)
 {
     std::vector<uint8_t> buf(icbc_bcard_size_tcp("a1", 4, 0));
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
+    ASSERT_EQ(ICBC_OK,
+              icbc_bcard_encode_tcp("a1", "addr", 4, nullptr, 0, 42, buf.data(), buf.size(), &len));
     buf.resize(len - 8);
     icbc_bcard_t card;
     ASSERT_EQ(ICBC_OK, icbc_bcard_parse(buf.data(), buf.size(), &card, nullptr, 0));
@@ -212,4 +223,4 @@ TEST(BusinessCard, MachineIdFoldsTheBootId)
     EXPECT_EQ(id, icbc_bcard_machine_id());
 }
 
-}  // namespace
+} // namespace

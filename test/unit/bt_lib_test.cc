@@ -32,7 +32,8 @@
 #define SO_MAX_PACING_RATE 47
 #endif
 
-namespace {
+namespace
+{
 
 const char kKey[] = "trunk key of the test";
 
@@ -49,7 +50,7 @@ struct Endpoint {
     std::vector<std::vector<uint8_t>> payloads;
     std::vector<uint8_t> cur;
     int headers_seen = 0;
-    int wait_count = 0;       /* on_header answers BT_RECV_WAIT this many times */
+    int wait_count = 0; /* on_header answers BT_RECV_WAIT this many times */
     bool discard = false;
     bool destroy_in_payload = false;
     bool destroy_on_close = false;
@@ -135,7 +136,8 @@ std::vector<uint8_t> pattern(size_t n, unsigned seed)
     return v;
 }
 
-class BtLib : public ::testing::Test {
+class BtLib : public ::testing::Test
+{
   protected:
     bt_poller_t *p = nullptr;
     bt_listener_t *l = nullptr;
@@ -197,8 +199,8 @@ class BtLib : public ::testing::Test {
     {
         clients.push_back(std::make_unique<Endpoint>());
         Endpoint *e = clients.back().get();
-        EXPECT_EQ(ICBC_OK,
-                  bt_connect(p, reinterpret_cast<sockaddr *>(&addr), alen, &copts, &kCbs, e, &e->c));
+        EXPECT_EQ(ICBC_OK, bt_connect(p, reinterpret_cast<sockaddr *>(&addr), alen, &copts, &kCbs,
+                                      e, &e->c));
         return e;
     }
 
@@ -367,14 +369,12 @@ TEST_F(BtLib, RefusesOptionsWithoutKeyOrWithBadLimits)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     bt_opts_t o = sopts;
     o.key = nullptr;
-    EXPECT_EQ(ICBC_ERR_INVALID,
-              bt_listen(p, reinterpret_cast<sockaddr *>(&a), sizeof(a), &o, &kCbs, nullptr,
-                        nullptr, &l));
+    EXPECT_EQ(ICBC_ERR_INVALID, bt_listen(p, reinterpret_cast<sockaddr *>(&a), sizeof(a), &o, &kCbs,
+                                          nullptr, nullptr, &l));
     o = sopts;
     o.max_hdr = BT_HDR_MAX + 1;
-    EXPECT_EQ(ICBC_ERR_INVALID,
-              bt_listen(p, reinterpret_cast<sockaddr *>(&a), sizeof(a), &o, &kCbs, nullptr,
-                        nullptr, &l));
+    EXPECT_EQ(ICBC_ERR_INVALID, bt_listen(p, reinterpret_cast<sockaddr *>(&a), sizeof(a), &o, &kCbs,
+                                          nullptr, nullptr, &l));
     o = sopts;
     std::string longid(BT_ID_MAX + 1, 'x');
     o.id = longid.c_str();
@@ -485,8 +485,8 @@ TEST_F(BtLib, LargeFramesBothWays)
     iovec va = { a.data(), n }, vb = { b.data(), n };
     ASSERT_EQ(ICBC_OK, bt_conn_send(c->c, "big", 3, &va, 1, send_done, c));
     ASSERT_EQ(ICBC_OK, bt_conn_send(s->c, "BIG", 3, &vb, 1, send_done, s));
-    ASSERT_TRUE(RunUntil([&] { return s->payloads.size() == 1 && c->payloads.size() == 1; },
-                         20000));
+    ASSERT_TRUE(
+        RunUntil([&] { return s->payloads.size() == 1 && c->payloads.size() == 1; }, 20000));
     EXPECT_TRUE(s->payloads[0] == a);
     EXPECT_TRUE(c->payloads[0] == b);
     ASSERT_TRUE(RunUntil([&] { return c->events.size() == 1 && s->events.size() == 1; }));
@@ -536,8 +536,8 @@ TEST_F(BtLib, PartialWritesResumeInsideIovecs)
     for (size_t i = 0; i + 1 < sizeof(cuts) / sizeof(cuts[0]); i++)
         v.push_back({ data.data() + cuts[i], cuts[i + 1] - cuts[i] });
     std::string hdr(1000, 'h');
-    ASSERT_EQ(ICBC_OK, bt_conn_send(c->c, hdr.data(), hdr.size(), v.data(), (int) v.size(),
-                                    send_done, c));
+    ASSERT_EQ(ICBC_OK,
+              bt_conn_send(c->c, hdr.data(), hdr.size(), v.data(), (int) v.size(), send_done, c));
     EXPECT_GT(bt_conn_queued(c->c), 0u) << "the first write should have been partial";
     for (int i = 0; i < 200; i++) {
         iovec small = { data.data() + i, 100 };
@@ -736,8 +736,8 @@ TEST_F(BtLib, SendChecksItsArguments)
     Listen();
     Endpoint *c = Pair();
     std::string big(101, 'h');
-    EXPECT_EQ(ICBC_ERR_INVALID, bt_conn_send(c->c, big.data(), big.size(), nullptr, 0, nullptr,
-                                             nullptr));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              bt_conn_send(c->c, big.data(), big.size(), nullptr, 0, nullptr, nullptr));
     std::vector<uint8_t> data(1001);
     iovec v = { data.data(), data.size() };
     EXPECT_EQ(ICBC_ERR_INVALID, bt_conn_send(c->c, "h", 1, &v, 1, nullptr, nullptr));
@@ -749,12 +749,13 @@ TEST_F(BtLib, SendChecksItsArguments)
 struct Hostile {
     const char *name;
     std::vector<uint8_t> bytes;
-    bool then_close;         /* close the raw socket after the bytes */
-    icbc_status_t status;    /* what the server's on_close says */
-    const char *words;       /* ... and in which words */
+    bool then_close;      /* close the raw socket after the bytes */
+    icbc_status_t status; /* what the server's on_close says */
+    const char *words;    /* ... and in which words */
 };
 
-class BtLibHostile : public BtLib {
+class BtLibHostile : public BtLib
+{
   protected:
     void Check(const Hostile &h, bool authenticated)
     {
@@ -861,8 +862,9 @@ TEST_F(BtLibHostile, SlowlorisHitsTheDeadline)
     RawSend(fd, f.data(), 10); /* a few bytes, then nothing */
     auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(RunUntil([&] { return s->closed; }, 3000));
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0).count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     EXPECT_EQ(ICBC_ERR_TIMEOUT, s->close_st) << s->close_msg;
     EXPECT_GE(ms, 200);
     EXPECT_TRUE(RawSeesClose(fd));
@@ -1013,7 +1015,8 @@ TEST_F(BtLib, LoopbackRates)
     ASSERT_TRUE(RunUntil([&] { return s->payloads.size() == (size_t) small; }, 30000));
     double sec2 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     printf("bt_lib loopback, one thread for both ends: %.0f MiB/s with 1 MiB frames, "
-           "%.0f k frames/s with 64-byte frames\n", mbs, small / sec2 / 1000);
+           "%.0f k frames/s with 64-byte frames\n",
+           mbs, small / sec2 / 1000);
     RecordProperty("MiB_per_s_1MiB_frames", (int) mbs);
     RecordProperty("kframes_per_s_64B", (int) (small / sec2 / 1000));
 }
@@ -1024,7 +1027,7 @@ TEST_F(BtLib, AcceptPausesWhenOutOfDescriptors)
     rlimit old, low;
     ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &old));
     testing::internal::CaptureStderr(); /* opens its file before the limit drops */
-    int probe = dup(0);                  /* the lowest free descriptor */
+    int probe = dup(0);                 /* the lowest free descriptor */
     close(probe);
     low = old;
     low.rlim_cur = probe + 1; /* room for the raw socket, none for accept */

@@ -23,7 +23,8 @@
 #include "icbc_netif.h"
 #include "mx_guard.h"
 
-namespace {
+namespace
+{
 
 int listener(uint16_t *port)
 {
@@ -98,15 +99,18 @@ TEST(GuardTest, SilentConnectionsAreShutDownOnceAsOldAsTheTimeout)
     int lfd = listener(&port);
     ASSERT_EQ(1u, mx_guard_end(g));
     std::vector<Pair> v;
-    for (int i = 0; i < 5; i++) v.push_back(connect_pair(lfd, port));
+    for (int i = 0; i < 5; i++)
+        v.push_back(connect_pair(lfd, port));
 
-    EXPECT_EQ(0u, mx_guard_scan(g, 0, 1000, 100));     // first seen now
+    EXPECT_EQ(0u, mx_guard_scan(g, 0, 1000, 100)); // first seen now
     EXPECT_EQ(5u, mx_guard_untrusted(g));
-    EXPECT_EQ(0u, mx_guard_scan(g, 999, 1000, 100));   // not yet as old as the timeout
-    for (auto &p : v) EXPECT_TRUE(client_still_open(p));
+    EXPECT_EQ(0u, mx_guard_scan(g, 999, 1000, 100)); // not yet as old as the timeout
+    for (auto &p : v)
+        EXPECT_TRUE(client_still_open(p));
     EXPECT_EQ(5u, mx_guard_scan(g, 1000, 1000, 100));
-    for (auto &p : v) EXPECT_TRUE(client_sees_eof(p));
-    EXPECT_EQ(0u, mx_guard_scan(g, 2000, 1000, 100));  // each counted once
+    for (auto &p : v)
+        EXPECT_TRUE(client_sees_eof(p));
+    EXPECT_EQ(0u, mx_guard_scan(g, 2000, 1000, 100)); // each counted once
     close_all(v);
     close(lfd);
     mx_guard_free(g);
@@ -121,19 +125,22 @@ TEST(GuardTest, ConnectionsOfARegisteredHostStayUntilTheTimeoutAfterItLeft)
     int lfd = listener(&port);
     ASSERT_EQ(1u, mx_guard_end(g));
     std::vector<Pair> v;
-    for (int i = 0; i < 3; i++) v.push_back(connect_pair(lfd, port));
+    for (int i = 0; i < 3; i++)
+        v.push_back(connect_pair(lfd, port));
 
     mx_guard_trust(g, (sockaddr *) &host, +1, 0);
     mx_guard_trust(g, (sockaddr *) &host, +1, 0);
     EXPECT_EQ(0u, mx_guard_scan(g, 0, 1000, 100));
     EXPECT_EQ(0u, mx_guard_scan(g, 5000, 1000, 100));
-    mx_guard_trust(g, (sockaddr *) &host, -1, 6000);   // one of two processes left
+    mx_guard_trust(g, (sockaddr *) &host, -1, 6000); // one of two processes left
     EXPECT_EQ(0u, mx_guard_scan(g, 9000, 1000, 100));
-    mx_guard_trust(g, (sockaddr *) &host, -1, 10000);  // the last one left
+    mx_guard_trust(g, (sockaddr *) &host, -1, 10000); // the last one left
     EXPECT_EQ(0u, mx_guard_scan(g, 10999, 1000, 100));
-    for (auto &p : v) EXPECT_TRUE(client_still_open(p));
+    for (auto &p : v)
+        EXPECT_TRUE(client_still_open(p));
     EXPECT_EQ(3u, mx_guard_scan(g, 11000, 1000, 100));
-    for (auto &p : v) EXPECT_TRUE(client_sees_eof(p));
+    for (auto &p : v)
+        EXPECT_TRUE(client_sees_eof(p));
     close_all(v);
     close(lfd);
     mx_guard_free(g);
@@ -147,15 +154,19 @@ TEST(GuardTest, BeyondTheBoundTheOldestGoFirst)
     int lfd = listener(&port);
     ASSERT_EQ(1u, mx_guard_end(g));
     std::vector<Pair> old, young;
-    for (int i = 0; i < 4; i++) old.push_back(connect_pair(lfd, port));
+    for (int i = 0; i < 4; i++)
+        old.push_back(connect_pair(lfd, port));
     EXPECT_EQ(0u, mx_guard_scan(g, 0, 1000, 10));
-    for (int i = 0; i < 4; i++) young.push_back(connect_pair(lfd, port));
-    EXPECT_EQ(2u, mx_guard_scan(g, 100, 1000, 6));      // 8 untrusted, 6 allowed
+    for (int i = 0; i < 4; i++)
+        young.push_back(connect_pair(lfd, port));
+    EXPECT_EQ(2u, mx_guard_scan(g, 100, 1000, 6)); // 8 untrusted, 6 allowed
     EXPECT_EQ(6u, mx_guard_untrusted(g));
     int old_shut = 0;
-    for (auto &p : old) old_shut += client_sees_eof(p);
+    for (auto &p : old)
+        old_shut += client_sees_eof(p);
     EXPECT_EQ(2, old_shut);
-    for (auto &p : young) EXPECT_TRUE(client_still_open(p));
+    for (auto &p : young)
+        EXPECT_TRUE(client_still_open(p));
     close_all(old);
     close_all(young);
     close(lfd);
@@ -166,7 +177,7 @@ TEST(GuardTest, ConnectionsOfOtherListenersAreNotTouched)
 {
     mx_guard_t *g;
     uint16_t before_port, port;
-    int before = listener(&before_port);   // not UCX's: opened before begin
+    int before = listener(&before_port); // not UCX's: opened before begin
     ASSERT_EQ(ICBC_OK, mx_guard_begin(&g));
     int lfd = listener(&port);
     ASSERT_EQ(1u, mx_guard_end(g));
@@ -213,45 +224,45 @@ TEST(NetifTest, FabricDevicesOfAClusterComeFromItsRouters)
     fputs("00112233445566778899aabbccddeeff\n", kf);
     fclose(kf);
     chmod(key.c_str(), 0600);
-    const char *text =
-        "policy alltoall\n"
-        "key k\n"
-        "cluster a\n"
-        "    hosts h0 h1\n"
-        "    router h0 fabric=127.0.0.1:7100 wan=127.0.0.1:7200\n"
-        "    router h1 fabric=127.0.0.2:7100 wan=127.0.0.2:7200\n"
-        "cluster b\n"
-        "    hosts h2\n";
+    const char *text = "policy alltoall\n"
+                       "key k\n"
+                       "cluster a\n"
+                       "    hosts h0 h1\n"
+                       "    router h0 fabric=127.0.0.1:7100 wan=127.0.0.1:7200\n"
+                       "    router h1 fabric=127.0.0.2:7100 wan=127.0.0.2:7200\n"
+                       "cluster b\n"
+                       "    hosts h2\n";
     icbc_routerfile_t *rf = nullptr;
     char err[ICBC_RF_ERR_LEN], list[ICBC_NETIF_LIST_MAX];
-    ASSERT_EQ(ICBC_OK, icbc_routerfile_parse(text, strlen(text), "t.conf", dir, &rf, err,
-                                             sizeof(err)))
+    ASSERT_EQ(ICBC_OK,
+              icbc_routerfile_parse(text, strlen(text), "t.conf", dir, &rf, err, sizeof(err)))
         << err;
     ASSERT_EQ(ICBC_OK, icbc_netif_fabric_devices(rf, 0, list, sizeof(list), err, sizeof(err)))
         << err;
-    EXPECT_STREQ("lo", list);   // both routers through lo: listed once
+    EXPECT_STREQ("lo", list); // both routers through lo: listed once
     EXPECT_EQ(ICBC_ERR_NOT_FOUND,
               icbc_netif_fabric_devices(rf, 1, list, sizeof(list), err, sizeof(err)));
     icbc_routerfile_free(rf);
 
     /* a 'fabric' network names the device without routers, and wins over them */
-    const char *net =
-        "policy tcp\n"
-        "cluster a\n"
-        "    hosts h0\n"
-        "    fabric 127.0.0.0/8\n"
-        "cluster b\n"
-        "    hosts h1\n"
-        "    fabric 203.0.113.0/24\n";
-    ASSERT_EQ(ICBC_OK, icbc_routerfile_parse(net, strlen(net), "n.conf", dir, &rf, err,
-                                             sizeof(err))) << err;
+    const char *net = "policy tcp\n"
+                      "cluster a\n"
+                      "    hosts h0\n"
+                      "    fabric 127.0.0.0/8\n"
+                      "cluster b\n"
+                      "    hosts h1\n"
+                      "    fabric 203.0.113.0/24\n";
+    ASSERT_EQ(ICBC_OK,
+              icbc_routerfile_parse(net, strlen(net), "n.conf", dir, &rf, err, sizeof(err)))
+        << err;
     ASSERT_EQ(ICBC_OK, icbc_netif_fabric_devices(rf, 0, list, sizeof(list), err, sizeof(err)))
         << err;
     EXPECT_STREQ("lo", list);
     EXPECT_EQ(ICBC_ERR_NOT_FOUND,
               icbc_netif_fabric_devices(rf, 1, list, sizeof(list), err, sizeof(err)));
     EXPECT_STREQ("n.conf:7: no interface of this host has an address in cluster 'b''s fabric "
-                 "network", err);
+                 "network",
+                 err);
     icbc_routerfile_free(rf);
     unlink(key.c_str());
     rmdir(dir);

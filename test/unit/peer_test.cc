@@ -4,7 +4,8 @@
 
 #include "icbc_peer.h"
 
-namespace {
+namespace
+{
 
 TEST(PeerTable, InitGivesUnknownPeers)
 {

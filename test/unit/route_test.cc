@@ -8,7 +8,8 @@
 
 #include "icbc_route.h"
 
-namespace {
+namespace
+{
 
 icbc_route_hdr_t sample()
 {
@@ -40,15 +41,15 @@ TEST(RouteHeader, RoundTrip)
     EXPECT_EQ(h.job, out.job);
     EXPECT_EQ(h.inner_len, out.inner_len);
     EXPECT_EQ(h.payload_len, out.payload_len);
-    EXPECT_EQ(0x11, buf[16]);  /* network order */
+    EXPECT_EQ(0x11, buf[16]); /* network order */
 }
 
 TEST(RouteHeader, EveryTypeAndNoOther)
 {
-    const uint8_t known[] = { ICBC_ROUTE_MSG, ICBC_ROUTE_CHALLENGE, ICBC_ROUTE_REGISTER,
-                              ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_UNREACHABLE,
-                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE,
-                              ICBC_ROUTE_CREDIT };
+    const uint8_t known[] = { ICBC_ROUTE_MSG,           ICBC_ROUTE_CHALLENGE,
+                              ICBC_ROUTE_REGISTER,      ICBC_ROUTE_REGISTER_ACK,
+                              ICBC_ROUTE_UNREACHABLE,   ICBC_ROUTE_DEREGISTER,
+                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT };
     for (int t = 0; t < 256; t++) {
         icbc_route_hdr_t h = sample(), out;
         uint8_t buf[ICBC_ROUTE_HDR_SIZE];
@@ -56,7 +57,8 @@ TEST(RouteHeader, EveryTypeAndNoOther)
         icbc_route_hdr_pack(&h, buf);
         bool is_known = std::find(std::begin(known), std::end(known), t) != std::end(known);
         EXPECT_EQ(is_known ? ICBC_OK : ICBC_ERR_INVALID,
-                  icbc_route_hdr_parse(buf, sizeof(buf), &out)) << "type " << t;
+                  icbc_route_hdr_parse(buf, sizeof(buf), &out))
+            << "type " << t;
     }
 }
 
@@ -67,14 +69,16 @@ TEST(RouteHeader, RejectsBadFields)
     icbc_route_hdr_pack(&h, buf);
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_hdr_parse(buf, sizeof(buf) - 1, &out));
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_hdr_parse(nullptr, 64, &out));
-    struct { size_t off; uint8_t val; } cases[] = {
-        {0, 2},      /* version */
-        {1, 0},      /* type */
-        {1, 99},
-        {2, 0x80},   /* unknown flag */
-        {24, 0xff},  /* inner length */
-        {29, 1},     /* reserved */
-        {32, 0x01},  /* payload above the maximum */
+    struct {
+        size_t off;
+        uint8_t val;
+    } cases[] = {
+        { 0, 2 },                  /* version */
+        { 1, 0 },                  /* type */
+        { 1, 99 },    { 2, 0x80 }, /* unknown flag */
+        { 24, 0xff },              /* inner length */
+        { 29, 1 },                 /* reserved */
+        { 32, 0x01 },              /* payload above the maximum */
     };
     for (auto &c : cases) {
         uint8_t bad[ICBC_ROUTE_HDR_SIZE];
@@ -88,12 +92,13 @@ TEST(RouteHeader, RejectsBadFields)
 bool route_bytes_valid(const uint8_t *b, size_t len)
 {
     auto get32 = [&](size_t o) {
-        return (uint32_t) b[o] << 24 | (uint32_t) b[o + 1] << 16 | (uint32_t) b[o + 2] << 8 | b[o + 3];
+        return (uint32_t) b[o] << 24 | (uint32_t) b[o + 1] << 16 | (uint32_t) b[o + 2] << 8 |
+               b[o + 3];
     };
-    const uint8_t known[] = { ICBC_ROUTE_MSG, ICBC_ROUTE_CHALLENGE, ICBC_ROUTE_REGISTER,
-                              ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_UNREACHABLE,
-                              ICBC_ROUTE_DEREGISTER, ICBC_ROUTE_CLUSTER_STATE,
-                              ICBC_ROUTE_CREDIT };
+    const uint8_t known[] = { ICBC_ROUTE_MSG,           ICBC_ROUTE_CHALLENGE,
+                              ICBC_ROUTE_REGISTER,      ICBC_ROUTE_REGISTER_ACK,
+                              ICBC_ROUTE_UNREACHABLE,   ICBC_ROUTE_DEREGISTER,
+                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT };
     if (len < ICBC_ROUTE_HDR_SIZE || b[0] != ICBC_ROUTE_VERSION ||
         std::find(std::begin(known), std::end(known), b[1]) == std::end(known))
         return false;
@@ -151,7 +156,7 @@ TEST(RouteHeader, MutatedHeadersParseExactlyWhenValid)
 
 TEST(RouteRegister, MacDependsOnKeyNonceJobAndRank)
 {
-    unsigned char key[] = "0123456789abcdef", nonce[ICBC_ROUTE_NONCE_SIZE] = {1, 2, 3};
+    unsigned char key[] = "0123456789abcdef", nonce[ICBC_ROUTE_NONCE_SIZE] = { 1, 2, 3 };
     unsigned char a[ICBC_ROUTE_MAC_SIZE], b[ICBC_ROUTE_MAC_SIZE];
     ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, a));
     ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, b));
@@ -170,4 +175,4 @@ TEST(RouteRegister, MacDependsOnKeyNonceJobAndRank)
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_register_mac(key, 0, nonce, 42, 7, b));
 }
 
-}  // namespace
+} // namespace

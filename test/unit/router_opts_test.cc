@@ -15,7 +15,8 @@
 
 #include "router_opts.h"
 
-namespace {
+namespace
+{
 
 struct Parsed {
     int rc;
@@ -55,11 +56,35 @@ std::string printed(void (*fn)(FILE *))
 
 TEST(RouterOptions, GoodValuesAreStored)
 {
-    Parsed p = parse({ "--max-memory", "16Mi", "--max-rss", "24Mi", "--streams", "8",
-                       "--pulls", "16", "--pacing", "100mbit", "--sndbuf", "-1", "--rcvbuf",
-                       "1Mi", "--rndv-thresh", "0", "--trunk-wait", "0", "--stats-interval",
-                       "0.5", "--log-level", "debug", "--daemon", "--host", "a0",
-                       "--notsent-lowat", "-1", "--eager-window", "64Ki" });
+    Parsed p = parse({ "--max-memory",
+                       "16Mi",
+                       "--max-rss",
+                       "24Mi",
+                       "--streams",
+                       "8",
+                       "--pulls",
+                       "16",
+                       "--pacing",
+                       "100mbit",
+                       "--sndbuf",
+                       "-1",
+                       "--rcvbuf",
+                       "1Mi",
+                       "--rndv-thresh",
+                       "0",
+                       "--trunk-wait",
+                       "0",
+                       "--stats-interval",
+                       "0.5",
+                       "--log-level",
+                       "debug",
+                       "--daemon",
+                       "--host",
+                       "a0",
+                       "--notsent-lowat",
+                       "-1",
+                       "--eager-window",
+                       "64Ki" });
     ASSERT_EQ(0, p.rc) << p.err;
     EXPECT_EQ(16u << 20, p.cli.cfg.max_memory);
     EXPECT_EQ(24u << 20, p.cli.cfg.max_rss);
@@ -81,7 +106,10 @@ TEST(RouterOptions, GoodValuesAreStored)
 
 TEST(RouterOptions, BadValuesNameTheOptionAndWhatIsWanted)
 {
-    struct { std::vector<std::string> args; const char *msg; } bad[] = {
+    struct {
+        std::vector<std::string> args;
+        const char *msg;
+    } bad[] = {
         { { "--streams", "0" }, "bad --streams '0': want 1..64" },
         { { "--streams", "65" }, "bad --streams '65': want 1..64" },
         { { "--max-memory", "12Q" }, "bad --max-memory '12Q'" },

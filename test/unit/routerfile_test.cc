@@ -22,7 +22,8 @@
 
 #include "icbc_routerfile.h"
 
-namespace {
+namespace
+{
 
 const std::string kData = std::string(ICBC_TEST_DATA_DIR) + "/routerfile";
 
@@ -53,18 +54,22 @@ void WriteFile(const std::string &path, const std::string &data, mode_t mode)
 }
 
 // Restores (or removes) an environment variable when it goes out of scope.
-class EnvGuard {
+class EnvGuard
+{
   public:
     explicit EnvGuard(const char *name) : name_(name)
     {
         const char *v = getenv(name);
         had_ = v != nullptr;
-        if (had_) old_ = v;
+        if (had_)
+            old_ = v;
     }
     ~EnvGuard()
     {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
+        if (had_)
+            setenv(name_, old_.c_str(), 1);
+        else
+            unsetenv(name_);
     }
 
   private:
@@ -74,7 +79,8 @@ class EnvGuard {
 };
 
 // Each test gets a private directory holding the key files the router files name.
-class RouterFile : public ::testing::Test {
+class RouterFile : public ::testing::Test
+{
   protected:
     void SetUp() override
     {
@@ -133,15 +139,14 @@ class RouterFile : public ::testing::Test {
 
 // A valid two-cluster file; line numbers: key 1, cluster a 2, hosts 3,
 // router a0 4, router a1 5, cluster b 6, hosts 7, router b0 8.
-const std::string kTwo =
-    "key routers.key\n"
-    "cluster a\n"
-    "  hosts a0 a1 a2 a3\n"
-    "  router a0 fabric=10.11.0.1:7100 wan=10.100.0.1:7200\n"
-    "  router a1 fabric=10.11.0.2:7100 wan=10.100.0.2:7200\n"
-    "cluster b\n"
-    "  hosts b0 b1 b2 b3\n"
-    "  router b0 fabric=10.12.0.1:7100 wan=10.100.1.1:7200\n";
+const std::string kTwo = "key routers.key\n"
+                         "cluster a\n"
+                         "  hosts a0 a1 a2 a3\n"
+                         "  router a0 fabric=10.11.0.1:7100 wan=10.100.0.1:7200\n"
+                         "  router a1 fabric=10.11.0.2:7100 wan=10.100.0.2:7200\n"
+                         "cluster b\n"
+                         "  hosts b0 b1 b2 b3\n"
+                         "  router b0 fabric=10.12.0.1:7100 wan=10.100.1.1:7200\n";
 
 // One cluster without routers (no key needed) followed by LINE at line 3.
 std::string OneCluster(const std::string &line)
@@ -272,8 +277,8 @@ TEST_F(RouterFile, FixtureWithoutRoutersNeedsNoKey)
     EXPECT_EQ(0u, icbc_routerfile_num_impi(rf));
     unsigned char key[16];
     size_t len = 0;
-    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_routerfile_read_key(rf, key, sizeof(key), &len, err_,
-                                                           sizeof(err_)));
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_routerfile_read_key(rf, key, sizeof(key), &len, err_, sizeof(err_)));
     EXPECT_EQ(path + ": no 'key' line in the file", err_);
     icbc_routerfile_free(rf);
 }
@@ -313,8 +318,8 @@ TEST_F(RouterFile, ReadKeyReturnsTheFileBytes)
     EXPECT_EQ("t.conf:1: key file '" + dir_ + "/routers.key': 27 bytes, buffer holds 10", err_);
     // The key is re-checked when read: a key made world-readable later is refused.
     ASSERT_EQ(0, chmod((dir_ + "/routers.key").c_str(), 0604));
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_routerfile_read_key(rf_, buf, sizeof(buf), &len, err_,
-                                                         sizeof(err_)));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_routerfile_read_key(rf_, buf, sizeof(buf), &len, err_, sizeof(err_)));
     EXPECT_EQ("t.conf:1: key file '" + dir_ +
                   "/routers.key': accessible by group or others (mode 0604); make it private "
                   "with chmod 600",
@@ -326,8 +331,8 @@ TEST_F(RouterFile, KeyOfExactlyMaxBytesIsAccepted)
     ExpectOk("cluster a\n hosts a0\n router a0 fabric=10.0.0.1:1 wan=10.1.0.1:1\nkey max.key\n");
     std::vector<unsigned char> buf(ICBC_RF_KEY_MAX);
     size_t len = 0;
-    ASSERT_EQ(ICBC_OK, icbc_routerfile_read_key(rf_, buf.data(), buf.size(), &len, err_,
-                                                sizeof(err_)));
+    ASSERT_EQ(ICBC_OK,
+              icbc_routerfile_read_key(rf_, buf.data(), buf.size(), &len, err_, sizeof(err_)));
     EXPECT_EQ(static_cast<size_t>(ICBC_RF_KEY_MAX), len);
 }
 
@@ -381,14 +386,15 @@ TEST_F(RouterFile, KeyFileNotCheckedWithoutRouters)
     EXPECT_EQ(dir_ + "/missing.key", icbc_routerfile_key_path(rf_));
     unsigned char buf[64];
     size_t len;
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_routerfile_read_key(rf_, buf, sizeof(buf), &len, err_,
-                                                         sizeof(err_)));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_routerfile_read_key(rf_, buf, sizeof(buf), &len, err_, sizeof(err_)));
     EXPECT_EQ("t.conf:1: key file '" + dir_ + "/missing.key': No such file or directory", err_);
 }
 
 TEST_F(RouterFile, AbsoluteKeyPath)
 {
-    ExpectOk("key " + dir_ + "/routers.key\ncluster a\n hosts a0\n"
+    ExpectOk("key " + dir_ +
+             "/routers.key\ncluster a\n hosts a0\n"
              " router a0 fabric=10.0.0.1:1 wan=10.1.0.1:1\n");
     EXPECT_EQ(dir_ + "/routers.key", icbc_routerfile_key_path(rf_));
 }
@@ -443,7 +449,8 @@ std::string ManyHosts(int n)
     std::string s = "cluster a\n";
     for (int i = 0; i < n; i += 100) {
         s += "hosts";
-        for (int j = i; j < n && j < i + 100; j++) s += " h" + std::to_string(j);
+        for (int j = i; j < n && j < i + 100; j++)
+            s += " h" + std::to_string(j);
         s += "\n";
     }
     return s;
@@ -467,7 +474,8 @@ TEST_F(RouterFile, TooManyHosts)
 std::string ManyRouters(int n)
 {
     std::string s = "key routers.key\ncluster a\nhosts";
-    for (int i = 0; i < n; i++) s += " r" + std::to_string(i);
+    for (int i = 0; i < n; i++)
+        s += " r" + std::to_string(i);
     s += "\n";
     for (int i = 0; i < n; i++)
         s += "router r" + std::to_string(i) + " fabric=10.0.0." + std::to_string(i + 1) +
@@ -522,7 +530,8 @@ TEST_F(RouterFile, NulByteInComment)
 
 TEST_F(RouterFile, ControlByte)
 {
-    EXPECT_EQ("t.conf:3: non-printable byte 0x01 at column 8", Err(OneCluster(" hosts \x01" "b")));
+    EXPECT_EQ("t.conf:3: non-printable byte 0x01 at column 8", Err(OneCluster(" hosts \x01"
+                                                                              "b")));
 }
 
 TEST_F(RouterFile, ControlByteInComment)
@@ -533,7 +542,8 @@ TEST_F(RouterFile, ControlByteInComment)
 
 TEST_F(RouterFile, DeleteByte)
 {
-    EXPECT_EQ("t.conf:3: non-printable byte 0x7f at column 7", Err(OneCluster(" hosts\x7f" "b")));
+    EXPECT_EQ("t.conf:3: non-printable byte 0x7f at column 7", Err(OneCluster(" hosts\x7f"
+                                                                              "b")));
 }
 
 TEST_F(RouterFile, CarriageReturnInsideLine)
@@ -841,7 +851,8 @@ TEST_F(RouterFile, KeyFileUnderAFile)
 
 TEST_F(RouterFile, KeyFileUnreadable)
 {
-    if (geteuid() == 0) GTEST_SKIP() << "root reads files of any mode";
+    if (geteuid() == 0)
+        GTEST_SKIP() << "root reads files of any mode";
     WriteFile(dir_ + "/noread.key", "secret", 0200);
     EXPECT_EQ("t.conf:1: key file '" + dir_ + "/noread.key': Permission denied",
               Err(KeyFile("noread.key")));
@@ -982,10 +993,10 @@ const BadAddr kBadAddrs[] = {
 TEST_F(RouterFile, RouterBadAddresses)
 {
     for (const BadAddr &b : kBadAddrs) {
-        std::string want = "t.conf:3: router 'a0': bad fabric address '" + Cut(b.text) + "': " +
-                           b.why;
-        EXPECT_EQ(want, Err(WithRouter(std::string(" router a0 fabric=") + b.text +
-                                       " wan=10.1.0.1:1")));
+        std::string want =
+            "t.conf:3: router 'a0': bad fabric address '" + Cut(b.text) + "': " + b.why;
+        EXPECT_EQ(want,
+                  Err(WithRouter(std::string(" router a0 fabric=") + b.text + " wan=10.1.0.1:1")));
     }
 }
 
@@ -1098,10 +1109,10 @@ TEST_F(RouterFile, ImpiBadServerAddress)
 
 TEST_F(RouterFile, AggregateNeedsRouterInEveryCluster)
 {
-    EXPECT_EQ("t.conf:5: cluster 'b' has no router, but policy 'aggregate' routes between clusters "
-              "through routers (add a 'router' line or use policy alltoall or tcp)",
-              Err(WithRouter(" router a0 fabric=10.0.0.1:1 wan=10.1.0.1:1") +
-                  "cluster b\n hosts b0\n"));
+    EXPECT_EQ(
+        "t.conf:5: cluster 'b' has no router, but policy 'aggregate' routes between clusters "
+        "through routers (add a 'router' line or use policy alltoall or tcp)",
+        Err(WithRouter(" router a0 fabric=10.0.0.1:1 wan=10.1.0.1:1") + "cluster b\n hosts b0\n"));
 }
 
 TEST_F(RouterFile, StaticNeedsRouterInEveryCluster)
@@ -1196,13 +1207,13 @@ TEST_F(RouterFile, SelfCluster)
     char host[64];
     int ci = -1;
     setenv("ICBC_NODE", "b2", 1);
-    ASSERT_EQ(ICBC_OK, icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_,
-                                                    sizeof(err_)));
+    ASSERT_EQ(ICBC_OK,
+              icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_, sizeof(err_)));
     EXPECT_EQ(1, ci);
     EXPECT_STREQ("b2", host);
     setenv("ICBC_NODE", "z9", 1);
-    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_,
-                                                               sizeof(err_)));
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_, sizeof(err_)));
     EXPECT_STREQ("t.conf: this host 'z9' (from ICBC_NODE) is not listed in any cluster", err_);
 }
 
@@ -1217,8 +1228,8 @@ TEST_F(RouterFile, SelfClusterShortHostName)
     ExpectOk("cluster a\n hosts " + first + "\n");
     int ci = -1;
     char host[ICBC_RF_HOST_MAX + 1];
-    ASSERT_EQ(ICBC_OK, icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_,
-                                                    sizeof(err_)))
+    ASSERT_EQ(ICBC_OK,
+              icbc_routerfile_self_cluster(rf_, &ci, host, sizeof(host), err_, sizeof(err_)))
         << err_;
     EXPECT_EQ(0, ci);
     EXPECT_EQ(first, host);
@@ -1232,11 +1243,13 @@ int RunTool(const std::string &args, std::string *out)
 {
     std::string cmd = std::string(ICBC_ROUTERFILE_TOOL) + " " + args + " 2>&1";
     FILE *f = popen(cmd.c_str(), "r");
-    if (f == nullptr) return -1;
+    if (f == nullptr)
+        return -1;
     char buf[4096];
     size_t n;
     out->clear();
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        out->append(buf, n);
     int st = pclose(f);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -1252,7 +1265,8 @@ TEST_F(RouterFile, ToolSummaryCheckSelfAndErrors)
     EXPECT_NE(std::string::npos, out.find("clusters  2 (8 hosts)\n")) << out;
     EXPECT_NE(std::string::npos, out.find("  cluster a: 4 hosts, 2 routers\n")) << out;
     EXPECT_NE(std::string::npos,
-              out.find("    router b0 fabric=10.12.0.1:7100 wan=10.100.1.1:7200\n")) << out;
+              out.find("    router b0 fabric=10.12.0.1:7100 wan=10.100.1.1:7200\n"))
+        << out;
     EXPECT_NE(std::string::npos, out.find("  impi c server=10.100.9.1:9000\n")) << out;
 
     ASSERT_EQ(0, RunTool("--check " + path, &out)) << out;
@@ -1336,7 +1350,8 @@ std::vector<std::string> SplitLines(const std::string &s)
     size_t pos = 0;
     while (pos <= s.size()) {
         size_t nl = s.find('\n', pos);
-        if (nl == std::string::npos) nl = s.size();
+        if (nl == std::string::npos)
+            nl = s.size();
         v.push_back(s.substr(pos, nl - pos));
         pos = nl + 1;
     }
@@ -1346,7 +1361,8 @@ std::vector<std::string> SplitLines(const std::string &s)
 std::string JoinLines(const std::vector<std::string> &v)
 {
     std::string s;
-    for (size_t i = 0; i < v.size(); i++) s += v[i] + (i + 1 < v.size() ? "\n" : "");
+    for (size_t i = 0; i < v.size(); i++)
+        s += v[i] + (i + 1 < v.size() ? "\n" : "");
     return s;
 }
 
@@ -1361,11 +1377,39 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
     const int iterations = env_iter ? atoi(env_iter) : 20000;
     std::mt19937 rng(seed);
     const std::string good = ReadFile(kData + "/good-2x4.conf");
-    const char *words[] = { "cluster", "hosts", "router", "impi", "policy", "key", "fabric=",
-                            "wan=", "server=", "=", ":", "[", "]", "#", " ", "\t", "\n", "\r\n",
-                            "a0", "b0", "a", "b", "c", "routers.key", "empty.key", "open.key",
-                            "10.11.0.1:7100", "[::1]:1", "[fd00::1]:7100", "0:0", "65535",
-                            "static", "tcp" };
+    const char *words[] = { "cluster",
+                            "hosts",
+                            "router",
+                            "impi",
+                            "policy",
+                            "key",
+                            "fabric=",
+                            "wan=",
+                            "server=",
+                            "=",
+                            ":",
+                            "[",
+                            "]",
+                            "#",
+                            " ",
+                            "\t",
+                            "\n",
+                            "\r\n",
+                            "a0",
+                            "b0",
+                            "a",
+                            "b",
+                            "c",
+                            "routers.key",
+                            "empty.key",
+                            "open.key",
+                            "10.11.0.1:7100",
+                            "[::1]:1",
+                            "[fd00::1]:7100",
+                            "0:0",
+                            "65535",
+                            "static",
+                            "tcp" };
     const int nwords = sizeof(words) / sizeof(words[0]);
     auto rnd = [&](size_t n) { return n == 0 ? size_t(0) : size_t(rng() % n); };
     int ok = 0, invalid = 0;
@@ -1377,7 +1421,8 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
         for (int r = 0; r < rounds; r++) {
             switch (kind) {
             case 0: // overwrite bytes with any value
-                if (!s.empty()) s[rnd(s.size())] = static_cast<char>(rng());
+                if (!s.empty())
+                    s[rnd(s.size())] = static_cast<char>(rng());
                 break;
             case 1: // insert bytes
                 s.insert(rnd(s.size() + 1), 1 + rnd(3), static_cast<char>(rng()));
@@ -1392,9 +1437,12 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
                 std::vector<std::string> v = SplitLines(s);
                 size_t i = rnd(v.size()), j = rnd(v.size());
                 int op = static_cast<int>(rng() % 3);
-                if (op == 0) v.erase(v.begin() + i);
-                else if (op == 1) v.insert(v.begin() + i, v[j]);
-                else std::swap(v[i], v[j]);
+                if (op == 0)
+                    v.erase(v.begin() + i);
+                else if (op == 1)
+                    v.insert(v.begin() + i, v[j]);
+                else
+                    std::swap(v[i], v[j]);
                 s = JoinLines(v);
                 break;
             }
@@ -1408,7 +1456,8 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
                 break;
             case 6: // random bytes
                 s.assign(rnd(600), '\0');
-                for (char &c : s) c = static_cast<char>(rng());
+                for (char &c : s)
+                    c = static_cast<char>(rng());
                 break;
             default: { // random printable lines made of format words
                 s.clear();
@@ -1427,7 +1476,8 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
             ok++;
             ASSERT_NE(nullptr, rf_);
             CheckInvariants(rf_);
-            if (HasFatalFailure()) FAIL() << "seed " << seed << " iteration " << it;
+            if (HasFatalFailure())
+                FAIL() << "seed " << seed << " iteration " << it;
         } else {
             ASSERT_EQ(ICBC_ERR_INVALID, st) << "seed " << seed << " iteration " << it;
             invalid++;
@@ -1436,7 +1486,8 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
             std::string e = err_;
             ASSERT_EQ(0u, e.find("t.conf:")) << e;
             size_t k = 7;
-            while (k < e.size() && isdigit(static_cast<unsigned char>(e[k]))) k++;
+            while (k < e.size() && isdigit(static_cast<unsigned char>(e[k])))
+                k++;
             ASSERT_GT(k, 7u) << e;
             ASSERT_EQ(": ", e.substr(k, 2)) << e;
             long line = strtol(e.c_str() + 7, nullptr, 10);
@@ -1455,7 +1506,7 @@ TEST_F(RouterFile, SeededMutationsNeverCrash)
 TEST_F(RouterFile, FabricNetworkOfACluster)
 {
     ExpectOk(OneCluster("  fabric 10.11.0.0/24") + "cluster b\n  hosts b0\n  fabric fd00:11::/64\n"
-             "policy tcp\n");
+                                                   "policy tcp\n");
     const icbc_rf_cluster_t *a = icbc_routerfile_cluster(rf_, 0);
     const icbc_rf_cluster_t *b = icbc_routerfile_cluster(rf_, 1);
     EXPECT_EQ(3, a->fabric_line);
@@ -1479,19 +1530,29 @@ TEST_F(RouterFile, BadFabricNetworks)
 {
     const std::pair<const char *, const char *> cases[] = {
         { "  fabric", "t.conf:3: 'fabric' takes one network, e.g. 10.11.0.0/24" },
-        { "  fabric 10.0.0.0/8 10.1.0.0/16", "t.conf:3: 'fabric' takes one network, e.g. 10.11.0.0/24" },
-        { "  fabric 10.11.0.0", "t.conf:3: bad fabric network '10.11.0.0' (want ADDRESS/PREFIX, e.g. 10.11.0.0/24)" },
-        { "  fabric a0/24", "t.conf:3: bad fabric network 'a0/24': 'a0' is not an IPv4 or IPv6 address" },
-        { "  fabric 10.11.0.0/33", "t.conf:3: bad fabric network '10.11.0.0/33': prefix must be 0..32" },
-        { "  fabric 10.11.0.0/-1", "t.conf:3: bad fabric network '10.11.0.0/-1': prefix must be 0..32" },
-        { "  fabric 10.11.0.0/", "t.conf:3: bad fabric network '10.11.0.0/': prefix must be 0..32" },
-        { "  fabric 10.11.0.0/2x", "t.conf:3: bad fabric network '10.11.0.0/2x': prefix must be 0..32" },
-        { "  fabric fd00::/129", "t.conf:3: bad fabric network 'fd00::/129': prefix must be 0..128" },
-        { "  fabric 10.11.0.1/24", "t.conf:3: bad fabric network '10.11.0.1/24': host bits are set beyond /24" },
+        { "  fabric 10.0.0.0/8 10.1.0.0/16",
+          "t.conf:3: 'fabric' takes one network, e.g. 10.11.0.0/24" },
+        { "  fabric 10.11.0.0",
+          "t.conf:3: bad fabric network '10.11.0.0' (want ADDRESS/PREFIX, e.g. 10.11.0.0/24)" },
+        { "  fabric a0/24",
+          "t.conf:3: bad fabric network 'a0/24': 'a0' is not an IPv4 or IPv6 address" },
+        { "  fabric 10.11.0.0/33",
+          "t.conf:3: bad fabric network '10.11.0.0/33': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/-1",
+          "t.conf:3: bad fabric network '10.11.0.0/-1': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/",
+          "t.conf:3: bad fabric network '10.11.0.0/': prefix must be 0..32" },
+        { "  fabric 10.11.0.0/2x",
+          "t.conf:3: bad fabric network '10.11.0.0/2x': prefix must be 0..32" },
+        { "  fabric fd00::/129",
+          "t.conf:3: bad fabric network 'fd00::/129': prefix must be 0..128" },
+        { "  fabric 10.11.0.1/24",
+          "t.conf:3: bad fabric network '10.11.0.1/24': host bits are set beyond /24" },
         { "  fabric 10.11.0.0/24\n  fabric 10.12.0.0/24",
           "t.conf:4: cluster 'a' has a 'fabric' line already (line 3)" },
     };
-    for (const auto &c : cases) EXPECT_EQ(c.second, Err(OneCluster(c.first))) << c.first;
+    for (const auto &c : cases)
+        EXPECT_EQ(c.second, Err(OneCluster(c.first))) << c.first;
     EXPECT_EQ("t.conf:1: 'fabric' outside a cluster section (no 'cluster' line before it)",
               Err("fabric 10.0.0.0/8\ncluster a\n hosts a0\n"));
 }

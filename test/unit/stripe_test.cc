@@ -15,7 +15,8 @@
 
 #include "icbc_stripe.h"
 
-namespace {
+namespace
+{
 
 struct Chunk {
     int lane;
@@ -36,8 +37,8 @@ struct Side {
     int nlanes = 3;
     std::vector<bool> busy = std::vector<bool>(8, false);
     std::vector<bool> dead = std::vector<bool>(8, false);
-    bool complete_inline = false;   /* lanes report a chunk sent inside send_chunk */
-    std::vector<Chunk> wire;        /* chunks handed to lanes, in order */
+    bool complete_inline = false; /* lanes report a chunk sent inside send_chunk */
+    std::vector<Chunk> wire;      /* chunks handed to lanes, in order */
     std::vector<Done> sends_done, recvs_done;
     std::vector<std::pair<uint64_t, size_t>> placed;
     std::vector<char> placed_bytes;
@@ -62,7 +63,10 @@ struct Side {
             icbc_stripe_chunk_sent(s->st, token, 1, 0);
         return ICBC_OK;
     }
-    static int lanes(void *ctx, int) { return static_cast<Side *>(ctx)->nlanes; }
+    static int lanes(void *ctx, int)
+    {
+        return static_cast<Side *>(ctx)->nlanes;
+    }
     static void send_complete(void *ctx, void *user, icbc_status_t st, const char *why)
     {
         Side *s = static_cast<Side *>(ctx);
@@ -89,7 +93,10 @@ struct Side {
         icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
     }
-    ~Side() { icbc_stripe_destroy(st); }
+    ~Side()
+    {
+        icbc_stripe_destroy(st);
+    }
     icbc_stripe_stats_t stats() const
     {
         icbc_stripe_stats_t s;
@@ -116,20 +123,23 @@ struct Transfer : ::testing::Test {
     std::vector<char> src, dst;
     uint64_t cookie = 0;
     icbc_stripe_cts_t cts = {};
-    int sreq = 0, rreq = 0;   /* addresses stand for MPI requests */
+    int sreq = 0, rreq = 0; /* addresses stand for MPI requests */
 
     void start(size_t size, bool contiguous = true)
     {
         src = pattern(size);
         dst.assign(size, 0);
-        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, &sreq, 0,
-                                                  &cookie));
-        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, size,
-                                                  contiguous ? dst.data() : nullptr, &rreq, 0,
-                                                  &cts));
+        ASSERT_EQ(ICBC_OK,
+                  icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, &sreq, 0, &cookie));
+        ASSERT_EQ(ICBC_OK,
+                  icbc_stripe_recv_start(rx.st, SENDER, size, contiguous ? dst.data() : nullptr,
+                                         &rreq, 0, &cts));
         EXPECT_EQ(CHUNK, cts.chunk_size);
     }
-    void clear_to_send() { ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0)); }
+    void clear_to_send()
+    {
+        ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, 0));
+    }
     /* Delivers wire chunk K to the receiver and reports it sent. */
     icbc_status_t deliver(size_t k, double now = 0)
     {
@@ -198,8 +208,8 @@ TEST_F(Transfer, DuplicateChunkIsDroppedAndCountsOnce)
     clear_to_send();
     EXPECT_EQ(ICBC_OK, deliver(1));
     /* the same chunk again, e.g. resent through another router */
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c,
-                                                       tx.wire[1].data, 0));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c, tx.wire[1].data, 0));
     EXPECT_EQ(1u, rx.stats().duplicate_chunks);
     EXPECT_EQ(ICBC_OK, deliver(0));
     EXPECT_EQ(ICBC_OK, deliver(2));
@@ -215,7 +225,11 @@ TEST_F(Transfer, ChunksOffTheGridOrOutsideTheMessageAreRejected)
     clear_to_send();
     const icbc_stripe_chunk_t good = tx.wire[0].c;
     std::vector<char> junk(2 * CHUNK, 'x');
-    struct { uint64_t offset; size_t len; const char *what; } bad[] = {
+    struct {
+        uint64_t offset;
+        size_t len;
+        const char *what;
+    } bad[] = {
         { 1, CHUNK, "unaligned offset" },
         { 0, CHUNK - 1, "short chunk that is not the last" },
         { 0, CHUNK + 1, "longer than the chunk size" },
@@ -250,8 +264,7 @@ TEST_F(Transfer, ForgedOrStaleSlotNamesNoReceive)
     c.slot = 1000000;
     EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, SENDER, &c, junk.data(), 0));
     /* the right slot, from another process */
-    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
-              icbc_stripe_chunk_data(rx.st, 7, &tx.wire[0].c, junk.data(), 0));
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, 7, &tx.wire[0].c, junk.data(), 0));
     EXPECT_EQ(3u, rx.stats().dropped_chunks);
     EXPECT_EQ(ICBC_OK, deliver(0));
     EXPECT_EQ(ICBC_OK, deliver(1));
@@ -368,10 +381,10 @@ TEST_F(Transfer, DeadLaneFailsTheSendOnceItsChunksAreBack)
     uint64_t cookie2;
     icbc_stripe_cts_t cts2;
     std::vector<char> dst2(6 * CHUNK);
-    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), 6 * CHUNK, &rreq, 0,
-                                              &cookie2));
-    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, 6 * CHUNK, dst2.data(), nullptr, 0,
-                                              &cts2));
+    ASSERT_EQ(ICBC_OK,
+              icbc_stripe_send_start(tx.st, RECEIVER, src.data(), 6 * CHUNK, &rreq, 0, &cookie2));
+    ASSERT_EQ(ICBC_OK,
+              icbc_stripe_recv_start(rx.st, SENDER, 6 * CHUNK, dst2.data(), nullptr, 0, &cts2));
     tx.dead[0] = tx.dead[1] = tx.dead[2] = true;
     ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie2, &cts2, 0));
     EXPECT_TRUE(tx.wire.empty());
@@ -407,8 +420,8 @@ TEST_F(Transfer, StreamedChunkLostFailsTheReceive)
     icbc_stripe_chunk_end(rx.st, &r, 0, 0);
     ASSERT_EQ(1u, rx.recvs_done.size());
     EXPECT_EQ(ICBC_ERR_PEER_FAILED, rx.recvs_done[0].status);
-    EXPECT_EQ(ICBC_ERR_NOT_FOUND, icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c,
-                                                         tx.wire[1].data, 0));
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND,
+              icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c, tx.wire[1].data, 0));
 }
 
 TEST_F(Transfer, ChunkStillStreamingWhenItsReceiveFailsIsDropped)
@@ -421,7 +434,7 @@ TEST_F(Transfer, ChunkStillStreamingWhenItsReceiveFailsIsDropped)
     memcpy(where, tx.wire[0].data, CHUNK);
     icbc_stripe_peer_failed(rx.st, SENDER, "connection closed");
     ASSERT_EQ(1u, rx.recvs_done.size());
-    icbc_stripe_chunk_end(rx.st, &r, 1, 0);     /* frees its staging (ASan) */
+    icbc_stripe_chunk_end(rx.st, &r, 1, 0); /* frees its staging (ASan) */
     EXPECT_TRUE(rx.placed.empty());
     EXPECT_EQ(1u, rx.recvs_done.size());
 }
@@ -444,7 +457,7 @@ TEST_F(Transfer, NonContiguousReceiveStagesOneChunkAtATime)
 
 TEST_F(Transfer, SilentPeerFailsAWaitingSendAndAReceiveAfterTheTimeout)
 {
-    start(3 * CHUNK);                   /* timeout 10 s */
+    start(3 * CHUNK); /* timeout 10 s */
     icbc_stripe_progress(tx.st, 5);
     icbc_stripe_progress(rx.st, 5);
     EXPECT_TRUE(tx.sends_done.empty());
@@ -561,8 +574,8 @@ TEST(Stripe, CompletionsThatGrowTheTableInsideASend)
             return;
         for (int k = 0; k < 200; k++) {
             uint64_t ck;
-            ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(side.st, 1, buf.data(), buf.size(),
-                                                      nullptr, 0, &ck));
+            ASSERT_EQ(ICBC_OK,
+                      icbc_stripe_send_start(side.st, 1, buf.data(), buf.size(), nullptr, 0, &ck));
             started.push_back(ck);
         }
     };
@@ -574,8 +587,8 @@ TEST(Stripe, CompletionsThatGrowTheTableInsideASend)
     uint64_t first_chunk = s.wire[0].token;
     s.on_send_chunk = [&](Side &side) { icbc_stripe_chunk_sent(side.st, first_chunk, 1, 0); };
     s.complete_inline = true;
-    ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf.data(), buf.size(), nullptr, 0,
-                                              &second));
+    ASSERT_EQ(ICBC_OK,
+              icbc_stripe_send_start(s.st, 1, buf.data(), buf.size(), nullptr, 0, &second));
     ASSERT_EQ(ICBC_OK, icbc_stripe_cts(s.st, 1, second, &cts, 0));
     ASSERT_EQ(200u, started.size()) << "the first send did not complete inside the second's";
     EXPECT_EQ(4u, s.wire.size());
@@ -597,10 +610,10 @@ TEST(Stripe, ManyTransfersAtOnceOverLanesThatRefuseAtRandom)
     for (int k = 0; k < N; k++) {
         srcs.push_back(pattern(1 + rng() % (20 * CHUNK), k));
         dsts[k].assign(srcs[k].size(), 0);
-        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, 1, srcs[k].data(), srcs[k].size(),
-                                                  nullptr, 0, &cookies[k]));
-        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, srcs[k].size(), dsts[k].data(),
-                                                  nullptr, 0, &ctss[k]));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, 1, srcs[k].data(), srcs[k].size(), nullptr,
+                                                  0, &cookies[k]));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, srcs[k].size(), dsts[k].data(), nullptr,
+                                                  0, &ctss[k]));
     }
     for (int k = 0; k < N; k++) {
         for (int l = 0; l < 3; l++)
@@ -646,7 +659,8 @@ TEST(Stripe, DumpNamesStatesAndRecentTransitions)
     fclose(f);
     std::string out(text, len);
     free(text);
-    EXPECT_NE(std::string::npos, out.find("DRAINING, 8192 bytes, 8192 handed to lanes, 2 chunk(s) out"))
+    EXPECT_NE(std::string::npos,
+              out.find("DRAINING, 8192 bytes, 8192 handed to lanes, 2 chunk(s) out"))
         << out;
     EXPECT_NE(std::string::npos, out.find("send 0.1 WAIT_CTS -> SENDING")) << out;
     EXPECT_NE(std::string::npos, out.find("send 0.1 SENDING -> DRAINING")) << out;

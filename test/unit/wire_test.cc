@@ -8,7 +8,8 @@
 
 #include "icbc_wire.h"
 
-namespace {
+namespace
+{
 
 std::vector<uint8_t> packed(const icbc_am_hdr_t &h)
 {
@@ -34,7 +35,7 @@ TEST(WireHeader, RoundTripInNetworkOrder)
 {
     auto buf = packed(sample());
     EXPECT_EQ(ICBC_WIRE_VERSION, buf[0]);
-    EXPECT_EQ(0x01, buf[16]);  /* big-endian payload length */
+    EXPECT_EQ(0x01, buf[16]); /* big-endian payload length */
     EXPECT_EQ(0x08, buf[23]);
     icbc_am_hdr_t out;
     ASSERT_EQ(ICBC_OK, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 2000000, &out));
@@ -105,7 +106,8 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
         h.src_vci = (uint8_t) rng();
         h.dst_vci = (uint8_t) rng();
         h.src_rank = rng() % world;
-        h.am_hdr_sz = (h.kind == ICBC_MSG_AM || h.kind == ICBC_MSG_RTS) ? (uint16_t) (rng() % 64) : 0;
+        h.am_hdr_sz =
+            (h.kind == ICBC_MSG_AM || h.kind == ICBC_MSG_RTS) ? (uint16_t) (rng() % 64) : 0;
         h.data_sz = h.kind == ICBC_MSG_CTS ? 0 : ((uint64_t) rng() << 20 | rng());
         h.cookie = (uint64_t) rng() << 32 | rng();
         h.slot = rng();
@@ -114,7 +116,7 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
         std::vector<uint8_t> buf(ICBC_WIRE_HDR_LEN(h.kind) + h.am_hdr_sz, 0x5a);
         icbc_am_hdr_pack(&h, buf.data());
         ASSERT_TRUE(wire_bytes_valid(buf, max_handler, world)) << "sample " << i;
-        int nmut = (int) (rng() % 4);  /* 0: the valid header itself */
+        int nmut = (int) (rng() % 4); /* 0: the valid header itself */
         for (int m = 0; m < nmut; m++) {
             switch (rng() % 8) {
             case 0: buf.resize(rng() % (buf.size() + 1)); break;

@@ -13,23 +13,21 @@
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
 
-
-MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm * comm, int rank)
+MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *comm, int rank)
 {
     MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
     return icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
 }
 
 /* Completion of an am_isend: release what the request owned, then tell MPIDIG. */
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request * sreq, ucs_status_t status)
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request *sreq, ucs_status_t status)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
 
     if (status != UCS_OK && status != UCS_ERR_CANCELED) {
         sreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
                                                       __LINE__, MPI_ERR_OTHER, "**icbc_send",
-                                                      "**icbc_send %s",
-                                                      ucs_status_string(status));
+                                                      "**icbc_send %s", ucs_status_string(status));
     }
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
@@ -66,11 +64,11 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_pack_wire(void *buf, int rank_self, int
         memcpy((char *) buf + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int handler_id,
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int handler_id,
                                                const void *am_hdr, MPI_Aint am_hdr_sz,
                                                const void *data, MPI_Aint count,
                                                MPI_Datatype datatype, int src_vci, int dst_vci,
-                                               MPIR_Request * sreq)
+                                               MPIR_Request *sreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
@@ -91,8 +89,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
     if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
         /* through routers or TCP (or another MPI's protocol): icbc_path.h */
-        mpi_errno = (path->am_isend ? path->am_isend : MPIDI_ICBC_xfer_am_isend)
-            (peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype, src_vci, dst_vci, sreq);
+        mpi_errno = (path->am_isend ? path->am_isend : MPIDI_ICBC_xfer_am_isend)(
+            peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype, src_vci, dst_vci, sreq);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
@@ -110,8 +108,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
         MPIR_ERR_CHKANDJUMP(amreq->hdr_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
         hdr = amreq->hdr_buf;
     }
-    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, data_sz,
-                         src_vci, dst_vci);
+    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, data_sz, src_vci,
+                         dst_vci);
 
     MPL_pointer_attr_t attr;
     MPIR_GPU_query_pointer_attr(data, &attr);
@@ -128,13 +126,13 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
     }
 
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-            UCP_OP_ATTR_FIELD_FLAGS,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = MPIDI_ICBC_am_isend_cb,
         .user_data = sreq,
-        .flags = (data_sz == 0 ||
-                  (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit) ?
-            UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV,
+        .flags = (data_sz == 0 || (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit)
+                     ? UCP_AM_SEND_FLAG_EAGER
+                     : UCP_AM_SEND_FLAG_RNDV,
     };
     ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, payload, data_sz, &param);
     if (ucp_req == NULL) {
@@ -145,27 +143,26 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm * comm, int h
                              ucs_status_string(UCS_PTR_STATUS(ucp_req)));
     }
 
-  fn_exit:
+fn_exit:
     MPIR_FUNC_EXIT;
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend_reply(MPIR_Comm * comm, int src_rank,
-                                                     int handler_id, const void *am_hdr,
-                                                     MPI_Aint am_hdr_sz, const void *data,
-                                                     MPI_Aint count, MPI_Datatype datatype,
-                                                     int src_vci, int dst_vci,
-                                                     MPIR_Request * sreq)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend_reply(MPIR_Comm *comm, int src_rank, int handler_id,
+                                                     const void *am_hdr, MPI_Aint am_hdr_sz,
+                                                     const void *data, MPI_Aint count,
+                                                     MPI_Datatype datatype, int src_vci,
+                                                     int dst_vci, MPIR_Request *sreq)
 {
-    return MPIDI_NM_am_isend(src_rank, comm, handler_id, am_hdr, am_hdr_sz, data, count,
-                             datatype, src_vci, dst_vci, sreq);
+    return MPIDI_NM_am_isend(src_rank, comm, handler_id, am_hdr, am_hdr_sz, data, count, datatype,
+                             src_vci, dst_vci, sreq);
 }
 
 /* Header-only message. First try to complete it immediately from the stack;
  * only when UCX must queue it is the header copied to the heap. */
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, int handler_id,
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int handler_id,
                                                   const void *am_hdr, MPI_Aint am_hdr_sz,
                                                   int src_vci, int dst_vci)
 {
@@ -182,16 +179,16 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
     if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
-        mpi_errno = (path->send_hdr ? path->send_hdr : MPIDI_ICBC_xfer_send_hdr)
-            (peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
+        mpi_errno = (path->send_hdr ? path->send_hdr : MPIDI_ICBC_xfer_send_hdr)(
+            peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
     MPIR_ERR_CHECK(mpi_errno);
 
     if (hdr_len <= sizeof(stack_hdr)) {
-        MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0,
-                             src_vci, dst_vci);
+        MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
+                             dst_vci);
         ucp_request_param_t imm = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
             .flags = UCP_AM_SEND_FLAG_EAGER,
@@ -206,11 +203,11 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
     /* Queued send: the header must outlive this call. */
     hdr = MPL_malloc(hdr_len, MPL_MEM_BUFFER);
     MPIR_ERR_CHKANDJUMP(hdr == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0,
-                         src_vci, dst_vci);
+    MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
+                         dst_vci);
     ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-            UCP_OP_ATTR_FIELD_FLAGS,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
         .cb.send = MPIDI_ICBC_am_send_hdr_cb,
         .user_data = hdr,
         .flags = UCP_AM_SEND_FLAG_EAGER,
@@ -223,17 +220,17 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm * comm, in
         goto send_failed;
     }
 
-  fn_exit:
+fn_exit:
     MPIR_FUNC_EXIT;
     return mpi_errno;
-  send_failed:
+send_failed:
     MPIR_ERR_SET2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank,
                   ucs_status_string(UCS_PTR_STATUS(ucp_req)));
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr_reply(MPIR_Comm * comm, int src_rank,
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr_reply(MPIR_Comm *comm, int src_rank,
                                                         int handler_id, const void *am_hdr,
                                                         MPI_Aint am_hdr_sz, int src_vci,
                                                         int dst_vci)
@@ -260,7 +257,7 @@ MPL_STATIC_INLINE_PREFIX MPI_Aint MPIDI_NM_am_eager_buf_limit(void)
  * transport rendezvous, which needs no MPIDIG RTS/CTS round trip. */
 MPL_STATIC_INLINE_PREFIX bool MPIDI_NM_am_check_eager(MPI_Aint am_hdr_sz, MPI_Aint data_sz,
                                                       const void *data, MPI_Aint count,
-                                                      MPI_Datatype datatype, MPIR_Request * sreq)
+                                                      MPI_Datatype datatype, MPIR_Request *sreq)
 {
     return am_hdr_sz <= MPIDI_NM_am_hdr_max_sz();
 }

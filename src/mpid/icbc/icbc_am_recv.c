@@ -23,7 +23,7 @@
  * and its completion (e.g. the synchronous-send acknowledgement) would then
  * go out through shm to a remote rank. The data came from the network, so
  * the replies must go back through it. */
-static void recv_mark_remote(MPIR_Request * rreq)
+static void recv_mark_remote(MPIR_Request *rreq)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     MPIDI_REQUEST(rreq, is_local) = 0;
@@ -35,8 +35,8 @@ static void recv_mark_remote(MPIR_Request * rreq)
  * MPIDIG sizes the iovec array for the whole buffer but fills it only for
  * the message's bytes; the unfilled tail would later be summed as buffer
  * space. Keep only the entries that hold the message. */
-void MPIDI_ICBC_get_recv_layout(MPIR_Request * rreq, int *is_contig, int *is_gpu, void **p_data,
-                                MPI_Aint * p_data_sz)
+void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
+                                MPI_Aint *p_data_sz)
 {
     MPIDIG_get_recv_data(is_contig, is_gpu, p_data, p_data_sz, rreq);
     if (!*is_contig) {
@@ -51,7 +51,7 @@ void MPIDI_ICBC_get_recv_layout(MPIR_Request * rreq, int *is_contig, int *is_gpu
     }
 }
 
-static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
+static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
     void *bounce = amreq->bounce_buf;
@@ -62,15 +62,14 @@ static void rndv_complete(MPIR_Request * rreq, ucs_status_t status)
     recv_mark_remote(rreq);
     MPIDIG_recv_setup(rreq);
     if (status != UCS_OK) {
-        rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE,
-                                                      __func__, __LINE__, MPI_ERR_OTHER,
-                                                      "**icbc_recv", "**icbc_recv %s",
-                                                      ucs_status_string(status));
+        rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+                                                      __LINE__, MPI_ERR_OTHER, "**icbc_recv",
+                                                      "**icbc_recv %s", ucs_status_string(status));
     } else if (bounce) {
         MPIDIG_recv_copy_seg(bounce, size, rreq);
     }
     MPL_free(bounce);
-    MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+    MPIDIG_REQUEST(rreq, req->target_cmpl_cb)(rreq);
 }
 
 static void rndv_pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
@@ -79,7 +78,7 @@ static void rndv_pull_cb(void *request, ucs_status_t status, size_t length, void
     ucp_request_free(request);
 }
 
-int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
+int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -120,15 +119,15 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq)
         rndv_complete(rreq, UCS_PTR_STATUS(ucp_req));
     }
 
-  fn_exit:
+fn_exit:
     MPIR_FUNC_EXIT;
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
-ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
-                                   void *data, size_t length, const ucp_am_recv_param_t * param)
+ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
+                                   size_t length, const ucp_am_recv_param_t *param)
 {
     return MPIDI_ICBC_am_deliver(header, header_length, data, length,
                                  (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0, -1);
@@ -147,12 +146,13 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
 
     if (icbc_am_hdr_parse(header, header_length, MPIDI_AM_HANDLERS_MAX,
                           (uint32_t) MPIDI_ICBC_global.peers.size, &wh) != ICBC_OK ||
-        wh.kind != ICBC_MSG_AM || wh.data_sz != length || (src >= 0 && wh.src_rank != (uint32_t) src) ||
+        wh.kind != ICBC_MSG_AM || wh.data_sz != length ||
+        (src >= 0 && wh.src_rank != (uint32_t) src) ||
         MPIDIG_global.target_msg_cbs[wh.handler_id] == NULL) {
         /* Not ours, damaged or from a newer peer: drop it, never trust it. */
         icbc_warn("dropped a malformed active message (%zu header bytes, %zu data bytes)",
                   header_length, length);
-        return UCS_OK;  /* UCX drops a rendezvous descriptor that was not pulled */
+        return UCS_OK; /* UCX drops a rendezvous descriptor that was not pulled */
     }
 
     /* MPIDIG headers are structs: hand them over aligned. */
@@ -175,23 +175,23 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
             memcpy(heap_data, data, length);
             data = heap_data;
         }
-        MPIDIG_global.target_msg_cbs[wh.handler_id] (am_hdr, data, length, attr, NULL);
+        MPIDIG_global.target_msg_cbs[wh.handler_id](am_hdr, data, length, attr, NULL);
     } else {
         MPIR_Request *rreq = NULL;
 
         attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
-        MPIDIG_global.target_msg_cbs[wh.handler_id] (am_hdr, NULL, length, attr, &rreq);
+        MPIDIG_global.target_msg_cbs[wh.handler_id](am_hdr, NULL, length, attr, &rreq);
         if (rreq == NULL)
-            goto done;  /* UCS_OK: UCX drops the descriptor */
+            goto done; /* UCS_OK: UCX drops the descriptor */
         MPIDI_ICBC_AMREQ(rreq).rndv_desc = data;
         MPIDI_ICBC_AMREQ(rreq).rndv_size = length;
-        ret = UCS_INPROGRESS;   /* UCX keeps the descriptor for the pull */
+        ret = UCS_INPROGRESS; /* UCX keeps the descriptor for the pull */
         if (MPIDIG_recv_initialized(rreq))
             MPIDI_ICBC_rndv_pull(rreq);
         /* else: MPIDIG calls MPIDI_ICBC_rndv_pull when a receive matches */
     }
 
-  done:
+done:
     MPL_free(heap_data);
     MPL_free(heap_hdr);
     return ret;

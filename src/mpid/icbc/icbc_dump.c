@@ -61,7 +61,7 @@ void MPIDI_ICBC_dump_init(void)
     sigaction(sig, &sa, NULL);
 }
 
-void MPIDI_ICBC_dump_win_add(MPIR_Win * win)
+void MPIDI_ICBC_dump_win_add(MPIR_Win *win)
 {
     for (int i = 0; i < DUMP_WINDOWS_MAX; i++)
         if (windows[i] == NULL) {
@@ -70,21 +70,23 @@ void MPIDI_ICBC_dump_win_add(MPIR_Win * win)
         }
 }
 
-void MPIDI_ICBC_dump_win_del(MPIR_Win * win)
+void MPIDI_ICBC_dump_win_del(MPIR_Win *win)
 {
     for (int i = 0; i < DUMP_WINDOWS_MAX; i++)
         if (windows[i] == win)
             windows[i] = NULL;
 }
 
-static void dump_windows(FILE * f)
+static void dump_windows(FILE *f)
 {
     for (int i = 0; i < DUMP_WINDOWS_MAX; i++) {
         MPIR_Win *win = windows[i];
         if (win == NULL)
             continue;
-        fprintf(f, "  window %d (comm size %d): ops issued, not complete: local %d, remote %d; "
-                "access epoch %d, exposure epoch %d\n", win->handle, win->comm_ptr->local_size,
+        fprintf(f,
+                "  window %d (comm size %d): ops issued, not complete: local %d, remote %d; "
+                "access epoch %d, exposure epoch %d\n",
+                win->handle, win->comm_ptr->local_size,
                 MPIR_cc_get(MPIDIG_WIN(win, local_cmpl_cnts)),
                 MPIR_cc_get(MPIDIG_WIN(win, remote_cmpl_cnts)),
                 MPIDIG_WIN(win, sync).access_epoch_type, MPIDIG_WIN(win, sync).exposure_epoch_type);
@@ -97,7 +99,8 @@ static void dump_windows(FILE * f)
             fprintf(f, "\n");
         }
         MPIDIG_win_target_t *t, *tmp;
-        HASH_ITER(hash_handle, MPIDIG_WIN(win, targets), t, tmp) {
+        HASH_ITER(hash_handle, MPIDIG_WIN(win, targets), t, tmp)
+        {
             int lc = MPIR_cc_get(t->local_cmpl_cnts), rc = MPIR_cc_get(t->remote_cmpl_cnts);
             int ac = MPIR_cc_get(t->remote_acc_cmpl_cnts);
             if (lc || rc || ac)

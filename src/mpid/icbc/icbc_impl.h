@@ -26,14 +26,14 @@ typedef struct {
     ucp_context_h context;
     ucp_worker_h worker;
     icbc_peer_table_t peers;
-    size_t max_am_header;     /* largest UCX AM header (wire + MPIDIG header) */
-    MPI_Aint eager_limit;     /* header + payload at or below: eager; above: rendezvous */
+    size_t max_am_header; /* largest UCX AM header (wire + MPIDIG header) */
+    MPI_Aint eager_limit; /* header + payload at or below: eager; above: rendezvous */
     int yield_when_idle;
-    unsigned idle_polls;      /* empty polls in a row (icbc_progress.h) */
-    int seen_progress_count;  /* MPIDI_VCI(0).progress_count at the last idle poll */
-    long idle_sleep_ns;       /* sleep per empty poll after a long idle run; 0: only yield */
+    unsigned idle_polls;     /* empty polls in a row (icbc_progress.h) */
+    int seen_progress_count; /* MPIDI_VCI(0).progress_count at the last idle poll */
+    long idle_sleep_ns;      /* sleep per empty poll after a long idle run; 0: only yield */
     int finalizing;
-    int xpath;                /* routed or TCP paths in use: progress them */
+    int xpath; /* routed or TCP paths in use: progress them */
 } MPIDI_ICBC_global_t;
 
 extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
@@ -43,17 +43,17 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 
 /* A failed UCX call as the MPI error that names it (jumps to fn_fail): the
  * one translation of a UCX status into an MPI error. */
-#define MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, what) \
-    MPIR_ERR_CHKANDJUMP2((status) != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx", \
+#define MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, what)                                         \
+    MPIR_ERR_CHKANDJUMP2((status) != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",               \
                          "**icbc_ucx %s %s", what, ucs_status_string(status))
 
 /* Connect to a peer on first use; defined in icbc_init.c. */
-int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p);
+int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p);
 
 /* Receive side of the UCX active message (icbc_am_recv.c). */
-ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length,
-                                   void *data, size_t length, const ucp_am_recv_param_t * param);
-int MPIDI_ICBC_rndv_pull(MPIR_Request * rreq);
+ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
+                                   size_t length, const ucp_am_recv_param_t *param);
+int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq);
 /* Delivery of one direct-path message (also routed whole messages that a
  * router sent with UCX's rendezvous); SRC >= 0 must match the wire header. */
 ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
@@ -77,16 +77,16 @@ void MPIDI_ICBC_progress_idle(void);
 extern volatile sig_atomic_t MPIDI_ICBC_dump_requested;
 void MPIDI_ICBC_dump_init(void);
 void MPIDI_ICBC_dump(void);
-void MPIDI_ICBC_dump_win_add(MPIR_Win * win);
-void MPIDI_ICBC_dump_win_del(MPIR_Win * win);
-void MPIDI_ICBC_path_dump(FILE * f);
+void MPIDI_ICBC_dump_win_add(MPIR_Win *win);
+void MPIDI_ICBC_dump_win_del(MPIR_Win *win);
+void MPIDI_ICBC_path_dump(FILE *f);
 
 /* Router thread on router hosts (icbc_router_embed.c). */
 int MPIDI_ICBC_router_embed_start(void);
 void MPIDI_ICBC_router_embed_stop(void);
 
 /* A send finished (any path): release what the request owned, tell MPIDIG. */
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request * sreq)
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request *sreq)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
 
@@ -94,11 +94,11 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request * sre
     amreq->hdr_buf = NULL;
     MPL_free(amreq->pack_buf);
     amreq->pack_buf = NULL;
-    MPIDIG_global.origin_cbs[amreq->handler_id] (sreq);
+    MPIDIG_global.origin_cbs[amreq->handler_id](sreq);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm * comm, int rank,
-                                                        icbc_peer_t ** peer_p, ucp_ep_h * ep_p)
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm *comm, int rank,
+                                                        icbc_peer_t **peer_p, ucp_ep_h *ep_p)
 {
     MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);

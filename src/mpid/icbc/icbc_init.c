@@ -153,15 +153,17 @@ static int check_devices(const char *list)
         char host[256], why[1400];
         gethostname(host, sizeof(host));
         host[sizeof(host) - 1] = '\0';
-        snprintf(why, sizeof(why), "UCX device '%s' (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=%s) "
-                 "is not a network interface of host %s", dev, list, host);
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s", why);
+        snprintf(why, sizeof(why),
+                 "UCX device '%s' (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=%s) "
+                 "is not a network interface of host %s",
+                 dev, list, host);
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                    "**icbc_cfg", "**icbc_cfg %s", why);
     }
     return MPI_SUCCESS;
 }
 
-static int configure_ucx(ucp_config_t * config)
+static int configure_ucx(ucp_config_t *config)
 {
     int mpi_errno = MPI_SUCCESS;
     const char *tls = MPIR_CVAR_CH4_ICBC_UCX_TLS;
@@ -179,7 +181,7 @@ static int configure_ucx(ucp_config_t * config)
         status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_path_ucx_devices());
         MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_NET_DEVICES");
     }
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
@@ -189,8 +191,8 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     ucp_config_t *config = NULL;
     ucs_status_t status;
 
-    MPIR_ERR_CHKANDJUMP1(MPIR_CVAR_CH4_ROOTS_ONLY_PMI, mpi_errno, MPI_ERR_OTHER,
-                         "**icbc_cfg", "**icbc_cfg %s",
+    MPIR_ERR_CHKANDJUMP1(MPIR_CVAR_CH4_ROOTS_ONLY_PMI, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
+                         "**icbc_cfg %s",
                          "MPIR_CVAR_CH4_ROOTS_ONLY_PMI is not supported by the icbc netmod");
 
     memset(&MPIDI_ICBC_global, 0, sizeof(MPIDI_ICBC_global));
@@ -200,8 +202,8 @@ int MPIDI_ICBC_init_local(int *tag_bits)
         snprintf(ident, sizeof(ident), "icbc rank %d", MPIR_Process.rank);
         icbc_log_set_ident(ident);
     }
-    MPIDI_ICBC_global.eager_limit = MPL_MIN(MPIR_CVAR_CH4_ICBC_EAGER_LIMIT,
-                                            MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
+    MPIDI_ICBC_global.eager_limit =
+        MPL_MIN(MPIR_CVAR_CH4_ICBC_EAGER_LIMIT, MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
     if (MPIDI_ICBC_global.eager_limit < 0)
         MPIDI_ICBC_global.eager_limit = 0;
     /* until the cards tell how many processes share this machine */
@@ -232,11 +234,11 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     /* All matching happens in MPIDIG, which supports the full MPI tag range. */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
 
-  fn_exit:
+fn_exit:
     if (config)
         ucp_config_release(config);
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
@@ -252,25 +254,25 @@ static int create_worker(void)
     status = ucp_worker_create(MPIDI_ICBC_global.context, &wparams, &MPIDI_ICBC_global.worker);
     MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_create");
 
-    ucp_worker_attr_t wattr = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
+    ucp_worker_attr_t wattr = { .field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
     status = ucp_worker_query(MPIDI_ICBC_global.worker, &wattr);
     MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_query");
     /* Bound the MPI header so that a wire header plus the MPI header always fits. */
     MPIDI_ICBC_global.max_am_header = MPL_MIN(wattr.max_am_header, 4096 + ICBC_WIRE_AM_HDR_SIZE);
-    MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256,
-                         mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+    MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256, mpi_errno,
+                         MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "UCX active-message header limit is too small");
 
     ucp_am_handler_param_t hparams = {
         .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-            UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
         .id = MPIDI_ICBC_UCX_AM_ID,
         .cb = MPIDI_ICBC_am_recv_cb,
         .flags = UCP_AM_FLAG_WHOLE_MSG,
     };
     status = ucp_worker_set_am_recv_handler(MPIDI_ICBC_global.worker, &hparams);
     MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_set_am_recv_handler");
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
@@ -288,8 +290,10 @@ static void set_yield_when_idle(int procs_on_machine)
     /* Shared-memory traffic with ranks of the same node makes progress this
      * netmod does not see (a large message moves cell by cell): a rank with
      * such peers only yields. */
-    MPIDI_ICBC_global.idle_sleep_ns = MPIR_Process.local_size > 1 ? 0 :
-        MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 999999) * 1000L;
+    MPIDI_ICBC_global.idle_sleep_ns =
+        MPIR_Process.local_size > 1
+            ? 0
+            : MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 999999) * 1000L;
 }
 
 /* Empty polls before an idle process yields, and before it sleeps: a reply
@@ -316,7 +320,7 @@ void MPIDI_ICBC_progress_idle(void)
         sched_yield();
         return;
     }
-    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns };    /* < 1 s */
+    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns }; /* < 1 s */
     nanosleep(&ts, NULL);
 }
 
@@ -345,24 +349,26 @@ static int exchange_cards(void)
     tcp = MPIDI_ICBC_path_card_tcp(&ntcp);
     card_len = icbc_bcard_size_tcp(node, addr_len, ntcp);
     MPIR_ERR_CHKANDJUMP1(card_len > MPID_MAX_BC_SIZE, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
-                         "**icbc_cfg %s", "UCX worker address does not fit a business card "
+                         "**icbc_cfg %s",
+                         "UCX worker address does not fit a business card "
                          "(restrict MPIR_CVAR_CH4_ICBC_UCX_TLS)");
     card = MPL_malloc(card_len, MPL_MEM_ADDRESS);
     MPIR_ERR_CHKANDJUMP(card == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIR_ERR_CHKANDJUMP1(icbc_bcard_encode_tcp(node, addr, addr_len, tcp, ntcp, machine, card,
-                                               card_len, &card_len) != ICBC_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                                               card_len, &card_len) != ICBC_OK,
+                         mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "cannot encode business card (node name too long?)");
 
     if (MPIR_CVAR_CH4_ICBC_FAULT_INJECT && !strcmp(MPIR_CVAR_CH4_ICBC_FAULT_INJECT, "bcard"))
-        card[0] ^= 0xff;        /* break the magic */
+        card[0] ^= 0xff; /* break the magic */
 
     mpi_errno = MPIDU_bc_table_create(rank, size, MPIR_Process.node_map, card, (int) card_len,
                                       FALSE, FALSE, &table, &recv_len);
     MPIR_ERR_CHECK(mpi_errno);
     table_created = 1;
 
-    MPIR_ERR_CHKANDJUMP(icbc_peer_table_init(&MPIDI_ICBC_global.peers, size) != ICBC_OK,
-                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP(icbc_peer_table_init(&MPIDI_ICBC_global.peers, size) != ICBC_OK, mpi_errno,
+                        MPI_ERR_OTHER, "**nomem");
     for (int r = 0; r < size; r++) {
         icbc_bcard_t bc;
         char why[128];
@@ -371,12 +377,12 @@ static int exchange_cards(void)
         MPIDI_ICBC_AV(&MPIDIU_get_av(0, r)).peer = r;
         if (icbc_bcard_parse((char *) table + (size_t) r * recv_len, recv_len, &bc, why,
                              sizeof(why)) != ICBC_OK) {
-            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_bcard", "**icbc_bcard %d %s",
-                                 r, why);
+            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_bcard", "**icbc_bcard %d %s", r,
+                                 why);
         }
-        MPIR_ERR_CHKANDJUMP(icbc_peer_set_address(peer, bc.node, bc.fabric_addr,
-                                                  bc.fabric_addr_len) != ICBC_OK,
-                            mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_ERR_CHKANDJUMP(
+            icbc_peer_set_address(peer, bc.node, bc.fabric_addr, bc.fabric_addr_len) != ICBC_OK,
+            mpi_errno, MPI_ERR_OTHER, "**nomem");
         peer->path = MPIDI_av_is_local(&MPIDIU_get_av(0, r)) ? ICBC_PATH_SHM : ICBC_PATH_DIRECT;
         peer->ntcp = bc.ntcp;
         memcpy(peer->tcp, bc.tcp, sizeof(bc.tcp));
@@ -393,14 +399,14 @@ static int exchange_cards(void)
     mpi_errno = MPIDI_ICBC_path_init_world(table, card0_len);
     MPIR_ERR_CHECK(mpi_errno);
 
-  fn_exit:
+fn_exit:
     if (table_created)
         MPIDU_bc_table_destroy();
     MPL_free(card);
     if (addr)
         ucp_worker_release_address(MPIDI_ICBC_global.worker, addr);
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
@@ -412,7 +418,7 @@ int MPIDI_ICBC_init_world(void)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = exchange_cards();
     MPIR_ERR_CHECK(mpi_errno);
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
@@ -434,7 +440,7 @@ static void peer_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
                ucs_status_string(status));
 }
 
-int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p)
+int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p)
 {
     int mpi_errno = MPI_SUCCESS;
     ucs_status_t status;
@@ -442,9 +448,8 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p)
 
     MPIR_ERR_CHKANDJUMP1(peer == NULL, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "destination is not in the icbc peer table");
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER,
-                         "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                         "connection failed earlier");
+    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank, "connection failed earlier");
     if (peer->ep) {
         *ep_p = peer->ep;
         goto fn_exit;
@@ -452,20 +457,20 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t * peer, ucp_ep_h * ep_p)
 
     ucp_ep_params_t params = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-            UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = peer->fabric_addr,
-        .err_mode = MPIR_CVAR_CH4_ICBC_PEER_ERRORS ? UCP_ERR_HANDLING_MODE_PEER :
-            UCP_ERR_HANDLING_MODE_NONE,
-        .err_handler = {.cb = peer_error_cb, .arg = (void *) (intptr_t) peer->rank },
+        .err_mode = MPIR_CVAR_CH4_ICBC_PEER_ERRORS ? UCP_ERR_HANDLING_MODE_PEER
+                                                   : UCP_ERR_HANDLING_MODE_NONE,
+        .err_handler = { .cb = peer_error_cb, .arg = (void *) (intptr_t) peer->rank },
     };
     status = ucp_ep_create(MPIDI_ICBC_global.worker, &params, &ep);
     MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
                          "**icbc_peer %d %s", peer->rank, ucs_status_string(status));
     peer->ep = ep;
     *ep_p = ep;
-  fn_exit:
+fn_exit:
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
@@ -517,9 +522,9 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     MPIDI_ICBC_global.worker = NULL;
     MPIDI_ICBC_global.context = NULL;
 
-  fn_exit:
+fn_exit:
     MPL_free(pending);
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }

@@ -52,11 +52,11 @@ static int policy_uses_routers(void)
 int MPIDI_ICBC_path_tcp_used(void)
 {
     return P.policy == ICBC_RF_POLICY_TCP ||
-        (P.policy == ICBC_RF_POLICY_ALLTOALL && P.rf && icbc_routerfile_num_clusters(P.rf) > 1);
+           (P.policy == ICBC_RF_POLICY_ALLTOALL && P.rf && icbc_routerfile_num_clusters(P.rf) > 1);
 }
 
-void MPIDI_ICBC_path_route_hdr(const icbc_peer_t * peer, int lane, size_t inner_len,
-                               size_t len, icbc_route_hdr_t * rh)
+void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
+                               icbc_route_hdr_t *rh)
 {
     icbc_route_hdr_t h = {
         .type = ICBC_ROUTE_MSG,
@@ -107,7 +107,7 @@ int MPIDI_ICBC_path_init_local(void)
     P.policy = ICBC_RF_POLICY_AGGREGATE;
     st = icbc_routerfile_load_env(&P.rf, err, sizeof(err));
     if (st == ICBC_ERR_NOT_FOUND) {
-        P.rf = NULL;        /* one cluster, no routers */
+        P.rf = NULL; /* one cluster, no routers */
     } else if (st != ICBC_OK) {
         return MPIDI_ICBC_path_cfg_error(err);
     } else {
@@ -115,8 +115,10 @@ int MPIDI_ICBC_path_init_local(void)
     }
     if (MPIR_CVAR_CH4_ICBC_POLICY && MPIR_CVAR_CH4_ICBC_POLICY[0]) {
         if (icbc_rf_policy_from_string(MPIR_CVAR_CH4_ICBC_POLICY, &P.policy) != ICBC_OK) {
-            snprintf(err, sizeof(err), "MPIR_CVAR_CH4_ICBC_POLICY=%s is not one of aggregate, "
-                     "static, alltoall, tcp", MPIR_CVAR_CH4_ICBC_POLICY);
+            snprintf(err, sizeof(err),
+                     "MPIR_CVAR_CH4_ICBC_POLICY=%s is not one of aggregate, "
+                     "static, alltoall, tcp",
+                     MPIR_CVAR_CH4_ICBC_POLICY);
             return MPIDI_ICBC_path_cfg_error(err);
         }
         if (P.rf && icbc_routerfile_check_policy(P.rf, P.policy, err, sizeof(err)) != ICBC_OK)
@@ -124,8 +126,8 @@ int MPIDI_ICBC_path_init_local(void)
     }
     if (P.rf) {
         char host[ICBC_RF_HOST_MAX + 1];
-        if (icbc_routerfile_self_cluster(P.rf, &P.cluster, host, sizeof(host), err,
-                                         sizeof(err)) != ICBC_OK)
+        if (icbc_routerfile_self_cluster(P.rf, &P.cluster, host, sizeof(host), err, sizeof(err)) !=
+            ICBC_OK)
             return MPIDI_ICBC_path_cfg_error(err);
         P.nrouters = (int) icbc_routerfile_cluster(P.rf, P.cluster)->nrouters;
         st = icbc_routerfile_read_key(P.rf, P.key, sizeof(P.key), &P.keylen, err, sizeof(err));
@@ -133,8 +135,8 @@ int MPIDI_ICBC_path_init_local(void)
             return MPIDI_ICBC_path_cfg_error(err);
         /* UCX on the fabric alone (docs/router.md, SECURITY); the CVAR overrides. */
         if (!(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])) {
-            st = icbc_netif_fabric_devices(P.rf, P.cluster, P.fabric_devs,
-                                           sizeof(P.fabric_devs), err, sizeof(err));
+            st = icbc_netif_fabric_devices(P.rf, P.cluster, P.fabric_devs, sizeof(P.fabric_devs),
+                                           err, sizeof(err));
             if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
                 return MPIDI_ICBC_path_cfg_error(err);
         }
@@ -212,7 +214,7 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
         mpi_errno = MPIR_pmi_barrier();
         MPIR_ERR_CHECK(mpi_errno);
     }
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
@@ -229,10 +231,10 @@ int MPIDI_ICBC_path_progress(void)
     return events;
 }
 
-void MPIDI_ICBC_path_dump(FILE * f)
+void MPIDI_ICBC_path_dump(FILE *f)
 {
-    fprintf(f, "  policy %s, cluster %d, %d router(s)\n", icbc_rf_policy_name(P.policy),
-            P.cluster, P.nrouters);
+    fprintf(f, "  policy %s, cluster %d, %d router(s)\n", icbc_rf_policy_name(P.policy), P.cluster,
+            P.nrouters);
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
         if (P.ops[k] && P.ops[k]->active())
             P.ops[k]->dump(f);

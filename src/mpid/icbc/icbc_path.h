@@ -35,30 +35,29 @@
 #define ICBC_PATH_KINDS (ICBC_PATH_IMPI + 1)
 
 /* Completion of one lane send: ok = 0 when the message was lost. */
-typedef void (*MPIDI_ICBC_xdone_cb_t) (void *arg, int ok);
+typedef void (*MPIDI_ICBC_xdone_cb_t)(void *arg, int ok);
 
 typedef struct MPIDI_ICBC_path_ops {
     const char *name;
     /* Sends INNER (copied) and PAYLOAD (referenced until CB) to PEER on
      * LANE. *BUSY: a chunk lane cannot take more now; nothing was sent. An
      * MPI error code when the path to PEER is broken. */
-    int (*send) (icbc_peer_t * peer, int lane, const void *inner, size_t inner_len,
-                 const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
-                 int *busy);
+    int (*send)(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
+                const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg, int *busy);
     /* Chunk lanes towards PEER (at least 1). */
-    int (*nlanes) (icbc_peer_t * peer);
+    int (*nlanes)(icbc_peer_t *peer);
     /* Whether this process uses the path at all (after init_world). */
-    int (*active) (void);
+    int (*active)(void);
     /* Polls the path; returns how many events it handled. */
-    int (*progress) (void);
-    void (*dump) (FILE * f);
-    void (*finalize) (void);
+    int (*progress)(void);
+    void (*dump)(FILE *f);
+    void (*finalize)(void);
     /* A path to another MPI: sends MPI messages itself; NULL otherwise. */
-    int (*am_isend) (icbc_peer_t * peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                     const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
-                     int dst_vci, MPIR_Request * sreq);
-    int (*send_hdr) (icbc_peer_t * peer, int handler_id, const void *am_hdr,
-                     MPI_Aint am_hdr_sz, int src_vci, int dst_vci);
+    int (*am_isend)(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                    const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
+                    int dst_vci, MPIR_Request *sreq);
+    int (*send_hdr)(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                    int src_vci, int dst_vci);
 } MPIDI_ICBC_path_ops_t;
 
 extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops;
@@ -66,13 +65,13 @@ extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops;
 
 /* What the paths share, set up by icbc_path.c. */
 typedef struct {
-    icbc_routerfile_t *rf;      /* NULL: one cluster, no router file */
+    icbc_routerfile_t *rf; /* NULL: one cluster, no router file */
     icbc_rf_policy_t policy;
-    int cluster;                /* ours, -1 without a router file */
-    uint64_t job;               /* same in every process of the job */
+    int cluster;  /* ours, -1 without a router file */
+    uint64_t job; /* same in every process of the job */
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
-    int nrouters;               /* of our cluster */
+    int nrouters;                          /* of our cluster */
     char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
     const MPIDI_ICBC_path_ops_t *ops[ICBC_PATH_KINDS];
 } MPIDI_ICBC_paths_t;
@@ -80,21 +79,20 @@ typedef struct {
 extern MPIDI_ICBC_paths_t MPIDI_ICBC_paths;
 
 /* The ops of PEER's path; NULL for the direct and shared-memory paths. */
-MPL_STATIC_INLINE_PREFIX const MPIDI_ICBC_path_ops_t *MPIDI_ICBC_path_of(const icbc_peer_t * peer)
+MPL_STATIC_INLINE_PREFIX const MPIDI_ICBC_path_ops_t *MPIDI_ICBC_path_of(const icbc_peer_t *peer)
 {
     return (unsigned) peer->path < ICBC_PATH_KINDS ? MPIDI_ICBC_paths.ops[peer->path] : NULL;
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_send(icbc_peer_t * peer, int lane, const void *inner,
-                                                  size_t inner_len, const void *payload,
-                                                  size_t len, MPIDI_ICBC_xdone_cb_t cb,
-                                                  void *arg, int *busy)
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_send(icbc_peer_t *peer, int lane, const void *inner,
+                                                  size_t inner_len, const void *payload, size_t len,
+                                                  MPIDI_ICBC_xdone_cb_t cb, void *arg, int *busy)
 {
     return MPIDI_ICBC_path_of(peer)->send(peer, lane, inner, inner_len, payload, len, cb, arg,
                                           busy);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t * peer)
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t *peer)
 {
     return MPIDI_ICBC_path_of(peer)->nlanes(peer);
 }
@@ -104,8 +102,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t * peer)
 int MPIDI_ICBC_path_cfg_error(const char *why);
 int MPIDI_ICBC_path_tcp_used(void);
 /* The route header of a message to PEER on LANE. */
-void MPIDI_ICBC_path_route_hdr(const icbc_peer_t * peer, int lane, size_t inner_len, size_t len,
-                               icbc_route_hdr_t * rh);
+void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
+                               icbc_route_hdr_t *rh);
 
 /* A lane send's completion, kept while the transport has the message. */
 typedef struct {

@@ -39,19 +39,19 @@ static struct {
 
 /* ---- lanes -------------------------------------------------------------- */
 
-static int fixed_router(icbc_peer_t * peer)
+static int fixed_router(icbc_peer_t *peer)
 {
     if (P.policy == ICBC_RF_POLICY_STATIC)
         return MPIR_Process.rank % P.nrouters;
     return (MPIR_Process.rank + peer->rank) % P.nrouters;
 }
 
-static int routed_nlanes(icbc_peer_t * peer)
+static int routed_nlanes(icbc_peer_t *peer)
 {
     return P.policy == ICBC_RF_POLICY_AGGREGATE ? P.nrouters : 1;
 }
 
-static int routed_send(icbc_peer_t * peer, int lane, const void *inner, size_t inner_len,
+static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
                        const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
                        int *busy)
 {
@@ -64,8 +64,8 @@ static int routed_send(icbc_peer_t * peer, int lane, const void *inner, size_t i
     *busy = 0;
     if (peer->state == ICBC_PEER_FAILED)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                    peer->rank, "failed earlier");
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    "failed earlier");
     MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
     d = MPIDI_ICBC_path_done_new(cb, arg);
     st = mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
@@ -73,8 +73,8 @@ static int routed_send(icbc_peer_t * peer, int lane, const void *inner, size_t i
     if (st != ICBC_OK) {
         MPL_free(d);
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s",
-                                    router, icbc_status_str(st));
+                                    MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s", router,
+                                    icbc_status_str(st));
     }
     return MPI_SUCCESS;
 }
@@ -83,15 +83,15 @@ static int routed_send(icbc_peer_t * peer, int lane, const void *inner, size_t i
 
 /* ---- routed receive ----------------------------------------------------- */
 
-static int mx_on_msg(const mx_client_msg_t * m, void *arg)
+static int mx_on_msg(const mx_client_msg_t *m, void *arg)
 {
     const icbc_route_hdr_t *rh = &m->route;
 
     if (rh->job != P.job || rh->dst_rank != (uint32_t) MPIR_Process.rank ||
         rh->src_rank >= (uint32_t) MPIDI_ICBC_global.peers.size) {
-        icbc_warn("dropped a routed message for job %016llx rank %u",
-                  (unsigned long long) rh->job, rh->dst_rank);
-        return 0;       /* not kept: UCX drops a rendezvous descriptor itself */
+        icbc_warn("dropped a routed message for job %016llx rank %u", (unsigned long long) rh->job,
+                  rh->dst_rank);
+        return 0; /* not kept: UCX drops a rendezvous descriptor itself */
     }
     if (rh->type == ICBC_ROUTE_UNREACHABLE) {
         icbc_route_hdr_t lost;
@@ -126,15 +126,17 @@ static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, voi
 
     if (MPIDI_ICBC_global.finalizing || reachable)
         return;
-    name = cluster < icbc_routerfile_num_clusters(P.rf) ?
-        icbc_routerfile_cluster(P.rf, cluster)->name : "?";
+    name = cluster < icbc_routerfile_num_clusters(P.rf)
+               ? icbc_routerfile_cluster(P.rf, cluster)->name
+               : "?";
     for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
         if (peer->path == ICBC_PATH_ROUTED && peer->cluster == (int) cluster &&
             peer->state != ICBC_PEER_FAILED) {
             if (n++ == 0)
                 icbc_error("router %d of its cluster reports cluster %s unreachable (every "
-                           "trunk there lost)", router, name);
+                           "trunk there lost)",
+                           router, name);
             MPIDI_ICBC_xfer_peer_failed(r, "its cluster is unreachable through the routers");
         }
     }
@@ -179,8 +181,8 @@ int MPIDI_ICBC_path_routed_open(void)
     size_t mi = mx_client_max_inner(routed.mx);
     if (mi < ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 256)
         return MPIDI_ICBC_path_cfg_error("the routers' UCX header limit is too small");
-    MPIDI_ICBC_global.max_am_header = MPL_MIN(MPIDI_ICBC_global.max_am_header,
-                                              mi - ICBC_WIRE_RNDV_EXT_SIZE);
+    MPIDI_ICBC_global.max_am_header =
+        MPL_MIN(MPIDI_ICBC_global.max_am_header, mi - ICBC_WIRE_RNDV_EXT_SIZE);
     return MPI_SUCCESS;
 }
 
@@ -196,7 +198,7 @@ static int routed_progress(void)
     return 0;
 }
 
-static void routed_dump(FILE * f)
+static void routed_dump(FILE *f)
 {
     mx_client_dump(routed.mx, f);
 }

@@ -70,10 +70,10 @@ typedef struct {
 
 /* Per accepted or opened connection: the receive in progress. */
 typedef struct tcp_conn {
-    int rank;                   /* peer we opened it to, -1 for accepted ones */
+    int rank; /* peer we opened it to, -1 for accepted ones */
     MPIDI_ICBC_xrecv_t x;
     int in_msg;
-    struct tcp_conn *next_all;  /* every one, freed in finalize */
+    struct tcp_conn *next_all; /* every one, freed in finalize */
 } tcp_conn_t;
 
 static struct {
@@ -81,19 +81,19 @@ static struct {
     bt_listener_t *listener;
     icbc_bcard_tcp_t tcp_ep[2];
     int ntcp;
-    tcp_peer_t *peers;            /* per rank */
-    tcp_conn_t *conns;          /* every tcp_conn_t, for finalize */
+    tcp_peer_t *peers; /* per rank */
+    tcp_conn_t *conns; /* every tcp_conn_t, for finalize */
     bt_opts_t opts;
 } tcp;
 
 /* ---- send --------------------------------------------------------------- */
 
-static void tcp_send_done(bt_conn_t * c, icbc_status_t status, void *arg)
+static void tcp_send_done(bt_conn_t *c, icbc_status_t status, void *arg)
 {
     MPIDI_ICBC_path_done_fire(arg, status);
 }
 
-static int tcp_connect(icbc_peer_t * peer);
+static int tcp_connect(icbc_peer_t *peer);
 
 static void tcp_flush(int rank)
 {
@@ -101,10 +101,10 @@ static void tcp_flush(int rank)
 
     while (t->head && t->ready) {
         tcp_pending_t *m = t->head;
-        struct iovec iov = {.iov_base = (void *) m->payload,.iov_len = m->len };
+        struct iovec iov = { .iov_base = (void *) m->payload, .iov_len = m->len };
         MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(m->cb, m->arg);
-        icbc_status_t st = bt_conn_send(t->conn, m->hdr, m->hdr_len, &iov, m->len ? 1 : 0,
-                                        tcp_send_done, d);
+        icbc_status_t st =
+            bt_conn_send(t->conn, m->hdr, m->hdr_len, &iov, m->len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_ERR_BUSY) {
             MPL_free(d);
             return;
@@ -132,9 +132,8 @@ static void tcp_fail_pending(int rank)
     t->tail = NULL;
 }
 
-static int tcp_send(icbc_peer_t * peer, int ordered, const uint8_t * hdr, size_t hdr_len,
-                    const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
-                    int *busy)
+static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t hdr_len,
+                    const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg, int *busy)
 {
     tcp_peer_t *t = &tcp.peers[peer->rank];
     int mpi_errno;
@@ -146,13 +145,12 @@ static int tcp_send(icbc_peer_t * peer, int ordered, const uint8_t * hdr, size_t
     }
     if (t->failed)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                    peer->rank, "its TCP connection failed");
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    "its TCP connection failed");
     if (t->ready && t->head == NULL) {
-        struct iovec iov = {.iov_base = (void *) payload,.iov_len = len };
+        struct iovec iov = { .iov_base = (void *) payload, .iov_len = len };
         MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(cb, arg);
-        icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0,
-                                        tcp_send_done, d);
+        icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_OK)
             return MPI_SUCCESS;
         MPL_free(d);
@@ -182,7 +180,7 @@ static int tcp_send(icbc_peer_t * peer, int ordered, const uint8_t * hdr, size_t
     return MPI_SUCCESS;
 }
 
-static int tcp_path_send(icbc_peer_t * peer, int lane, const void *inner, size_t inner_len,
+static int tcp_path_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
                          const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
                          int *busy)
 {
@@ -192,8 +190,8 @@ static int tcp_path_send(icbc_peer_t * peer, int lane, const void *inner, size_t
     *busy = 0;
     if (peer->state == ICBC_PEER_FAILED)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                    peer->rank, "failed earlier");
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    "failed earlier");
     MPIR_Assert(inner_len <= sizeof(hdr) - ICBC_ROUTE_HDR_SIZE);
     MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
     icbc_route_hdr_pack(&rh, hdr);
@@ -202,7 +200,7 @@ static int tcp_path_send(icbc_peer_t * peer, int lane, const void *inner, size_t
                     payload, len, cb, arg, busy);
 }
 
-static int tcp_nlanes(icbc_peer_t * peer)
+static int tcp_nlanes(icbc_peer_t *peer)
 {
     return 1;
 }
@@ -211,7 +209,7 @@ static int tcp_nlanes(icbc_peer_t * peer)
 
 /* ---- TCP receive -------------------------------------------------------- */
 
-static void tcp_on_ready(bt_conn_t * c, void *arg)
+static void tcp_on_ready(bt_conn_t *c, void *arg)
 {
     tcp_conn_t *tc = arg;
 
@@ -221,7 +219,7 @@ static void tcp_on_ready(bt_conn_t * c, void *arg)
     }
 }
 
-static bt_recv_action_t tcp_on_header(bt_conn_t * c, const void *hdr, size_t hdr_len,
+static bt_recv_action_t tcp_on_header(bt_conn_t *c, const void *hdr, size_t hdr_len,
                                       uint64_t payload_len, void **dest, void *arg)
 {
     tcp_conn_t *tc = arg;
@@ -245,7 +243,7 @@ static bt_recv_action_t tcp_on_header(bt_conn_t * c, const void *hdr, size_t hdr
     return *dest ? BT_RECV_INTO : BT_RECV_DISCARD;
 }
 
-static void tcp_on_payload(bt_conn_t * c, void *arg)
+static void tcp_on_payload(bt_conn_t *c, void *arg)
 {
     tcp_conn_t *tc = arg;
 
@@ -255,7 +253,7 @@ static void tcp_on_payload(bt_conn_t * c, void *arg)
     }
 }
 
-static void tcp_on_writable(bt_conn_t * c, void *arg)
+static void tcp_on_writable(bt_conn_t *c, void *arg)
 {
     tcp_conn_t *tc = arg;
 
@@ -263,7 +261,7 @@ static void tcp_on_writable(bt_conn_t * c, void *arg)
         tcp_flush(tc->rank);
 }
 
-static void tcp_on_close(bt_conn_t * c, icbc_status_t status, const char *msg, void *arg)
+static void tcp_on_close(bt_conn_t *c, icbc_status_t status, const char *msg, void *arg)
 {
     tcp_conn_t *tc = arg;
 
@@ -290,7 +288,7 @@ static const bt_conn_cbs_t tcp_cbs = {
     .on_close = tcp_on_close,
 };
 
-static void tcp_on_accept(bt_listener_t * l, bt_conn_t * c, void *arg)
+static void tcp_on_accept(bt_listener_t *l, bt_conn_t *c, void *arg)
 {
     tcp_conn_t *tc = MPL_calloc(1, sizeof(*tc), MPL_MEM_OTHER);
 
@@ -304,7 +302,7 @@ static void tcp_on_accept(bt_listener_t * l, bt_conn_t * c, void *arg)
     bt_conn_set_arg(c, tc);
 }
 
-static int tcp_connect(icbc_peer_t * peer)
+static int tcp_connect(icbc_peer_t *peer)
 {
     const icbc_bcard_tcp_t *ep = NULL;
     struct sockaddr_storage ss;
@@ -317,8 +315,8 @@ static int tcp_connect(icbc_peer_t * peer)
             ep = &peer->tcp[i];
     if (ep == NULL)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                    peer->rank, "it published no TCP address reachable from "
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    "it published no TCP address reachable from "
                                     "this cluster (no external interface?)");
     memset(&ss, 0, sizeof(ss));
     if (ep->family == 4) {
@@ -346,8 +344,8 @@ static int tcp_connect(icbc_peer_t * peer)
         MPL_free(tc);
         tcp.peers[peer->rank].failed = 1;
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                    peer->rank, icbc_status_str(st));
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    icbc_status_str(st));
     }
     return MPI_SUCCESS;
 }
@@ -390,7 +388,7 @@ static int iface_addr(const char *name, struct sockaddr_storage *out)
     return found;
 }
 
-static void set_tcp_ep(icbc_bcard_tcp_t * ep, int role, const struct sockaddr_storage *ss,
+static void set_tcp_ep(icbc_bcard_tcp_t *ep, int role, const struct sockaddr_storage *ss,
                        uint16_t port)
 {
     memset(ep, 0, sizeof(*ep));
@@ -451,7 +449,7 @@ static void choose_tcp_addrs(uint16_t port)
  * into this process's business card. */
 int MPIDI_ICBC_path_tcp_listen(void)
 {
-    struct sockaddr_in any = {.sin_family = AF_INET };
+    struct sockaddr_in any = { .sin_family = AF_INET };
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
 
@@ -482,8 +480,9 @@ const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n)
 int MPIDI_ICBC_path_tcp_open(int size)
 {
     tcp.peers = MPL_calloc(size, sizeof(*tcp.peers), MPL_MEM_OTHER);
-    return tcp.peers ? MPI_SUCCESS : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__,
-                                                      __LINE__, MPI_ERR_OTHER, "**nomem", 0);
+    return tcp.peers ? MPI_SUCCESS
+                     : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
+                                            MPI_ERR_OTHER, "**nomem", 0);
 }
 
 static int tcp_active(void)
@@ -497,18 +496,18 @@ static int tcp_progress(void)
     return events > 0 ? events : 0;
 }
 
-static void tcp_dump(FILE * f)
+static void tcp_dump(FILE *f)
 {
     int open = 0, failed = 0, queued = 0;
 
     for (int r = 0; tcp.peers && r < MPIDI_ICBC_global.peers.size; r++) {
         open += tcp.peers[r].conn != NULL && !tcp.peers[r].failed;
         failed += tcp.peers[r].failed;
-        for (tcp_pending_t * m = tcp.peers[r].head; m; m = m->next)
+        for (tcp_pending_t *m = tcp.peers[r].head; m; m = m->next)
             queued++;
     }
-    fprintf(f, "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room\n",
-            open, failed, queued);
+    fprintf(f, "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room\n", open,
+            failed, queued);
 }
 
 static void tcp_finalize(void)

@@ -4,15 +4,15 @@
 
 #include "icbc_impl.h"
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_rank_is_local(int rank, MPIR_Comm * comm)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_rank_is_local(int rank, MPIR_Comm *comm)
 {
     return MPIDIU_rank_is_local(rank, comm);
 }
 
 /* Global process id = (address-vector table, index in it); the local group
  * of an intercommunicator is looked up in its local map. */
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_comm_get_gpid(MPIR_Comm * comm_ptr, int idx,
-                                                    uint64_t * gpid_ptr, bool is_remote)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_comm_get_gpid(MPIR_Comm *comm_ptr, int idx,
+                                                    uint64_t *gpid_ptr, bool is_remote)
 {
     int lpid, avtid;
 

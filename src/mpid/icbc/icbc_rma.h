@@ -23,12 +23,12 @@
 #ifndef ICBC_RMA_H_INCLUDED
 #define ICBC_RMA_H_INCLUDED
 
-#define MPIDI_NM_mpi_accumulate          MPIDI_ICBC_am_accumulate
-#define MPIDI_NM_mpi_raccumulate         MPIDI_ICBC_am_raccumulate
-#define MPIDI_NM_mpi_get_accumulate      MPIDI_ICBC_am_get_accumulate
-#define MPIDI_NM_mpi_rget_accumulate     MPIDI_ICBC_am_rget_accumulate
-#define MPIDI_NM_mpi_fetch_and_op        MPIDI_ICBC_am_fetch_and_op
-#define MPIDI_NM_mpi_compare_and_swap    MPIDI_ICBC_am_compare_and_swap
+#define MPIDI_NM_mpi_accumulate MPIDI_ICBC_am_accumulate
+#define MPIDI_NM_mpi_raccumulate MPIDI_ICBC_am_raccumulate
+#define MPIDI_NM_mpi_get_accumulate MPIDI_ICBC_am_get_accumulate
+#define MPIDI_NM_mpi_rget_accumulate MPIDI_ICBC_am_rget_accumulate
+#define MPIDI_NM_mpi_fetch_and_op MPIDI_ICBC_am_fetch_and_op
+#define MPIDI_NM_mpi_compare_and_swap MPIDI_ICBC_am_compare_and_swap
 #include "netmod_am_fallback_rma.h"
 #undef MPIDI_NM_mpi_accumulate
 #undef MPIDI_NM_mpi_raccumulate
@@ -40,16 +40,15 @@
 #ifdef MPIDI_CH4_DIRECT_NETMOD
 #define MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank) 0
 #else
-#define MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank)                 \
-    (!((winattr) & MPIDI_WINATTR_SHM_ALLOCATED) && (target_rank) == (win)->comm_ptr->rank)
+#define MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank)                                          \
+    (!((winattr) &MPIDI_WINATTR_SHM_ALLOCATED) && (target_rank) == (win)->comm_ptr->rank)
 #endif
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_accumulate(const void *origin_addr, int origin_count,
-                                                     MPI_Datatype origin_datatype,
-                                                     int target_rank, MPI_Aint target_disp,
-                                                     int target_count,
+                                                     MPI_Datatype origin_datatype, int target_rank,
+                                                     MPI_Aint target_disp, int target_count,
                                                      MPI_Datatype target_datatype, MPI_Op op,
-                                                     MPIR_Win * win, MPIDI_av_entry_t * addr,
+                                                     MPIR_Win *win, MPIDI_av_entry_t *addr,
                                                      MPIDI_winattr_t winattr)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
@@ -63,80 +62,62 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_accumulate(const void *origin_addr, in
                                     winattr);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_raccumulate(const void *origin_addr, int origin_count,
-                                                      MPI_Datatype origin_datatype,
-                                                      int target_rank, MPI_Aint target_disp,
-                                                      int target_count,
-                                                      MPI_Datatype target_datatype, MPI_Op op,
-                                                      MPIR_Win * win, MPIDI_av_entry_t * addr,
-                                                      MPIDI_winattr_t winattr,
-                                                      MPIR_Request ** request)
+MPL_STATIC_INLINE_PREFIX int
+MPIDI_NM_mpi_raccumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                         int target_rank, MPI_Aint target_disp, int target_count,
+                         MPI_Datatype target_datatype, MPI_Op op, MPIR_Win *win,
+                         MPIDI_av_entry_t *addr, MPIDI_winattr_t winattr, MPIR_Request **request)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     if (MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank))
-        return MPIDI_SHM_mpi_raccumulate(origin_addr, origin_count, origin_datatype,
-                                         target_rank, target_disp, target_count,
-                                         target_datatype, op, win, winattr, request);
+        return MPIDI_SHM_mpi_raccumulate(origin_addr, origin_count, origin_datatype, target_rank,
+                                         target_disp, target_count, target_datatype, op, win,
+                                         winattr, request);
 #endif
     return MPIDI_ICBC_am_raccumulate(origin_addr, origin_count, origin_datatype, target_rank,
                                      target_disp, target_count, target_datatype, op, win, addr,
                                      winattr, request);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_get_accumulate(const void *origin_addr,
-                                                         int origin_count,
-                                                         MPI_Datatype origin_datatype,
-                                                         void *result_addr, int result_count,
-                                                         MPI_Datatype result_datatype,
-                                                         int target_rank, MPI_Aint target_disp,
-                                                         int target_count,
-                                                         MPI_Datatype target_datatype,
-                                                         MPI_Op op, MPIR_Win * win,
-                                                         MPIDI_av_entry_t * addr,
-                                                         MPIDI_winattr_t winattr)
+MPL_STATIC_INLINE_PREFIX int
+MPIDI_NM_mpi_get_accumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                            void *result_addr, int result_count, MPI_Datatype result_datatype,
+                            int target_rank, MPI_Aint target_disp, int target_count,
+                            MPI_Datatype target_datatype, MPI_Op op, MPIR_Win *win,
+                            MPIDI_av_entry_t *addr, MPIDI_winattr_t winattr)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     if (MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank))
-        return MPIDI_SHM_mpi_get_accumulate(origin_addr, origin_count, origin_datatype,
-                                            result_addr, result_count, result_datatype,
-                                            target_rank, target_disp, target_count,
-                                            target_datatype, op, win, winattr);
+        return MPIDI_SHM_mpi_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
+                                            result_count, result_datatype, target_rank, target_disp,
+                                            target_count, target_datatype, op, win, winattr);
 #endif
     return MPIDI_ICBC_am_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
                                         result_count, result_datatype, target_rank, target_disp,
                                         target_count, target_datatype, op, win, addr, winattr);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget_accumulate(const void *origin_addr,
-                                                          int origin_count,
-                                                          MPI_Datatype origin_datatype,
-                                                          void *result_addr, int result_count,
-                                                          MPI_Datatype result_datatype,
-                                                          int target_rank, MPI_Aint target_disp,
-                                                          int target_count,
-                                                          MPI_Datatype target_datatype,
-                                                          MPI_Op op, MPIR_Win * win,
-                                                          MPIDI_av_entry_t * addr,
-                                                          MPIDI_winattr_t winattr,
-                                                          MPIR_Request ** request)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_rget_accumulate(
+    const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr,
+    int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+    int target_count, MPI_Datatype target_datatype, MPI_Op op, MPIR_Win *win,
+    MPIDI_av_entry_t *addr, MPIDI_winattr_t winattr, MPIR_Request **request)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     if (MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank))
-        return MPIDI_SHM_mpi_rget_accumulate(origin_addr, origin_count, origin_datatype,
-                                             result_addr, result_count, result_datatype,
-                                             target_rank, target_disp, target_count,
-                                             target_datatype, op, win, winattr, request);
+        return MPIDI_SHM_mpi_rget_accumulate(
+            origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
+            target_rank, target_disp, target_count, target_datatype, op, win, winattr, request);
 #endif
-    return MPIDI_ICBC_am_rget_accumulate(origin_addr, origin_count, origin_datatype,
-                                         result_addr, result_count, result_datatype,
-                                         target_rank, target_disp, target_count,
-                                         target_datatype, op, win, addr, winattr, request);
+    return MPIDI_ICBC_am_rget_accumulate(
+        origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
+        target_rank, target_disp, target_count, target_datatype, op, win, addr, winattr, request);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_fetch_and_op(const void *origin_addr, void *result_addr,
                                                        MPI_Datatype datatype, int target_rank,
                                                        MPI_Aint target_disp, MPI_Op op,
-                                                       MPIR_Win * win, MPIDI_av_entry_t * addr,
+                                                       MPIR_Win *win, MPIDI_av_entry_t *addr,
                                                        MPIDI_winattr_t winattr)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
@@ -144,18 +125,14 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_fetch_and_op(const void *origin_addr, 
         return MPIDI_SHM_mpi_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
                                           target_disp, op, win, winattr);
 #endif
-    return MPIDI_ICBC_am_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
-                                      target_disp, op, win, addr, winattr);
+    return MPIDI_ICBC_am_fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp,
+                                      op, win, addr, winattr);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_compare_and_swap(const void *origin_addr,
-                                                           const void *compare_addr,
-                                                           void *result_addr,
-                                                           MPI_Datatype datatype,
-                                                           int target_rank, MPI_Aint target_disp,
-                                                           MPIR_Win * win,
-                                                           MPIDI_av_entry_t * addr,
-                                                           MPIDI_winattr_t winattr)
+MPL_STATIC_INLINE_PREFIX int
+MPIDI_NM_mpi_compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr,
+                              MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                              MPIR_Win *win, MPIDI_av_entry_t *addr, MPIDI_winattr_t winattr)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     if (MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank))

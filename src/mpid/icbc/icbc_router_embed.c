@@ -82,7 +82,7 @@ static struct {
 /* True when something listens on ADDR already (a router daemon, or the
  * embedded router of another job on this host). SO_REUSEADDR: sockets of an
  * earlier router in TIME_WAIT do not count. */
-static int addr_in_use(const icbc_rf_addr_t * a)
+static int addr_in_use(const icbc_rf_addr_t *a)
 {
     int one = 1, in_use, fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -111,7 +111,7 @@ int MPIDI_ICBC_router_embed_start(void)
     if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0)
         return MPI_SUCCESS;
     if (icbc_routerfile_load_env(&E.rf, err, sizeof(err)) != ICBC_OK)
-        return MPI_SUCCESS;     /* no router file: nothing to embed (errors come from xpath) */
+        return MPI_SUCCESS; /* no router file: nothing to embed (errors come from xpath) */
     if (icbc_routerfile_num_clusters(E.rf) < 2 ||
         icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK ||
         (rt = icbc_routerfile_find_router(E.rf, host, &cluster)) == NULL)
@@ -132,9 +132,9 @@ int MPIDI_ICBC_router_embed_start(void)
         .max_pulls = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_PULLS, 1),
         /* as its processes when the user chose; else the interface of its
          * own fabric address */
-        .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES &&
-                        MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) ?
-            MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES : NULL,
+        .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])
+                           ? MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES
+                           : NULL,
     };
     if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
         /* MPICH keeps a line of an error stack short: the reason first */
@@ -146,19 +146,21 @@ int MPIDI_ICBC_router_embed_start(void)
     if (rc != 0) {
         icbc_router_destroy(E.router);
         E.router = NULL;
-        snprintf(why, sizeof(why), "rank %d cannot start the embedded router thread of host "
-                 "%s: %s", MPIR_Process.rank, host, strerror(rc));
+        snprintf(why, sizeof(why),
+                 "rank %d cannot start the embedded router thread of host "
+                 "%s: %s",
+                 MPIR_Process.rank, host, strerror(rc));
         goto fail;
     }
     E.running = 1;
     return MPI_SUCCESS;
 
-  none:
+none:
     icbc_routerfile_free(E.rf);
     E.rf = NULL;
     return MPI_SUCCESS;
 
-  fail:
+fail:
     icbc_routerfile_free(E.rf);
     E.rf = NULL;
     return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,

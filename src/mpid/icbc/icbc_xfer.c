@@ -75,9 +75,8 @@ static void chunk_lane_done(void *arg, int ok)
     icbc_stripe_chunk_sent(X.stripe, (uint64_t) (uintptr_t) arg, ok, icbc_clock_now());
 }
 
-static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane,
-                                       const icbc_stripe_chunk_t * c, const void *data,
-                                       uint64_t token)
+static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane, const icbc_stripe_chunk_t *c,
+                                       const void *data, uint64_t token)
 {
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
     uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_CHUNK)];
@@ -132,7 +131,7 @@ int MPIDI_ICBC_xfer_init(void)
     X.threshold = MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0);
     MPIR_ERR_CHKANDJUMP(icbc_stripe_create(&cfg, &stripe_ops, NULL, &X.stripe) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
@@ -150,7 +149,7 @@ static void ordered_done(void *arg, int ok)
 
 /* Whole messages (and RTS/CTS) on the ordered lane. The payload must stay
  * valid until CB; header-only messages pass cb = NULL. */
-int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t * peer, const void *inner, size_t inner_len,
+int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t *peer, const void *inner, size_t inner_len,
                                  const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb,
                                  void *arg)
 {
@@ -158,8 +157,8 @@ int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t * peer, const void *inner, size_t i
     int mpi_errno;
 
     /* The ordered lane queues instead of refusing: order beats back-pressure. */
-    mpi_errno = MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, inner, inner_len, payload,
-                                     len, cb ? cb : ordered_done, arg, &busy);
+    mpi_errno = MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, inner, inner_len, payload, len,
+                                     cb ? cb : ordered_done, arg, &busy);
     MPIR_Assert(!busy);
     return mpi_errno;
 }
@@ -169,15 +168,14 @@ static void whole_done(void *arg, int ok)
     MPIR_Request *sreq = arg;
 
     if (!ok)
-        sreq->status.MPI_ERROR = xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer,
-                                            "message lost on its path");
+        sreq->status.MPI_ERROR =
+            xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer, "message lost on its path");
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
 
-int MPIDI_ICBC_xfer_am_isend(icbc_peer_t * peer, int handler_id, const void *am_hdr,
+int MPIDI_ICBC_xfer_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr,
                              MPI_Aint am_hdr_sz, const void *data, MPI_Aint count,
-                             MPI_Datatype datatype, int src_vci, int dst_vci,
-                             MPIR_Request * sreq)
+                             MPI_Datatype datatype, int src_vci, int dst_vci, MPIR_Request *sreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
@@ -190,8 +188,8 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t * peer, int handler_id, const void *am_
     uint64_t inner[(ICBC_WIRE_AM_HDR_SIZE + ICBC_WIRE_RNDV_EXT_SIZE) / 8 + 512];
     size_t inner_len;
 
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER,
-                         "**icbc_peer", "**icbc_peer %d %s", peer->rank, "failed earlier");
+    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank, "failed earlier");
     MPIR_Assert(am_hdr_sz <= 4096);
     MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
     amreq->handler_id = handler_id;
@@ -207,8 +205,7 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t * peer, int handler_id, const void *am_
         MPI_Aint packed;
         amreq->pack_buf = MPL_malloc(data_sz, MPL_MEM_BUFFER);
         MPIR_ERR_CHKANDJUMP(amreq->pack_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, amreq->pack_buf, data_sz,
-                                      &packed);
+        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, amreq->pack_buf, data_sz, &packed);
         MPIR_ERR_CHECK(mpi_errno);
         MPIR_Assert(packed == (MPI_Aint) data_sz);
         payload = amreq->pack_buf;
@@ -247,13 +244,13 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t * peer, int handler_id, const void *am_
         MPIR_ERR_CHECK(mpi_errno);
     }
 
-  fn_exit:
+fn_exit:
     return mpi_errno;
-  fn_fail:
+fn_fail:
     goto fn_exit;
 }
 
-int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t * peer, int handler_id, const void *am_hdr,
+int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr,
                              MPI_Aint am_hdr_sz, int src_vci, int dst_vci)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -267,14 +264,14 @@ int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t * peer, int handler_id, const void *am_
         .src_rank = (uint32_t) MPIR_Process.rank,
     };
 
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER,
-                         "**icbc_peer", "**icbc_peer %d %s", peer->rank, "failed earlier");
+    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank, "failed earlier");
     MPIR_Assert(am_hdr_sz <= 4096);
     icbc_am_hdr_pack(&wh, inner);
     memcpy((char *) inner + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
-    mpi_errno = MPIDI_ICBC_xfer_send_ordered(peer, inner, ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz,
-                                             NULL, 0, NULL, NULL);
-  fn_fail:
+    mpi_errno = MPIDI_ICBC_xfer_send_ordered(peer, inner, ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz, NULL,
+                                             0, NULL, NULL);
+fn_fail:
     return mpi_errno;
 }
 
@@ -291,8 +288,10 @@ static void abort_after_failure(void)
 {
     char msg[256];
 
-    snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (no failover of routed "
-             "paths)", MPIR_Process.rank, X.failure);
+    snprintf(msg, sizeof(msg),
+             "icbc: rank %d: %s; ending the job (no failover of routed "
+             "paths)",
+             MPIR_Process.rank, X.failure);
     icbc_error("%s; ending the job (no failover of routed paths)", X.failure);
     fflush(stderr);
     /* the process manager may drop output not yet forwarded when it tears
@@ -321,15 +320,15 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         icbc_error("lost its path to rank %d (node %s): %s", rank, peer->node, why);
         if (X.failed_at == 0) {
             X.failed_at = icbc_clock_now();
-            snprintf(X.failure, sizeof(X.failure), "lost the path to rank %d (node %s): %s",
-                     rank, peer->node, why);
+            snprintf(X.failure, sizeof(X.failure), "lost the path to rank %d (node %s): %s", rank,
+                     peer->node, why);
         }
     }
     peer->state = ICBC_PEER_FAILED;
     icbc_stripe_peer_failed(X.stripe, rank, why);
 }
 
-void MPIDI_ICBC_xfer_dump(FILE * f)
+void MPIDI_ICBC_xfer_dump(FILE *f)
 {
     icbc_stripe_dump(X.stripe, f, icbc_clock_now());
 }

@@ -33,7 +33,7 @@
 typedef struct {
     icbc_stripe_t *stripe;
     MPI_Aint threshold;
-    double failed_at;           /* first path failure, 0: none */
+    double failed_at; /* first path failure, 0: none */
     char failure[160];
 } MPIDI_ICBC_xfer_t;
 
@@ -44,15 +44,14 @@ extern MPIDI_ICBC_xfer_t MPIDI_ICBC_xfer;
 int MPIDI_ICBC_xfer_init(void);
 void MPIDI_ICBC_xfer_finalize(void);
 
-int MPIDI_ICBC_xfer_am_isend(icbc_peer_t * peer, int handler_id, const void *am_hdr,
+int MPIDI_ICBC_xfer_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr,
                              MPI_Aint am_hdr_sz, const void *data, MPI_Aint count,
-                             MPI_Datatype datatype, int src_vci, int dst_vci,
-                             MPIR_Request * sreq);
-int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t * peer, int handler_id, const void *am_hdr,
+                             MPI_Datatype datatype, int src_vci, int dst_vci, MPIR_Request *sreq);
+int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr,
                              MPI_Aint am_hdr_sz, int src_vci, int dst_vci);
 /* A message on the pair's ordered lane; PAYLOAD stays valid until CB (NULL:
  * header only). */
-int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t * peer, const void *inner, size_t inner_len,
+int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t *peer, const void *inner, size_t inner_len,
                                  const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb,
                                  void *arg);
 
@@ -60,7 +59,7 @@ int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t * peer, const void *inner, size_t i
 void MPIDI_ICBC_xfer_progress(void);
 
 /* Striped sends and receive slots in flight, for a hang's diagnosis. */
-void MPIDI_ICBC_xfer_dump(FILE * f);
+void MPIDI_ICBC_xfer_dump(FILE *f);
 
 /* PEER failed (or the path to it): every transfer with it ends in an error. */
 void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
@@ -69,13 +68,13 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
 
 /* A message being received. */
 typedef struct {
-    int kind;                   /* what end() still has to do; 0: nothing */
+    int kind; /* what end() still has to do; 0: nothing */
     int src_rank;
     size_t len;
-    void *buf;                  /* AM: staging of the payload (owned) */
-    icbc_stripe_rx_t chunk;     /* CHUNK: the engine's receive of it */
+    void *buf;              /* AM: staging of the payload (owned) */
+    icbc_stripe_rx_t chunk; /* CHUNK: the engine's receive of it */
     icbc_am_hdr_t wh;
-    uint64_t am_hdr[4096 / 8];  /* aligned copy of the MPI header */
+    uint64_t am_hdr[4096 / 8]; /* aligned copy of the MPI header */
 } MPIDI_ICBC_xrecv_t;
 
 /* A message from SRC_RANK arrived with header INNER: parses it once and
@@ -84,20 +83,19 @@ typedef struct {
  * drop them); xrecv_end follows once they are there. Returns -1 when the
  * message is malformed or forged (reported; a connection it came on should
  * be closed). */
-int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len,
-                           uint64_t payload_len, const void *payload, MPIDI_ICBC_xrecv_t * x,
-                           void **dest);
-void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t * x, int ok);
+int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, uint64_t payload_len,
+                           const void *payload, MPIDI_ICBC_xrecv_t *x, void **dest);
+void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok);
 /* begin + copy + end, for a payload in memory. */
-void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len,
-                            const void *payload, size_t len);
+void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len, const void *payload,
+                            size_t len);
 /* UCX delivery of a routed message (from a router's endpoint). */
 ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
                                   size_t len, int is_rndv);
 
 /* CTS for a matched RTS (also MPIDIG's data-copy callback). */
-int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq);
-void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t * cts);
+int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq);
+void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t *cts);
 /* The engine's receive callbacks (icbc_stripe_ops_t). */
 void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t status,
                                        const char *why);

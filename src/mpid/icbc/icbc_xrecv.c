@@ -19,7 +19,7 @@
 
 /* A receive whose payload came through this netmod completes (see
  * icbc_am_recv.c). */
-static void recv_mark_remote(MPIR_Request * rreq)
+static void recv_mark_remote(MPIR_Request *rreq)
 {
 #ifndef MPIDI_CH4_DIRECT_NETMOD
     MPIDI_REQUEST(rreq, is_local) = 0;
@@ -33,8 +33,7 @@ static void dropped(int src, const char *what)
 
 /* ---- striped receives: the engine's callbacks ---------------------------- */
 
-void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t status,
-                                       const char *why)
+void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t status, const char *why)
 {
     MPIR_Request *rreq = user;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -43,12 +42,11 @@ void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t stat
     /* sets the status count, or the truncation error of a short buffer */
     MPIDIG_recv_setup(rreq);
     if (status != ICBC_OK)
-        rreq->status.MPI_ERROR =
-            MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                 MPI_ERR_OTHER, "**icbc_xfer", "**icbc_xfer %d %s",
-                                 amreq->xpeer, why);
+        rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
+                                                      __LINE__, MPI_ERR_OTHER, "**icbc_xfer",
+                                                      "**icbc_xfer %d %s", amreq->xpeer, why);
     amreq->xkind = MPIDI_ICBC_XKIND_NONE;
-    MPIDIG_REQUEST(rreq, req->target_cmpl_cb) (rreq);
+    MPIDIG_REQUEST(rreq, req->target_cmpl_cb)(rreq);
 }
 
 /* A chunk of a receive without one contiguous destination: copy it to the
@@ -66,7 +64,7 @@ void MPIDI_ICBC_xrecv_striped_place(void *ctx, void *user, uint64_t offset, cons
     int n = p->recv_type == MPIDIG_RECV_CONTIG ? 1 : p->iov_num;
     const char *src = data;
     int i = 0;
-    uint64_t pos = 0;   /* message offset of iov[i] */
+    uint64_t pos = 0; /* message offset of iov[i] */
 
     if (amreq->xplace_off <= offset) {
         i = amreq->xplace_iov;
@@ -87,7 +85,7 @@ void MPIDI_ICBC_xrecv_striped_place(void *ctx, void *user, uint64_t offset, cons
 }
 
 /* An RTS matched a receive: open a slot and answer with its CTS. */
-int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq)
+int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -102,15 +100,15 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request * rreq)
     /* in place when the buffer is contiguous host memory that holds it all;
      * else (pieces, device memory, a short buffer) chunk by chunk */
     void *dest = is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size ? p_data : NULL;
-    MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->rndv_size, dest,
-                                               rreq, icbc_clock_now(), &cts) != ICBC_OK,
+    MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->rndv_size, dest, rreq,
+                                               icbc_clock_now(), &cts) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_ICBC_xfer_send_cts(amreq->xpeer, amreq->xcookie, &cts);
-  fn_fail:
+fn_fail:
     return mpi_errno;
 }
 
-void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t * cts)
+void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t *cts)
 {
     uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_CTS)];
     icbc_am_hdr_t wh = {
@@ -119,26 +117,27 @@ void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t 
         .cookie = cookie,
         .slot = cts->slot,
         .gen = cts->gen,
-        .offset = cts->chunk_size,      /* a CTS's offset field: the chunk size */
+        .offset = cts->chunk_size, /* a CTS's offset field: the chunk size */
     };
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, src);
 
     icbc_am_hdr_pack(&wh, inner);
     if (MPIDI_ICBC_xfer_send_ordered(peer, inner, sizeof(inner), NULL, 0, NULL, NULL) !=
-        MPI_SUCCESS && cts->slot != ICBC_STRIPE_SLOT_DISCARD)
+            MPI_SUCCESS &&
+        cts->slot != ICBC_STRIPE_SLOT_DISCARD)
         MPIDI_ICBC_xfer_peer_failed(src, "cannot answer its request to send");
 }
 
-static void recv_rts(MPIDI_ICBC_xrecv_t * x)
+static void recv_rts(MPIDI_ICBC_xrecv_t *x)
 {
     MPIR_Request *rreq = NULL;
     uint32_t attr = 0;
 
     MPIDIG_AM_ATTR_SET_VCIS(attr, x->wh.src_vci, x->wh.dst_vci);
     attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
-    MPIDIG_global.target_msg_cbs[x->wh.handler_id] (x->am_hdr, NULL, x->wh.data_sz, attr, &rreq);
+    MPIDIG_global.target_msg_cbs[x->wh.handler_id](x->am_hdr, NULL, x->wh.data_sz, attr, &rreq);
     if (rreq == NULL) {
-        icbc_stripe_cts_t discard = {.slot = ICBC_STRIPE_SLOT_DISCARD };
+        icbc_stripe_cts_t discard = { .slot = ICBC_STRIPE_SLOT_DISCARD };
         MPIDI_ICBC_xfer_send_cts(x->src_rank, x->wh.cookie, &discard);
         return;
     }
@@ -152,7 +151,7 @@ static void recv_rts(MPIDI_ICBC_xrecv_t * x)
     /* else MPIDIG calls MPIDI_ICBC_rndv_pull -> MPIDI_ICBC_xfer_matched on match */
 }
 
-static void recv_cts(MPIDI_ICBC_xrecv_t * x)
+static void recv_cts(MPIDI_ICBC_xrecv_t *x)
 {
     icbc_stripe_cts_t cts = {
         .slot = x->wh.slot,
@@ -164,12 +163,12 @@ static void recv_cts(MPIDI_ICBC_xrecv_t * x)
         dropped(x->src_rank, "a CTS for no send waiting for one");
 }
 
-static void deliver_am(MPIDI_ICBC_xrecv_t * x, void *payload, size_t len)
+static void deliver_am(MPIDI_ICBC_xrecv_t *x, void *payload, size_t len)
 {
     uint32_t attr = 0;
 
     MPIDIG_AM_ATTR_SET_VCIS(attr, x->wh.src_vci, x->wh.dst_vci);
-    MPIDIG_global.target_msg_cbs[x->wh.handler_id] (x->am_hdr, payload, len, attr, NULL);
+    MPIDIG_global.target_msg_cbs[x->wh.handler_id](x->am_hdr, payload, len, attr, NULL);
 }
 
 /* ---- the one receive entry ----------------------------------------------- */
@@ -177,7 +176,7 @@ static void deliver_am(MPIDI_ICBC_xrecv_t * x, void *payload, size_t len)
 /* Parses and checks the header of a message from SRC against its payload
  * length; copies the MPI header aligned. */
 static int parse(int src, const void *inner, size_t inner_len, uint64_t payload_len,
-                 MPIDI_ICBC_xrecv_t * x)
+                 MPIDI_ICBC_xrecv_t *x)
 {
     icbc_am_hdr_t *wh = &x->wh;
 
@@ -196,9 +195,8 @@ static int parse(int src, const void *inner, size_t inner_len, uint64_t payload_
     return 0;
 }
 
-int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len,
-                           uint64_t payload_len, const void *payload, MPIDI_ICBC_xrecv_t * x,
-                           void **dest)
+int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, uint64_t payload_len,
+                           const void *payload, MPIDI_ICBC_xrecv_t *x, void **dest)
 {
     *dest = NULL;
     x->kind = 0;
@@ -225,35 +223,31 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len,
         }
         x->kind = ICBC_MSG_AM;
         return 0;
-    case ICBC_MSG_RTS:
-        recv_rts(x);
-        return 0;
-    case ICBC_MSG_CTS:
-        recv_cts(x);
-        return 0;
-    case ICBC_MSG_CHUNK:{
-            icbc_stripe_chunk_t c = {
-                .slot = x->wh.slot,
-                .gen = x->wh.gen,
-                .offset = x->wh.offset,
-                .len = payload_len,
-            };
-            icbc_status_t st = icbc_stripe_chunk_begin(X.stripe, src_rank, &c, &x->chunk, dest);
-            if (st == ICBC_OK) {
-                x->kind = ICBC_MSG_CHUNK;
-            } else if (st == ICBC_ERR_NOT_FOUND) {
-                /* late chunk of a failed receive: drop it, keep the path */
-                dropped(src_rank, "a chunk for no receive");
-            } else {
-                dropped(src_rank, "a chunk off its message's grid or already received");
-            }
-            return 0;
+    case ICBC_MSG_RTS: recv_rts(x); return 0;
+    case ICBC_MSG_CTS: recv_cts(x); return 0;
+    case ICBC_MSG_CHUNK: {
+        icbc_stripe_chunk_t c = {
+            .slot = x->wh.slot,
+            .gen = x->wh.gen,
+            .offset = x->wh.offset,
+            .len = payload_len,
+        };
+        icbc_status_t st = icbc_stripe_chunk_begin(X.stripe, src_rank, &c, &x->chunk, dest);
+        if (st == ICBC_OK) {
+            x->kind = ICBC_MSG_CHUNK;
+        } else if (st == ICBC_ERR_NOT_FOUND) {
+            /* late chunk of a failed receive: drop it, keep the path */
+            dropped(src_rank, "a chunk for no receive");
+        } else {
+            dropped(src_rank, "a chunk off its message's grid or already received");
         }
+        return 0;
+    }
     }
     return -1;
 }
 
-void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t * x, int ok)
+void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok)
 {
     switch (x->kind) {
     case ICBC_MSG_AM:
@@ -262,15 +256,13 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t * x, int ok)
         MPL_free(x->buf);
         x->buf = NULL;
         break;
-    case ICBC_MSG_CHUNK:
-        icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_now());
-        break;
+    case ICBC_MSG_CHUNK: icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_now()); break;
     }
     x->kind = 0;
 }
 
-void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len,
-                            const void *payload, size_t len)
+void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len, const void *payload,
+                            size_t len)
 {
     MPIDI_ICBC_xrecv_t x;
     void *dest;
@@ -312,7 +304,7 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
     /* a chunk: pulled straight to where the engine places it */
     x = MPL_malloc(sizeof(*x), MPL_MEM_BUFFER);
     if (x == NULL)
-        return UCS_OK;  /* UCX drops the descriptor; the receive stalls and fails */
+        return UCS_OK; /* UCX drops the descriptor; the receive stalls and fails */
     if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, NULL, x, &dest) || !dest) {
         MPIDI_ICBC_xrecv_end(x, 0);
         MPL_free(x);
