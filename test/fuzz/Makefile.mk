@@ -8,11 +8,14 @@ FUZZ_TARGETS = \
     test/fuzz/route_hdr_fuzz \
     test/fuzz/am_hdr_fuzz \
     test/fuzz/bcard_fuzz \
-    test/fuzz/bt_frame_fuzz
+    test/fuzz/bt_frame_fuzz \
+    test/fuzz/impi_server_fuzz \
+    test/fuzz/impi_pkt_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
-FUZZ_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -I$(top_srcdir)/test/fuzz
+FUZZ_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -I$(top_srcdir)/src/impi \
+    -I$(top_srcdir)/test/fuzz
 FUZZ_HDRS = $(top_srcdir)/test/fuzz/fuzz_check.h $(top_srcdir)/src/icbc/icbc_status.h
 FUZZ_LINK = $(AM_V_CCLD)$(MKDIR_P) test/fuzz && \
     $(CLANG) $(FUZZ_FLAGS) $(FUZZ_CPPFLAGS) -o $@ $(filter %.c,$^) $(CRYPTO_LIBS)
@@ -27,6 +30,8 @@ EXTRA_DIST += \
     test/fuzz/am_hdr_fuzz.c \
     test/fuzz/bcard_fuzz.c \
     test/fuzz/bt_frame_fuzz.c \
+    test/fuzz/impi_server_fuzz.c \
+    test/fuzz/impi_pkt_fuzz.c \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
 
@@ -63,6 +68,17 @@ test/fuzz/bcard_fuzz: $(top_srcdir)/test/fuzz/bcard_fuzz.c \
 test/fuzz/bt_frame_fuzz: $(top_srcdir)/test/fuzz/bt_frame_fuzz.c \
     $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/bt_lib.h \
     $(top_srcdir)/src/bt_lib/bt_impl.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/impi_server_fuzz: $(top_srcdir)/test/fuzz/impi_server_fuzz.c \
+    $(top_srcdir)/src/impi/server.c $(top_srcdir)/src/impi/proto.c \
+    $(top_srcdir)/src/impi/impi_server.h $(top_srcdir)/src/impi/impi_proto.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/impi_pkt_fuzz: $(top_srcdir)/test/fuzz/impi_pkt_fuzz.c \
+    $(top_srcdir)/src/impi/proto.c $(top_srcdir)/src/impi/impi_proto.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 else
 fuzz fuzz-smoke:
