@@ -21,7 +21,7 @@ logs="$build/logs"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config ccache gfortran
   libucx-dev ucx-utils libhwloc-dev libfabric-dev libssl-dev libgtest-dev googletest
-  iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib python3-venv
+  iproute2 iperf3 ethtool iputils-ping procps psmisc python3 python3-matplotlib python3-pytest python3-venv
   python3-dev dpkg-dev xz-utils patch gdb clang libclang-rt-14-dev clang-format
   mpich libmpich-dev"
 

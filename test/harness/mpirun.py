@@ -1,0 +1,113 @@
+"""Running MPI jobs and reading routers, for the pytest suites and benchmarks.
+
+run_mpi() starts a job as a user does (mpiexec from the prefix, the
+testbed's environment) and returns what happened as data: exit status,
+seconds, whether it was killed at its time limit, and the output.
+router_stats() reads the JSON line a router logs with its counters.
+"""
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import time
+
+
+@dataclasses.dataclass
+class MpiResult:
+    name: str
+    rc: int
+    secs: float
+    timed_out: bool
+    output: str
+    log: str
+    watched_secs: float = None  # when the watched pattern first appeared
+
+    @property
+    def ok(self):
+        """Exit 0 and the test's own success line."""
+        return (self.rc == 0 and not self.timed_out and
+                re.search(r"^(No Errors|demo succeeded)$", self.output, re.M) is not None)
+
+    def failed_with(self, pattern):
+        """Ended by itself, non-zero, with output matching PATTERN (the error
+        promised, not any error)."""
+        return (not self.timed_out and self.rc != 0 and
+                re.search(pattern, self.output, re.M) is not None)
+
+    def tail(self, n=8):
+        return "\n".join(self.output.splitlines()[-n:])
+
+    def describe(self):
+        state = "killed at its time limit" if self.timed_out else f"rc {self.rc}"
+        return f"{self.name}: {state} after {self.secs:.0f} s (log {self.log})\n{self.tail()}"
+
+
+def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, args=(),
+            timeout=240, mpiexec_args=(), watch=None):
+    """Runs EXE on NP ranks with mpiexec from PREFIX in environment ENV
+    (a testbed's user_env()), plus EXTRA_ENV (named by the test that needs
+    it). The job is killed after TIMEOUT seconds. WATCH: a pattern whose
+    first appearance in the output is timed (watched_secs)."""
+    name = name or os.path.basename(exe)
+    log = os.path.join(work, f"{name}.log")
+    argv = [os.path.join(prefix, "bin", "mpiexec")]
+    if hosts:
+        argv += ["-f", hosts]
+    argv += list(mpiexec_args) + ["-n", str(np), exe] + list(args)
+    job_env = dict(env)
+    job_env.update(extra_env or {})
+    start = time.time()
+    timed_out = False
+    watched = None
+    with open(log, "w") as f:
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=job_env,
+                             start_new_session=True)
+        while True:
+            try:
+                rc = p.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if watch and watched is None:
+                with open(log, errors="replace") as g:
+                    if re.search(watch, g.read(), re.M):
+                        watched = time.time() - start
+            if time.time() - start > timeout:
+                timed_out = True
+                os.killpg(p.pid, 9)
+                rc = p.wait()
+                break
+    secs = time.time() - start
+    with open(log, errors="replace") as f:
+        output = f.read()
+    if watch and watched is None and re.search(watch, output, re.M):
+        watched = secs
+    return MpiResult(name, rc, secs, timed_out, output, log, watched)
+
+
+def router_stats(logfile):
+    """The last counters a router logged (its stats-json line), as a dict;
+    None when it logged none."""
+    last = None
+    try:
+        with open(logfile, errors="replace") as f:
+            for line in f:
+                i = line.find("stats-json ")
+                if i >= 0:
+                    last = line[i + len("stats-json "):].strip()
+    except OSError:
+        return None
+    return json.loads(last) if last else None
+
+
+def vm_kib(pid, field):
+    """A Vm* line of /proc/PID/status (VmRSS, VmHWM), in KiB; None if gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,140 @@
+"""Fixtures of the pytest suites: an installed prefix, emulated testbeds
+started and torn down as a user does it (icbc-testbed up, ". env"), the
+test programs built with the prefix's mpicc, and icbc-router daemons.
+
+    python3 -m pytest test/pytest [--prefix DIR] [--keep] [-k EXPR]
+
+The run ends with the line "N passed, N failed" that ./quickstart.sh
+counts.
+"""
+import contextlib
+import glob
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "test", "harness"))
+
+from testbed import Testbed, mpicc  # noqa: E402
+from mpirun import router_stats, vm_kib  # noqa: E402
+
+
+def pytest_addoption(parser):
+    parser.addoption("--prefix", default=os.path.join(TOP, "_install"),
+                     help="installed ICBC (default ./_install)")
+    parser.addoption("--keep", action="store_true", help="leave the testbeds up")
+
+
+@pytest.fixture(scope="session")
+def prefix(request):
+    p = os.path.abspath(request.config.getoption("--prefix"))
+    if not os.access(os.path.join(p, "bin", "mpiexec"), os.X_OK):
+        pytest.exit(f"no mpiexec in {p}/bin: build and install first (./quickstart.sh build)", 2)
+    return p
+
+
+@pytest.fixture(scope="session")
+def work():
+    w = os.path.join(TOP, "_build", "test-pytest")
+    os.makedirs(w, exist_ok=True)
+    return w
+
+
+@pytest.fixture(scope="session")
+def programs(prefix, work):
+    """test/mpi/*.c built with the prefix's mpicc: name -> executable."""
+    exes = {}
+    for src in sorted(glob.glob(os.path.join(TOP, "test", "mpi", "*.c"))):
+        name = os.path.splitext(os.path.basename(src))[0]
+        exe = os.path.join(work, name)
+        if not mpicc(prefix, src, exe, exe + ".build.log"):
+            pytest.fail(f"{name} does not build (see {exe}.build.log)")
+        exes[name] = exe
+    return exes
+
+
+class Bed:
+    """A testbed that is up: its Testbed, the user's environment after
+    ". env", and a hosts file that alternates the clusters."""
+
+    def __init__(self, tb, env, hosts):
+        self.tb, self.env, self.hosts = tb, env, hosts
+
+    @property
+    def routerfile(self):
+        return os.path.join(self.tb.state, "routers.conf")
+
+
+@contextlib.contextmanager
+def bed(prefix, work, name, args, hosts, keep):
+    tb = Testbed(name, prefix, args, os.path.join(work, name))
+    tb.up()
+    try:
+        path = os.path.join(tb.work, "hosts")
+        with open(path, "w") as f:
+            f.write("\n".join(hosts) + "\n")
+        yield Bed(tb, tb.user_env(), path)
+    finally:
+        if keep:
+            tb.stop_daemons()
+        else:
+            tb.down()
+
+
+@pytest.fixture(scope="session")
+def two_clusters(prefix, work, request):
+    """Two clusters of two nodes, one router each, NIC 1 Gbit/s, WAN 2 Gbit/s,
+    1 ms one way; ranks alternate a0 b0 a1 b1, so every pair i, i^1 crosses
+    the WAN."""
+    with bed(prefix, work, "pc",
+             ["--clusters", "2", "--nodes", "2", "--routers", "1", "--nic-rate", "1gbit",
+              "--wan-rate", "2gbit", "--delay", "1ms"],
+             ["a0", "b0", "a1", "b1"], request.config.getoption("--keep")) as b:
+        yield b
+
+
+class Daemons:
+    """icbc-router daemons on the router nodes, started as docs/router.md
+    says, bounded to 16 MiB of payload and 24 MiB resident."""
+    MEMORY = 16 << 20
+    RSS = 24 << 20
+
+    def __init__(self, b, nodes):
+        self.bed = b
+        self.nodes = nodes
+        self.pids = {}
+        self.rss_at_start = {}
+
+    def start(self):
+        for n in self.nodes:
+            self.pids[n] = self.bed.tb.start_router(
+                n, ["--max-memory", str(self.MEMORY), "--max-rss", str(self.RSS)])
+            self.rss_at_start[n] = vm_kib(self.pids[n], "VmRSS")
+
+    def log(self, node):
+        return os.path.join(self.bed.tb.work, f"router-{node}.log")
+
+    def stats(self, node):
+        return router_stats(self.log(node))
+
+    def stop(self):
+        self.bed.tb.stop_daemons()
+
+
+@pytest.fixture
+def daemons(two_clusters):
+    d = Daemons(two_clusters, ["a0", "b0"])
+    d.start()
+    yield d
+    d.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The summary line quickstart counts (skips are neither)."""
+    stats = terminalreporter.stats
+    passed = len(stats.get("passed", []))
+    failed = len(stats.get("failed", [])) + len(stats.get("error", []))
+    terminalreporter.write_line(f"{passed} passed, {failed} failed")

@@ -1,0 +1,189 @@
+"""MPI tests across two emulated clusters (the two_clusters testbed), under
+every policy, with embedded routers and with icbc-router daemons, and the
+failure paths: a process with the wrong key, two jobs through the same
+routers, a router killed mid-transfer, a router stopped without a
+connection error.
+
+The matrix below is the whole list of ordinary cases; each row runs once
+per policy it names and per router mode. Variables a case sets are named in
+its row: the policy (what a user writes in the router file's policy line,
+set here per job with its CVAR so that one testbed serves every policy),
+MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 when daemons are the routers (the
+embedded router would otherwise take their addresses), and a test's own
+tunable (the small chunk size).
+"""
+import dataclasses
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from mpirun import run_mpi, vm_kib
+
+POLICIES = ("aggregate", "static", "alltoall", "tcp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    program: str
+    np: int
+    args: tuple = ()
+    policies: tuple = ("aggregate",)
+    routers: str = "embedded"  # or "daemons"
+    env: tuple = ()             # (name, value) pairs the case needs
+    slow: bool = False          # left out by --quick runs (-m "not slow")
+
+
+MATRIX = [
+    Case("p2p_sizes", 4, policies=POLICIES),
+    # an update of a process's own window never overtakes a later one that
+    # another process makes because of it (the step MCS locks rely on)
+    Case("rma_self_order", 4, ("--rounds", "500", "--deadline", "10"), policies=POLICIES),
+    Case("rma_coll", 4),
+    Case("stress", 4, ("--quick",)),
+    Case("rma_coll", 4, policies=("alltoall",), slow=True),
+    Case("stress", 4, ("--quick", "--seed", "3"), policies=("static",), slow=True),
+    Case("stress", 4, ("--quick", "--seed", "4"), policies=("alltoall",), slow=True),
+    Case("stress", 4, ("--quick", "--seed", "5"), policies=("tcp",), slow=True),
+    Case("p2p_sizes", 4, env=(("MPIR_CVAR_CH4_ICBC_CHUNK_SIZE", "4096"),), slow=True),
+    Case("p2p_sizes", 4, routers="daemons", policies=(None,)),
+    Case("stress", 4, ("--quick", "--seed", "6"), routers="daemons", policies=(None,)),
+]
+
+
+def expand(matrix):
+    for c in matrix:
+        for pol in c.policies:
+            marks = [pytest.mark.slow] if c.slow else []
+            cid = "-".join(x for x in (c.program, pol or "router-file", c.routers) if x)
+            if c.env:
+                cid += "-" + "-".join(f"{k.split('_')[-1].lower()}{v}" for k, v in c.env)
+            yield pytest.param(c, pol, id=cid, marks=marks)
+
+
+@pytest.mark.parametrize("case,policy", list(expand(MATRIX)))
+def test_case(case, policy, two_clusters, programs, work, prefix, request):
+    extra = dict(case.env)
+    if policy:
+        extra["MPIR_CVAR_CH4_ICBC_POLICY"] = policy
+    if case.routers == "daemons":
+        request.getfixturevalue("daemons")
+        extra["MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER"] = "0"
+    r = run_mpi(prefix, two_clusters.env, programs[case.program], case.np, work,
+                name=request.node.name.replace("/", "_"), hosts=two_clusters.hosts,
+                extra_env=extra, args=case.args)
+    assert r.ok, r.describe()
+
+
+def test_wrong_key_is_refused(two_clusters, programs, work, prefix, daemons, tmp_path):
+    """A process whose router file names another key is refused by the
+    routers, with an error saying so."""
+    key = tmp_path / "routers.key"
+    key.write_text(os.urandom(32).hex())
+    key.chmod(0o600)
+    with open(two_clusters.routerfile) as f:
+        lines = [f"key {key}\n" if l.startswith("key ") else l for l in f]
+    rf = tmp_path / "routers.conf"
+    rf.write_text("".join(lines))
+    r = run_mpi(prefix, two_clusters.env, programs["p2p_sizes"], 2, work, name="wrong-key",
+                hosts=two_clusters.hosts,
+                extra_env={"ICBC_ROUTERFILE": str(rf), "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"})
+    assert r.failed_with(r"refused|REGISTER|authenticat"), r.describe()
+
+
+def test_two_jobs_through_the_same_routers(two_clusters, programs, work, prefix, daemons):
+    """Same ranks, same nodes, different job ids: the routers keep the (job,
+    rank) registrations apart, and stress checksums every payload."""
+    results = {}
+
+    def job(seed):
+        results[seed] = run_mpi(prefix, two_clusters.env, programs["stress"], 4, work,
+                                name=f"two-jobs-{seed}", hosts=two_clusters.hosts,
+                                extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"},
+                                args=("--quick", "--seed", str(seed)))
+
+    threads = [threading.Thread(target=job, args=(s,)) for s in (8, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for seed, r in results.items():
+        assert r.ok, r.describe()
+    for node in ("a0", "b0"):
+        assert daemons.stats(node) is None or daemons.stats(node)["unreachable"] == 0
+
+
+def signal_router_later(daemons, node, sig, after):
+    def go():
+        time.sleep(after)
+        os.kill(daemons.pids[node], sig)
+    t = threading.Thread(target=go)
+    t.start()
+    return t
+
+
+def test_router_killed_mid_transfer_ends_the_job(two_clusters, programs, work, prefix, daemons):
+    """Router a0 is killed 4 s into a striped run: rank 0 loses its router
+    and ends the job with an MPI error naming it; rank 1 learns from b0 that
+    cluster a is unreachable. The job must be over within 30 s of the kill."""
+    killer = signal_router_later(daemons, "a0", signal.SIGKILL, 4)
+    r = run_mpi(prefix, two_clusters.env, programs["stress"], 2, work, name="router-killed",
+                hosts=two_clusters.hosts, extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"},
+                args=("--seed", "7"), timeout=90)
+    killer.join()
+    assert r.failed_with(r"icbc|router|unreachable|lost"), r.describe()
+    assert r.secs - 4 <= 30, f"ended {r.secs - 4:.0f} s after the kill\n{r.describe()}"
+
+
+def test_router_stopped_gives_the_silence_error(two_clusters, programs, work, prefix, daemons):
+    """Router a0 is stopped (SIGSTOP) 4 s into the run: its connections stay
+    open, so no endpoint fails; rank 0 hears nothing from it for
+    MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT (20 s, the default) and raises the MPI
+    error naming the silence. Whether the whole job ends by itself is not
+    required (b0 keeps its trunk to the stopped a0 open; hydra does not
+    always reach rank 1's proxy); it is killed after 64 s."""
+    stopper = signal_router_later(daemons, "a0", signal.SIGSTOP, 4)
+    # 20 s of silence, the 5 s grace, margin: the error within 45 s of the stop
+    try:
+        r = run_mpi(prefix, two_clusters.env, programs["stress"], 2, work,
+                    name="router-stopped", hosts=two_clusters.hosts,
+                    extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"},
+                    args=("--seed", "12"), timeout=64, watch=r"lost: silent for [0-9]+ s")
+    finally:
+        stopper.join()
+        os.kill(daemons.pids["a0"], signal.SIGCONT)
+    assert r.watched_secs is not None, f"no 'silent' error\n{r.describe()}"
+    assert r.watched_secs - 4 <= 45, f"the error came {r.watched_secs - 4:.0f} s after the stop"
+    assert "Abort" in r.output, r.describe()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", POLICIES)
+def test_stress_full_through_bounded_routers(policy, two_clusters, programs, work, prefix,
+                                             daemons):
+    """The stress test's full profile (10,000 messages of 0 B - 16 MiB,
+    random datatypes, MPI_ANY_SOURCE, 1 GiB, every payload checksummed)
+    through daemons bounded to --max-memory 16Mi and --max-rss 24Mi: the
+    data arrives intact, and no router's peak resident size exceeds the
+    bound."""
+    seed = 11 + POLICIES.index(policy)
+    r = run_mpi(prefix, two_clusters.env, programs["stress"], 4, work,
+                name=f"stress-full-{policy}", hosts=two_clusters.hosts,
+                extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0",
+                           "MPIR_CVAR_CH4_ICBC_POLICY": policy},
+                args=("--seed", str(seed)), timeout=1200)
+    hwm = {n: vm_kib(daemons.pids[n], "VmHWM") for n in daemons.nodes}
+    daemons.stop()
+    with open(os.path.join(work, "stress-full.txt"), "a") as f:
+        for n in daemons.nodes:
+            st = daemons.stats(n) or {}
+            f.write(f"policy {policy} router {n}: peak buffered {st.get('peak_buffered')} B "
+                    f"(--max-memory {daemons.MEMORY}), VmRSS after start "
+                    f"{daemons.rss_at_start.get(n)} KiB, VmHWM {hwm[n]} KiB "
+                    f"(--max-rss {daemons.RSS} B)\n")
+    assert r.ok, r.describe()
+    for n in daemons.nodes:
+        assert hwm[n] is not None and hwm[n] * 1024 <= daemons.RSS, \
+            f"router {n}: VmHWM {hwm[n]} KiB over --max-rss {daemons.RSS} B"
