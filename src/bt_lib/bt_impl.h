@@ -17,6 +17,7 @@
 
 #include "bt_lib.h"
 #include "icbc_clock.h"
+#include "icbc_list.h"
 
 #define BT_DEFAULT_SOCKBUF (4 << 20)
 #define BT_DEFAULT_MAX_QUEUED ((size_t) 16 << 20)
@@ -91,8 +92,8 @@ typedef enum {
 struct bt_conn {
     bt_watch_t w;
     bt_poller_t *p;
-    bt_conn_t *prev, *next; /* poller's list of connections */
-    bt_conn_t *defer_next;  /* poller's deferred-work list */
+    icbc_list_t link;      /* in the poller's list of connections */
+    bt_conn_t *defer_next; /* poller's deferred-work list */
     bool deferred;
     bool destroyed;
     bool resume_pending; /* bt_conn_resume called; ask on_header again */
@@ -139,7 +140,7 @@ struct bt_conn {
 struct bt_listener {
     bt_watch_t w;
     bt_poller_t *p;
-    bt_listener_t *prev, *next;
+    icbc_list_t link; /* in the poller's list of listeners */
     int fd;
     bt_cfg_t *cfg;
     bt_conn_cbs_t cbs;

@@ -22,6 +22,7 @@ icbc_status_t bt_conn_new(bt_poller_t *p, int fd, bt_cfg_t *cfg, const bt_conn_c
         free(c);
         return ICBC_ERR_NO_MEMORY;
     }
+    icbc_list_init(&c->link);
     c->w.kind = BT_W_CONN;
     c->p = p;
     c->fd = fd;

@@ -84,6 +84,7 @@ icbc_status_t bt_listen(bt_poller_t *p, const struct sockaddr *addr, socklen_t a
         bt_cfg_unref(cfg);
         return ICBC_ERR_NO_MEMORY;
     }
+    icbc_list_init(&l->link);
     l->w.kind = BT_W_LISTENER;
     l->p = p;
     l->fd = fd;

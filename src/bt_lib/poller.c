@@ -24,9 +24,9 @@ typedef struct bt_fdw {
 
 struct bt_poller {
     int epfd;
-    int depth; /* > 0 while dispatching: frees are deferred */
-    bt_conn_t *conns;
-    bt_listener_t *listeners;
+    int depth;             /* > 0 while dispatching: frees are deferred */
+    icbc_list_t conns;     /* bt_conn_t.link */
+    icbc_list_t listeners; /* bt_listener_t.link */
     bt_fdw_t *fds;
     bt_conn_t *defer_head, *defer_tail;
     bt_watch_t *graveyard; /* dead objects to free when depth drops to 0 */
@@ -45,6 +45,8 @@ icbc_status_t bt_poller_create(bt_poller_t **out)
         free(p);
         return ICBC_ERR_IO;
     }
+    icbc_list_init(&p->conns);
+    icbc_list_init(&p->listeners);
     *out = p;
     return ICBC_OK;
 }
@@ -95,8 +97,8 @@ void bt_poller_destroy(bt_poller_t *p)
     if (p == NULL)
         return;
     p->depth++; /* bt_conn_destroy must not run callbacks' frees under us */
-    while (p->conns != NULL) {
-        bt_conn_t *c = p->conns;
+    while (!icbc_list_empty(&p->conns)) {
+        bt_conn_t *c = ICBC_CONTAINER(p->conns.next, bt_conn_t, link);
         /* no callbacks: drop the queues before destroying */
         bt_conn_free_sends(&c->ctlq);
         bt_conn_free_sends(&c->dataq);
@@ -104,8 +106,8 @@ void bt_poller_destroy(bt_poller_t *p)
         c->queued = 0;
         bt_conn_destroy(c);
     }
-    while (p->listeners != NULL)
-        bt_listener_destroy(p->listeners);
+    while (!icbc_list_empty(&p->listeners))
+        bt_listener_destroy(ICBC_CONTAINER(p->listeners.next, bt_listener_t, link));
     while (p->fds != NULL)
         bt_poller_del_fd(p, p->fds->fd);
     p->depth = 1;
@@ -126,42 +128,24 @@ int bt_poller_epfd(bt_poller_t *p)
 
 void bt_poller_link_conn(bt_poller_t *p, bt_conn_t *c)
 {
-    c->prev = NULL;
-    c->next = p->conns;
-    if (p->conns)
-        p->conns->prev = c;
-    p->conns = c;
+    icbc_list_push(&p->conns, &c->link);
 }
 
 void bt_poller_unlink_conn(bt_poller_t *p, bt_conn_t *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    (void) p;
+    icbc_list_del(&c->link);
 }
 
 void bt_poller_link_listener(bt_poller_t *p, bt_listener_t *l)
 {
-    l->prev = NULL;
-    l->next = p->listeners;
-    if (p->listeners)
-        p->listeners->prev = l;
-    p->listeners = l;
+    icbc_list_push(&p->listeners, &l->link);
 }
 
 void bt_poller_unlink_listener(bt_poller_t *p, bt_listener_t *l)
 {
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        p->listeners = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
-    l->prev = l->next = NULL;
+    (void) p;
+    icbc_list_del(&l->link);
 }
 
 void bt_poller_defer(bt_poller_t *p, bt_conn_t *c)
@@ -228,12 +212,16 @@ static int next_timeout(bt_poller_t *p, int timeout_ms)
         return 0;
     if (p->n_deadlines == 0)
         return timeout_ms;
-    for (bt_conn_t *c = p->conns; c != NULL; c = c->next)
+    for (icbc_list_t *e = p->conns.next; e != &p->conns; e = e->next) {
+        bt_conn_t *c = ICBC_CONTAINER(e, bt_conn_t, link);
         if (c->deadline_ms != 0 && c->deadline_ms < first)
             first = c->deadline_ms;
-    for (bt_listener_t *l = p->listeners; l != NULL; l = l->next)
+    }
+    for (icbc_list_t *e = p->listeners.next; e != &p->listeners; e = e->next) {
+        bt_listener_t *l = ICBC_CONTAINER(e, bt_listener_t, link);
         if (l->retry_ms != 0 && l->retry_ms < first)
             first = l->retry_ms;
+    }
     if (first == INT64_MAX)
         return timeout_ms;
     now = ((int64_t) icbc_clock_ms());
@@ -252,14 +240,15 @@ static int run_timers(bt_poller_t *p)
     if (p->n_deadlines == 0)
         return 0;
     now = ((int64_t) icbc_clock_ms());
-    for (bt_conn_t *c = p->conns; c != NULL; c = c->next) {
+    for (icbc_list_t *e = p->conns.next; e != &p->conns; e = e->next) {
+        bt_conn_t *c = ICBC_CONTAINER(e, bt_conn_t, link);
         if (c->deadline_ms != 0 && c->deadline_ms <= now) {
             bt_conn_check_deadline(c, now); /* only defers callbacks: list stays intact */
             n++;
         }
     }
-    for (bt_listener_t *l = p->listeners; l != NULL; l = l->next)
-        bt_listener_check_retry(l, now);
+    for (icbc_list_t *e = p->listeners.next; e != &p->listeners; e = e->next)
+        bt_listener_check_retry(ICBC_CONTAINER(e, bt_listener_t, link), now);
     return n;
 }
 
