@@ -14,6 +14,7 @@
 #include "mx_guard.h"
 #include "icbc_hmap.h"
 #include "icbc_clock.h"
+#include "icbc_list.h"
 
 /* The request area UCX reserves for us (ucp_params.request_size): which
  * server an operation belongs to, set right after it was posted. UCX may
@@ -72,7 +73,7 @@ struct mx_peer {
     peer_state_t state;
     int flush;                  /* close after queued sends (refusal), not by force */
     void *arg;                  /* the owner's, see mx_peer_set_arg */
-    mx_peer_t *prev, *next;     /* all peers of the server */
+    icbc_list_t link;           /* in server->peers */
     mx_peer_t *close_next;      /* in server->to_close */
     int trusted;                /* counted in the guard's trust of its host */
     struct sockaddr_storage sa; /* the process's address (family 0: unknown) */
@@ -88,7 +89,7 @@ struct mx_server {
     mx_server_cbs_t cbs;
     void *arg;
     icbc_hmap_t by_ep;   /* ucp_ep_h -> open peer */
-    mx_peer_t *peers;    /* every peer not yet freed */
+    icbc_list_t peers;   /* every peer not yet freed (mx_peer_t.link) */
     mx_peer_t *to_close; /* peers whose ep is to be closed from the loop */
     size_t closing;      /* close operations in flight */
     mx_guard_t *guard;   /* bound on connections of hosts without a registered process */
@@ -127,13 +128,9 @@ static void peer_unlink(mx_peer_t *p)
 {
     mx_server_t *s = p->server;
 
+    (void) s;
     peer_untrust(p);
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        s->peers = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
+    icbc_list_del(&p->link);
     free(p);
 }
 
@@ -211,6 +208,7 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         ucp_listener_reject(s->listener, req);
         return;
     }
+    icbc_list_init(&p->link);
     p->server = s;
     if (ucp_conn_request_query(req, &attr) == UCS_OK) {
         p->sa = attr.client_address;
@@ -234,18 +232,12 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
     if (icbc_hmap_put(&s->by_ep, (uintptr_t) p->ep, 0, p) != ICBC_OK) {
         icbc_error("fabric: out of memory accepting %s", p->addr);
         p->state = PEER_OPEN;
-        p->next = s->peers;
-        if (s->peers)
-            s->peers->prev = p;
-        s->peers = p;
+        icbc_list_push(&s->peers, &p->link);
         peer_schedule_close(p, 0);
         return;
     }
     p->state = PEER_OPEN;
-    p->next = s->peers;
-    if (s->peers)
-        s->peers->prev = p;
-    s->peers = p;
+    icbc_list_push(&s->peers, &p->link);
     if (s->cbs.on_connect)
         s->cbs.on_connect(p, s->arg);
 }
@@ -280,6 +272,7 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
 
     if (s == NULL)
         return ICBC_ERR_NO_MEMORY;
+    icbc_list_init(&s->peers);
     s->cbs = *cbs;
     s->arg = arg;
     s->efd = -1;
@@ -379,14 +372,14 @@ void mx_server_destroy(mx_server_t *s)
     if (s->listener)
         ucp_listener_destroy(s->listener);
     s->listener = NULL;
-    for (mx_peer_t *p = s->peers; p; p = p->next)
-        peer_schedule_close(p, 0);
+    for (icbc_list_t *e = s->peers.next; e != &s->peers; e = e->next)
+        peer_schedule_close(ICBC_CONTAINER(e, mx_peer_t, link), 0);
     close_pending(s);
     /* Forced closes complete within a few progress calls; bound the wait. */
     for (int i = 0; s->closing > 0 && i < 100000; i++)
         ucp_worker_progress(s->worker);
-    while (s->peers)
-        peer_unlink(s->peers);
+    while (!icbc_list_empty(&s->peers))
+        peer_unlink(ICBC_CONTAINER(s->peers.next, mx_peer_t, link));
     if (s->worker)
         ucp_worker_destroy(s->worker);
     if (s->context)
