@@ -28,6 +28,9 @@
  *   RTS    MPI header, no payload; payload length = message size; cookie
  *   CTS    no MPI header; cookie, slot, generation, chunk size; payload length 0
  *   CHUNK  no MPI header; slot, generation, offset; payload = the chunk
+ *   SYNC, SYNC_ACK  no MPI header, no payload; cookie. A SYNC goes on the
+ *          pair's ordered lane; its SYNC_ACK says everything sent on that
+ *          lane before it has been delivered (MPI_Win_complete's notices)
  */
 #ifndef ICBC_WIRE_H
 #define ICBC_WIRE_H
@@ -49,11 +52,17 @@ extern "C" {
     (ICBC_WIRE_AM_HDR_SIZE + ((kind) == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE))
 
 typedef enum {
-    ICBC_MSG_AM = 1,    /* MPI active message: MPI header + payload */
-    ICBC_MSG_RTS = 2,   /* request to send a striped payload */
-    ICBC_MSG_CTS = 3,   /* clear to send: the receive slot */
-    ICBC_MSG_CHUNK = 4, /* one chunk of a striped payload */
+    ICBC_MSG_AM = 1,       /* MPI active message: MPI header + payload */
+    ICBC_MSG_RTS = 2,      /* request to send a striped payload */
+    ICBC_MSG_CTS = 3,      /* clear to send: the receive slot */
+    ICBC_MSG_CHUNK = 4,    /* one chunk of a striped payload */
+    ICBC_MSG_SYNC = 5,     /* "answer when all I sent before this has reached you" */
+    ICBC_MSG_SYNC_ACK = 6, /* the answer; cookie as in the SYNC */
 } icbc_msg_kind_t;
+
+/* Kinds that carry neither an MPI header nor a payload. */
+#define ICBC_MSG_KIND_BARE(kind)                                                                   \
+    ((kind) == ICBC_MSG_CTS || (kind) == ICBC_MSG_SYNC || (kind) == ICBC_MSG_SYNC_ACK)
 
 typedef struct icbc_am_hdr {
     uint8_t kind;
@@ -77,7 +86,8 @@ void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf);
 /* Parses the header at the start of buf (len bytes, which must be exactly the
  * wire header plus the MPI header it announces). Rejects unknown versions and
  * kinds, handler ids >= max_handler, ranks >= world_size, length mismatches,
- * CTS and CHUNK with an MPI header, and rendezvous fields on AM. */
+ * CTS, CHUNK, SYNC and SYNC_ACK with an MPI header, a payload length on
+ * CTS, SYNC and SYNC_ACK, and rendezvous fields on AM. */
 icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handler,
                                 uint32_t world_size, icbc_am_hdr_t *hdr);
 

@@ -48,7 +48,7 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     if (buf == NULL || len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
         return ICBC_ERR_INVALID;
     hdr->kind = p[1];
-    if (hdr->kind < ICBC_MSG_AM || hdr->kind > ICBC_MSG_CHUNK)
+    if (hdr->kind < ICBC_MSG_AM || hdr->kind > ICBC_MSG_SYNC_ACK)
         return ICBC_ERR_INVALID;
     memcpy(&v16, p + 2, 2);
     hdr->handler_id = ntohs(v16);
@@ -77,9 +77,9 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
         hdr->gen = ntohl(v32);
         memcpy(&v64, p + 40, 8);
         hdr->offset = icbc_hton64(v64);
-        if ((hdr->kind == ICBC_MSG_CTS || hdr->kind == ICBC_MSG_CHUNK) && hdr->am_hdr_sz != 0)
+        if (hdr->kind != ICBC_MSG_RTS && hdr->am_hdr_sz != 0)
             return ICBC_ERR_INVALID;
-        if (hdr->kind == ICBC_MSG_CTS && hdr->data_sz != 0)
+        if (ICBC_MSG_KIND_BARE(hdr->kind) && hdr->data_sz != 0)
             return ICBC_ERR_INVALID;
     }
     return ICBC_OK;

@@ -31,7 +31,7 @@ static int expect_valid(const uint8_t *p, size_t len, unsigned max_handler, uint
     if (len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
         return 0;
     kind = p[1];
-    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_CHUNK)
+    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_SYNC_ACK)
         return 0;
     if (icbc_get16(p + 2) >= max_handler || icbc_get32(p + 8) >= world_size ||
         icbc_get32(p + 12) != 0)
@@ -40,9 +40,10 @@ static int expect_valid(const uint8_t *p, size_t len, unsigned max_handler, uint
     want = (kind == ICBC_MSG_AM ? 24 : 48) + (size_t) mpi_hdr;
     if (len != want)
         return 0;
-    if ((kind == ICBC_MSG_CTS || kind == ICBC_MSG_CHUNK) && mpi_hdr != 0)
+    if (kind != ICBC_MSG_AM && kind != ICBC_MSG_RTS && mpi_hdr != 0)
         return 0;
-    if (kind == ICBC_MSG_CTS && icbc_get64(p + 16) != 0)
+    if ((kind == ICBC_MSG_CTS || kind == ICBC_MSG_SYNC || kind == ICBC_MSG_SYNC_ACK) &&
+        icbc_get64(p + 16) != 0)
         return 0;
     return 1;
 }
@@ -79,14 +80,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st != ICBC_OK)
         return 0;
 
-    FUZZ_CHECK(h.kind >= ICBC_MSG_AM && h.kind <= ICBC_MSG_CHUNK);
+    FUZZ_CHECK(h.kind >= ICBC_MSG_AM && h.kind <= ICBC_MSG_SYNC_ACK);
     FUZZ_CHECK(h.handler_id < max_handler);
     FUZZ_CHECK(h.src_rank < world_size);
     hlen = ICBC_WIRE_HDR_LEN(h.kind);
     FUZZ_CHECK(hlen + h.am_hdr_sz == len);
     if (h.kind == ICBC_MSG_AM)
         FUZZ_CHECK(h.cookie == 0 && h.slot == 0 && h.gen == 0 && h.offset == 0);
-    if (h.kind == ICBC_MSG_CTS)
+    if (ICBC_MSG_KIND_BARE(h.kind))
         FUZZ_CHECK(h.am_hdr_sz == 0 && h.data_sz == 0);
     if (h.kind == ICBC_MSG_CHUNK)
         FUZZ_CHECK(h.am_hdr_sz == 0);

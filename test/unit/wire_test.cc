@@ -77,17 +77,18 @@ bool wire_bytes_valid(const std::vector<uint8_t> &b, unsigned max_handler, uint3
     if (b.size() < ICBC_WIRE_AM_HDR_SIZE || b[0] != ICBC_WIRE_VERSION)
         return false;
     unsigned kind = b[1];
-    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_CHUNK || get16(2) >= max_handler ||
+    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_SYNC_ACK || get16(2) >= max_handler ||
         get32(8) >= world || get32(12) != 0)
         return false;
     size_t am_hdr_sz = get16(6);
     size_t hdr = ICBC_WIRE_AM_HDR_SIZE + (kind == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE);
     if (b.size() != hdr + am_hdr_sz)
         return false;
-    if ((kind == ICBC_MSG_CTS || kind == ICBC_MSG_CHUNK) && am_hdr_sz != 0)
+    if (kind != ICBC_MSG_AM && kind != ICBC_MSG_RTS && am_hdr_sz != 0)
         return false;
     bool data_zero = get32(16) == 0 && get32(20) == 0;
-    return !(kind == ICBC_MSG_CTS && !data_zero);
+    bool bare = kind == ICBC_MSG_CTS || kind == ICBC_MSG_SYNC || kind == ICBC_MSG_SYNC_ACK;
+    return !(bare && !data_zero);
 }
 
 /* Valid headers of every kind, a few bytes changed, cut or extended: the
@@ -101,14 +102,14 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
     int accepted = 0, rejected = 0;
     for (int i = 0; i < 20000; i++) {
         icbc_am_hdr_t h = {};
-        h.kind = (uint8_t) (ICBC_MSG_AM + rng() % 4);
+        h.kind = (uint8_t) (ICBC_MSG_AM + rng() % 6);
         h.handler_id = (uint16_t) (rng() % max_handler);
         h.src_vci = (uint8_t) rng();
         h.dst_vci = (uint8_t) rng();
         h.src_rank = rng() % world;
         h.am_hdr_sz =
             (h.kind == ICBC_MSG_AM || h.kind == ICBC_MSG_RTS) ? (uint16_t) (rng() % 64) : 0;
-        h.data_sz = h.kind == ICBC_MSG_CTS ? 0 : ((uint64_t) rng() << 20 | rng());
+        h.data_sz = ICBC_MSG_KIND_BARE(h.kind) ? 0 : ((uint64_t) rng() << 20 | rng());
         h.cookie = (uint64_t) rng() << 32 | rng();
         h.slot = rng();
         h.gen = rng();

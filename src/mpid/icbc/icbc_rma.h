@@ -29,6 +29,7 @@
 #define MPIDI_NM_mpi_rget_accumulate MPIDI_ICBC_am_rget_accumulate
 #define MPIDI_NM_mpi_fetch_and_op MPIDI_ICBC_am_fetch_and_op
 #define MPIDI_NM_mpi_compare_and_swap MPIDI_ICBC_am_compare_and_swap
+#define MPIDI_NM_mpi_win_complete MPIDI_ICBC_am_win_complete /* icbc_win.h */
 #include "netmod_am_fallback_rma.h"
 #undef MPIDI_NM_mpi_accumulate
 #undef MPIDI_NM_mpi_raccumulate
@@ -36,6 +37,7 @@
 #undef MPIDI_NM_mpi_rget_accumulate
 #undef MPIDI_NM_mpi_fetch_and_op
 #undef MPIDI_NM_mpi_compare_and_swap
+#undef MPIDI_NM_mpi_win_complete
 
 #ifdef MPIDI_CH4_DIRECT_NETMOD
 #define MPIDI_ICBC_RMA_TO_SELF(win, winattr, target_rank) 0

@@ -137,6 +137,7 @@ fn_fail:
 
 void MPIDI_ICBC_xfer_finalize(void)
 {
+    MPL_free(X.sync_wait);
     icbc_stripe_destroy(X.stripe);
     memset(&X, 0, sizeof(X));
 }
@@ -275,6 +276,85 @@ fn_fail:
     return mpi_errno;
 }
 
+/* ---- sync: delivery confirmed --------------------------------------------- */
+
+int MPIDI_ICBC_xfer_send_bare(int rank, int kind, uint64_t cookie)
+{
+    uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_SYNC)];
+    icbc_am_hdr_t wh = {
+        .kind = (uint8_t) kind,
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .cookie = cookie,
+    };
+
+    icbc_am_hdr_pack(&wh, inner);
+    return MPIDI_ICBC_xfer_send_ordered(icbc_peer_get(&MPIDI_ICBC_global.peers, rank), inner,
+                                        sizeof(inner), NULL, 0, NULL, NULL);
+}
+
+/* MPI orders the messages of one pair, nothing more: a notice rank A sends
+ * rank C through one router can arrive after a message B sends C through
+ * another router, although B sent it because of A's next message (e.g.
+ * MPI_Win_complete, then a barrier: C's MPI_Win_test after the barrier
+ * must see the epoch complete). A SYNC behind the notices on each pair's
+ * ordered lane, and its answer, make the notices delivered before the
+ * call that sent them returns. */
+int MPIDI_ICBC_xfer_sync(MPIR_Comm *comm, const int *ranks, int n)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int size = MPIDI_ICBC_global.peers.size;
+
+    if (X.sync_wait == NULL) {
+        X.sync_wait = MPL_calloc(size, sizeof(*X.sync_wait), MPL_MEM_OTHER);
+        MPIR_ERR_CHKANDJUMP(X.sync_wait == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+    X.sync_round = X.sync_round + 1 ? X.sync_round + 1 : 1;
+    X.sync_pending = 0;
+    X.sync_failed = -1;
+    for (int i = 0; i < n; i++) {
+        icbc_peer_t *peer = MPIDI_ICBC_comm_rank_to_peer(comm, ranks[i]);
+        if (peer == NULL || MPIDI_ICBC_path_of(peer) == NULL || peer->rank == MPIR_Process.rank ||
+            X.sync_wait[peer->rank] == X.sync_round)
+            continue;
+        mpi_errno = MPIDI_ICBC_xfer_send_bare(
+            peer->rank, ICBC_MSG_SYNC, (uint64_t) X.sync_round << 32 | (uint32_t) peer->rank);
+        MPIR_ERR_CHECK(mpi_errno);
+        X.sync_wait[peer->rank] = X.sync_round;
+        X.sync_pending++;
+    }
+    while (X.sync_pending > 0) {
+        mpi_errno = MPID_Progress_test(NULL);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (X.sync_failed >= 0)
+            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                                 X.sync_failed, "lost before it confirmed delivery");
+    }
+fn_exit:
+    return mpi_errno;
+fn_fail:
+    /* a later round must not count answers of this one */
+    for (int r = 0; X.sync_wait && r < size; r++)
+        if (X.sync_wait[r] == X.sync_round)
+            X.sync_wait[r] = 0;
+    X.sync_pending = 0;
+    goto fn_exit;
+}
+
+/* RANK answered the SYNC of COOKIE (round << 32 | RANK). */
+void MPIDI_ICBC_xfer_sync_acked(int rank, uint64_t cookie)
+{
+    uint32_t round = (uint32_t) (cookie >> 32);
+
+    if (X.sync_wait == NULL || rank >= MPIDI_ICBC_global.peers.size || X.sync_wait[rank] == 0 ||
+        X.sync_wait[rank] != round || round != X.sync_round ||
+        (uint32_t) cookie != (uint32_t) rank) {
+        icbc_warn("dropped a SYNC_ACK from rank %d for no sync waiting for it", rank);
+        return;
+    }
+    X.sync_wait[rank] = 0;
+    X.sync_pending--;
+}
+
 /* ---- progress and failures --------------------------------------------- */
 
 /* Receives already posted for a peer whose path died would wait forever:
@@ -325,6 +405,11 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         }
     }
     peer->state = ICBC_PEER_FAILED;
+    if (X.sync_wait && X.sync_wait[rank] != 0 && X.sync_wait[rank] == X.sync_round) {
+        X.sync_wait[rank] = 0;
+        X.sync_pending--;
+        X.sync_failed = rank;
+    }
     icbc_stripe_peer_failed(X.stripe, rank, why);
 }
 

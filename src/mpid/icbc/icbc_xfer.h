@@ -35,6 +35,12 @@ typedef struct {
     MPI_Aint threshold;
     double failed_at; /* first path failure, 0: none */
     char failure[160];
+    /* MPIDI_ICBC_xfer_sync: the round, and per world rank the round it
+     * waits for an answer from (0: none) */
+    uint32_t sync_round;
+    uint32_t *sync_wait;
+    int sync_pending;
+    int sync_failed; /* a rank lost during the round, -1: none */
 } MPIDI_ICBC_xfer_t;
 
 extern MPIDI_ICBC_xfer_t MPIDI_ICBC_xfer;
@@ -54,6 +60,15 @@ int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_h
 int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t *peer, const void *inner, size_t inner_len,
                                  const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb,
                                  void *arg);
+
+/* A header-only message (SYNC, SYNC_ACK) to RANK on the ordered lane. */
+int MPIDI_ICBC_xfer_send_bare(int rank, int kind, uint64_t cookie);
+/* Returns once everything this process sent to the ranks RANKS of COMM on
+ * routed or TCP paths has been delivered there (a SYNC behind it on each
+ * pair's ordered lane, and its answer), or with an MPI error when one of
+ * them is lost. */
+int MPIDI_ICBC_xfer_sync(MPIR_Comm *comm, const int *ranks, int n);
+void MPIDI_ICBC_xfer_sync_acked(int rank, uint64_t cookie);
 
 /* Retry sends that found their lanes busy; expire stalled transfers. */
 void MPIDI_ICBC_xfer_progress(void);

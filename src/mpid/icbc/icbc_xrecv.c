@@ -190,7 +190,7 @@ static int parse(int src, const void *inner, size_t inner_len, uint64_t payload_
         return -1;
     if ((wh->kind == ICBC_MSG_AM || wh->kind == ICBC_MSG_CHUNK) && wh->data_sz != payload_len)
         return -1;
-    if ((wh->kind == ICBC_MSG_RTS || wh->kind == ICBC_MSG_CTS) && payload_len != 0)
+    if ((wh->kind == ICBC_MSG_RTS || ICBC_MSG_KIND_BARE(wh->kind)) && payload_len != 0)
         return -1;
     if ((wh->kind == ICBC_MSG_AM || wh->kind == ICBC_MSG_RTS) &&
         MPIDIG_global.target_msg_cbs[wh->handler_id] == NULL)
@@ -229,6 +229,12 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         return 0;
     case ICBC_MSG_RTS: recv_rts(x); return 0;
     case ICBC_MSG_CTS: recv_cts(x); return 0;
+    case ICBC_MSG_SYNC:
+        /* everything SRC sent before this on the ordered lane has been
+         * delivered: say so on ours */
+        MPIDI_ICBC_xfer_send_bare(src_rank, ICBC_MSG_SYNC_ACK, x->wh.cookie);
+        return 0;
+    case ICBC_MSG_SYNC_ACK: MPIDI_ICBC_xfer_sync_acked(src_rank, x->wh.cookie); return 0;
     case ICBC_MSG_CHUNK: {
         icbc_stripe_chunk_t c = {
             .slot = x->wh.slot,

@@ -13,6 +13,7 @@
 #include "icbc_progress.h"
 #include "icbc_request.h"
 #include "icbc_am.h"
+#include "icbc_win.h"
 #include "icbc_proc.h"
 
 #include "icbc_noinline.h"
