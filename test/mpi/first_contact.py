@@ -13,8 +13,9 @@ nodes have three interfaces each (fabric, external NIC, management), so UCX
 must keep to the fabric on its own. The app is the MPI-level conformance
 test of point-to-point sizes (eager, rendezvous and striped, each rank with
 the rank of the other cluster);
-under aggregate the RMA and collectives test and the own-window update
-order test (rma_self_order) run too.
+under aggregate the RMA and collectives test, the own-window update
+order test (rma_self_order) and the PSCW completion order test
+(pscw_complete_order) run too.
 
   test/mpi/first_contact.py [--prefix DIR] [--policies "aggregate static ..."] [--keep]
 """
@@ -60,7 +61,7 @@ def main():
                                  "--nic-rate", "100mbit", "--wan-rate", "400mbit",
                                  "--delay", "1ms"], work)
     apps = {}
-    for name in ("p2p_sizes", "rma_coll", "rma_self_order"):
+    for name in ("p2p_sizes", "rma_coll", "rma_self_order", "pscw_complete_order"):
         exe = os.path.join(work, name)
         if not mpicc(prefix, os.path.join(TOP, f"test/mpi/{name}.c"), exe, exe + ".build.log"):
             die(f"cannot build {name} (see {exe}.build.log)")
@@ -79,6 +80,9 @@ def main():
                     run_app(rep, env, apps["rma_coll"], f"rma_coll:{pol}:{mode}", work)
                     run_app(rep, env, apps["rma_self_order"], f"rma_self_order:{pol}:{mode}",
                             work, ["--rounds", "300", "--deadline", "10"])
+                    # MPI_Win_complete's notices arrive before the barrier after it ends
+                    run_app(rep, env, apps["pscw_complete_order"],
+                            f"pscw_complete_order:{pol}:{mode}", work, ["--rounds", "300"])
             tb.stop_daemons()
     return rep.finish()
 

@@ -122,6 +122,9 @@ for pol in aggregate static alltoall tcp; do
     # an update of a process's own window never overtakes a later one that
     # another process makes because of it (the step MCS locks rely on)
     run "rma_self_order:$pol" 4 ok MPIR_CVAR_CH4_ICBC_POLICY=$pol -- --rounds 500 --deadline 10
+    # a target's MPI_Win_test after a barrier that followed MPI_Win_complete
+    # finds the epoch over (the notice does not trail the barrier)
+    run "pscw_complete_order:$pol" 4 ok MPIR_CVAR_CH4_ICBC_POLICY=$pol -- --rounds 300
 done
 run rma_coll:aggregate 4 ok MPIR_CVAR_CH4_ICBC_POLICY=aggregate
 run stress:aggregate 4 ok MPIR_CVAR_CH4_ICBC_POLICY=aggregate -- --quick
