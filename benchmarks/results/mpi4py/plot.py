@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 COLORS = {"-": "#777777", "aggregate": "#1f77b4", "static": "#ff7f0e", "alltoall": "#2ca02c",
           "tcp": "#d62728"}
@@ -30,17 +31,17 @@ def main():
         ok = r["passed"] == "1"
         ax.bar(i, float(r["seconds"]), color=COLORS.get(r["policy"], "#999999"),
                hatch="" if ok else "//", edgecolor="black" if not ok else None)
+    handles = [Patch(color=c, label="one cluster" if pol == "-" else pol)
+               for pol, c in COLORS.items() if any(r["policy"] == pol for r in rows)]
     if one:
-        ax.axhline(sum(one) / len(one), color="#777777", linestyle="--", linewidth=1,
-                   label=f"one cluster, mean {sum(one) / len(one):.0f} s")
-    for pol, c in COLORS.items():
-        if any(r["policy"] == pol for r in rows):
-            ax.bar([], [], color=c, label="one cluster" if pol == "-" else pol)
+        handles.append(ax.axhline(sum(one) / len(one), color="#777777", linestyle="--",
+                                  linewidth=1, label=f"one cluster, mean {sum(one) / len(one):.0f} s"))
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([f"{r['policy']} {r['run']}" for r in rows], rotation=90, fontsize=7)
+    ax.set_xticklabels([f"{r['policy']} {r['run']}" + (f" ({r['build']})" if r.get("build") else "")
+                        for r in rows], rotation=90, fontsize=7)
     ax.set_ylabel("seconds per run (2,071 tests, 4 ranks)")
     ax.set_title("mpi4py's test suite: one cluster vs two clusters (hatched: failed)")
-    ax.legend(fontsize=7)
+    ax.legend(handles=handles, fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
