@@ -72,7 +72,7 @@ static int xfer_error(int rank, const char *why)
 
 static void chunk_lane_done(void *arg, int ok)
 {
-    icbc_stripe_chunk_sent(X.stripe, (uint64_t) (uintptr_t) arg, ok, icbc_clock_now());
+    icbc_stripe_chunk_sent(X.stripe, (uint64_t) (uintptr_t) arg, ok, icbc_clock_coarse());
 }
 
 static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane, const icbc_stripe_chunk_t *c,
@@ -235,7 +235,7 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t *peer, int handler_id, const void *am_h
 
     /* RTS: the engine keeps the send until the receiver's CTS names a slot */
     MPIR_ERR_CHKANDJUMP(icbc_stripe_send_start(X.stripe, peer->rank, payload, data_sz, sreq,
-                                               icbc_clock_now(), &wh.cookie) != ICBC_OK,
+                                               icbc_clock_coarse(), &wh.cookie) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     icbc_am_hdr_pack(&wh, inner);
     memcpy((char *) inner + ICBC_WIRE_HDR_LEN(wh.kind), am_hdr, am_hdr_sz);
@@ -382,7 +382,7 @@ static void abort_after_failure(void)
 
 void MPIDI_ICBC_xfer_progress(void)
 {
-    double t = icbc_clock_now();
+    double t = icbc_clock_coarse();
 
     if (unlikely(X.failed_at > 0) && t - X.failed_at > FAILURE_GRACE_SECONDS &&
         !MPIDI_ICBC_global.finalizing)
@@ -399,7 +399,7 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
     if (peer->state != ICBC_PEER_FAILED && !MPIDI_ICBC_global.finalizing) {
         icbc_error("lost its path to rank %d (node %s): %s", rank, peer->node, why);
         if (X.failed_at == 0) {
-            X.failed_at = icbc_clock_now();
+            X.failed_at = icbc_clock_coarse();
             snprintf(X.failure, sizeof(X.failure), "lost the path to rank %d (node %s): %s", rank,
                      peer->node, why);
         }
@@ -415,5 +415,5 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
 
 void MPIDI_ICBC_xfer_dump(FILE *f)
 {
-    icbc_stripe_dump(X.stripe, f, icbc_clock_now());
+    icbc_stripe_dump(X.stripe, f, icbc_clock_coarse());
 }

@@ -105,7 +105,7 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq)
      * else (pieces, device memory, a short buffer) chunk by chunk */
     void *dest = is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size ? p_data : NULL;
     MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->rndv_size, dest, rreq,
-                                               icbc_clock_now(), &cts) != ICBC_OK,
+                                               icbc_clock_coarse(), &cts) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_ICBC_xfer_send_cts(amreq->xpeer, amreq->xcookie, &cts);
 fn_fail:
@@ -163,7 +163,7 @@ static void recv_cts(MPIDI_ICBC_xrecv_t *x)
         .chunk_size = x->wh.offset,
     };
 
-    if (icbc_stripe_cts(X.stripe, x->src_rank, x->wh.cookie, &cts, icbc_clock_now()) != ICBC_OK)
+    if (icbc_stripe_cts(X.stripe, x->src_rank, x->wh.cookie, &cts, icbc_clock_coarse()) != ICBC_OK)
         dropped(x->src_rank, "a CTS for no send waiting for one");
 }
 
@@ -209,7 +209,7 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         dropped(src_rank, "a malformed message");
         return -1;
     }
-    icbc_stripe_peer_seen(X.stripe, src_rank, icbc_clock_now());
+    icbc_stripe_peer_seen(X.stripe, src_rank, icbc_clock_coarse());
     x->src_rank = src_rank;
     x->len = payload_len;
     switch (x->wh.kind) {
@@ -266,7 +266,7 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok)
         MPL_free(x->buf);
         x->buf = NULL;
         break;
-    case ICBC_MSG_CHUNK: icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_now()); break;
+    case ICBC_MSG_CHUNK: icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_coarse()); break;
     }
     x->kind = 0;
 }
