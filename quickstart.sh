@@ -122,11 +122,11 @@ tests() {
     run_suite unit unit_tests
     run_suite fuzz "$top/test/fuzz/run.sh" --build "$build" --seconds 20
     [ -x "$top/test/testbed/run.sh" ] && run_suite testbed "$top/test/testbed/run.sh"
-    run_suite mpi "$top/test/mpi/run.sh" --prefix "$prefix"
+    run_suite mpi python3 -m pytest "$top/test/pytest/test_one_cluster.py" --prefix "$prefix"
     run_suite first-contact python3 "$top/test/mpi/first_contact.py" --prefix "$prefix"
     run_suite trust-boundary python3 "$top/test/mpi/trust_boundary.py" --prefix "$prefix"
-    run_suite clusters "$top/test/mpi/run-clusters.sh" --prefix "$prefix" --quick \
-        --mpich-dirs "pt2pt coll comm datatype rma part"
+    run_suite clusters python3 -m pytest -m "not slow" "$top/test/pytest/test_clusters.py" \
+        "$top/test/pytest/test_mpich_clusters.py" --prefix "$prefix"
     run_suite mpi4py python3 "$top/test/mpi/mpi4py_suite.py" --prefix "$prefix" \
         --layout both --policies aggregate --csv "$logs/mpi4py-times.csv"
     [ -x "$top/test/mpich/run-testsuite.sh" ] && \

@@ -44,13 +44,25 @@ rc=$?
 check "a missing size exits 2 naming the file" $(( rc != 2 )) "$out"
 
 # run.sh refuses bad options before it needs root or an install
-for args in "--policies bogus" "--parts nope" "--routers 9" "--nodes 0" "--stripe-routers 8" \
-            "--reps x" "--testbed-name TooLongName" "--env NOEQUALS" "--frobnicate"; do
-    # shellcheck disable=SC2086
-    out=$("$HERE/run.sh" $args 2>&1)
+# each bad option: exit 2 with the error that names it
+while IFS='|' read -r args want; do
+    eval "set -- $args"
+    out=$("$HERE/run.sh" "$@" 2>&1)
     rc=$?
-    check "run.sh $args: exit 2 with an error" $(( rc != 2 )) "rc $rc: $out"
-done
+    check "run.sh $args: exit 2, '$want'" "$( [ $rc = 2 ] && grep -qF -- "$want" <<< "$out"; echo $?)" "rc $rc: $out"
+done <<'EOF'
+--policies bogus|unknown policy 'bogus'
+--policies 'aggregate aggregate'|'aggregate' twice
+--parts nope|unknown part 'nope'
+--routers 9|--routers must be 0..4
+--nodes 0|--nodes must be 1..99
+--stripe-routers 8|--stripe-routers: '8' is not 1..--routers (4)
+--reps x|--reps must be a positive number
+--testbed-name TooLongName|--testbed-name: 1-8 of
+--env NOEQUALS|--env item 'NOEQUALS' is not KEY=VALUE
+--frobnicate|unrecognized arguments: --frobnicate
+--small-max lots|--small-max: a size like 1K
+EOF
 out=$("$HERE/run.sh" --help 2>&1)
 check "run.sh --help" "$(grep -q 'Usage: benchmarks/routed/run.sh' <<< "$out"; echo $?)"
 

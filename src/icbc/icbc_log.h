@@ -1,7 +1,7 @@
 /*
  * Logging for libicbc, the routers and the tools. One line per event on
  * stderr, prefixed with the component and the process identity set by
- * icbc_log_set_ident(). ICBC_LOG_LEVEL (error, warn, info, debug) filters.
+ * icbc_log_set_ident(). ICBC_LOG_LEVEL (off, error, warn, info, debug) filters.
  */
 #ifndef ICBC_LOG_H
 #define ICBC_LOG_H
@@ -11,6 +11,7 @@ extern "C" {
 #endif
 
 typedef enum {
+    ICBC_LOG_OFF = -1, /* nothing (a fuzzer's hostile peers, for example) */
     ICBC_LOG_ERROR = 0,
     ICBC_LOG_WARN = 1,
     ICBC_LOG_INFO = 2,

@@ -8,13 +8,16 @@
 #include <strings.h>
 
 static char log_ident[64] = "icbc";
-static int log_level = -1; /* -1: not read from the environment yet */
+#define LEVEL_UNSET (-2)
+static int log_level = LEVEL_UNSET; /* not read from the environment yet */
 
 static int log_level_from_env(void)
 {
     const char *s = getenv("ICBC_LOG_LEVEL");
     if (s == NULL)
         return ICBC_LOG_WARN;
+    if (!strcasecmp(s, "off"))
+        return ICBC_LOG_OFF;
     if (!strcasecmp(s, "error"))
         return ICBC_LOG_ERROR;
     if (!strcasecmp(s, "warn"))
@@ -38,7 +41,7 @@ void icbc_log_set_level(icbc_log_level_t level)
 
 int icbc_log_enabled(icbc_log_level_t level)
 {
-    if (log_level < 0)
+    if (log_level == LEVEL_UNSET)
         log_level = log_level_from_env();
     return (int) level <= log_level;
 }

@@ -9,6 +9,7 @@ FUZZ_TARGETS = \
     test/fuzz/am_hdr_fuzz \
     test/fuzz/bcard_fuzz \
     test/fuzz/bt_frame_fuzz \
+    test/fuzz/bt_stream_fuzz \
     test/fuzz/impi_server_fuzz \
     test/fuzz/impi_pkt_fuzz
 FUZZ_SECONDS = 20
@@ -30,6 +31,7 @@ EXTRA_DIST += \
     test/fuzz/am_hdr_fuzz.c \
     test/fuzz/bcard_fuzz.c \
     test/fuzz/bt_frame_fuzz.c \
+    test/fuzz/bt_stream_fuzz.c \
     test/fuzz/impi_server_fuzz.c \
     test/fuzz/impi_pkt_fuzz.c \
     test/fuzz/corpus
@@ -67,6 +69,16 @@ test/fuzz/bcard_fuzz: $(top_srcdir)/test/fuzz/bcard_fuzz.c \
 
 test/fuzz/bt_frame_fuzz: $(top_srcdir)/test/fuzz/bt_frame_fuzz.c \
     $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/bt_lib.h \
+    $(top_srcdir)/src/bt_lib/bt_impl.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+
+test/fuzz/bt_stream_fuzz: $(top_srcdir)/test/fuzz/bt_stream_fuzz.c \
+    $(top_srcdir)/src/bt_lib/opts.c $(top_srcdir)/src/bt_lib/sockopt.c \
+    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/poller.c \
+    $(top_srcdir)/src/bt_lib/conn.c $(top_srcdir)/src/bt_lib/send.c \
+    $(top_srcdir)/src/bt_lib/recv.c $(top_srcdir)/src/bt_lib/auth.c \
+    $(top_srcdir)/src/bt_lib/listen.c $(top_srcdir)/src/icbc/log.c \
+    $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/bt_lib/bt_lib.h \
     $(top_srcdir)/src/bt_lib/bt_impl.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 

@@ -34,7 +34,10 @@ Excluded by name, with the reason:
   test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one|both]
                            [--policies "aggregate ..."] [--runs N] [--runs-one N]
                            [--timeout S] [--include REGEX] [--delay TIME] [--csv FILE]
-                           [--keep]                     ends with "N passed, N failed"
+                           [--keep] [--name T]          ends with "N passed, N failed"
+
+--name gives the testbed another name (default tm4py; its logs then go to
+_build/mpi4py/T/), so that a second run can go at the same time.
 
 The run in ./quickstart.sh test: --layout both --policies aggregate. The
 longer conformance run (docs/testsuite.md):
@@ -256,6 +259,8 @@ def main():
     ap.add_argument("--delay", default="1ms", help="one-way WAN delay of --layout clusters")
     ap.add_argument("--csv", default="", help="write every run's time to this CSV file")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--name", default="tm4py",
+                    help="the testbed's name; another name lets a second run go at once")
     args = ap.parse_args()
     prefix = os.path.abspath(args.prefix)
     work = os.path.join(TOP, "_build/mpi4py")
@@ -268,7 +273,8 @@ def main():
     layouts = ["one", "clusters"] if args.layout == "both" else [args.layout]
     results = []
     for layout in layouts:
-        tb = Testbed("tm4py", prefix, testbed_args(layout, args.delay), work)
+        tb = Testbed(args.name, prefix, testbed_args(layout, args.delay),
+                     work if args.name == "tm4py" else os.path.join(work, args.name))
         with tb.running(rep, args.keep, f"mpi4py suite ({layout})") as env:
             policies = args.policies.split() if layout == "clusters" else ["-"]
             runs = args.runs if layout == "clusters" else args.runs_one
@@ -277,7 +283,7 @@ def main():
                     tb.set_policy(pol)
                 for i in range(runs):
                     label = f"mpi4py:{layout}:{pol}:{i + 1}"
-                    r = run_suite(rep, tb, env, py, testdir, label, work, args.timeout,
+                    r = run_suite(rep, tb, env, py, testdir, label, tb.work, args.timeout,
                                   args.include)
                     r.update(layout=layout, policy=pol, run=i + 1)
                     results.append(r)

@@ -1,32 +1,31 @@
 #!/bin/bash
 # Save the cross-cluster runs of MPICH's test suite made by
-# test/mpi/run-clusters.sh --mpich-dirs ... --mpich-policies ... and compare
+# test/pytest/test_mpich_clusters.py --mpich-policies ... and compare
 # each policy with the single-cluster icbc run (results/icbc), over the same
 # directories.
 #
 # usage: compare-clusters.sh [--from DIR] [--long] POLICY...
 #
-#   --from DIR   where run-clusters.sh left mpich-2clusters-POLICY/
-#                (default <repo>/_build/test-clusters)
+#   --from DIR   where the pytest suite left mpich-2clusters-POLICY/
+#                (default <repo>/_build/test-pytest)
 #   --long       the runs are of test/mpich/long-rma.list with a longer time
-#                limit (run-clusters.sh --mpich-dirs rma --mpich-list
-#                test/mpich/long-rma.list --mpich-timeout 900): save them in
+#                limit (--mpich-dirs rma --mpich-list test/mpich/long-rma.list
+#                --mpich-timeout 900): save them in
 #                results/2clusters/long-rma/POLICY/ and tabulate every saved
 #                policy in results/2clusters/long-rma.md
 #
 # Writes results/2clusters/POLICY/ (summary files) and
 # results/2clusters/comparison-POLICY.md. The runs themselves:
 #
-#   test/mpi/run-clusters.sh --prefix _install --quick \
-#       --mpich-dirs "pt2pt coll comm datatype rma part" --mpich-list full \
-#       --mpich-policies "aggregate static alltoall tcp"
+#   python3 -m pytest test/pytest/test_mpich_clusters.py --prefix _install \
+#       --mpich-list full --mpich-policies "aggregate static alltoall tcp"
 #
 # Exit status: 1 if, for some policy, a test that passes in one cluster does
 # not pass across two (compare.py's verdict), 2 on bad usage.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-from=$top/_build/test-clusters
+from=$top/_build/test-pytest
 long=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -87,10 +86,10 @@ for p in pols:
 print("# MPICH rma tests that move gigabytes, across two clusters, longer time limit\n")
 print("The two tests of `rma/testlist` that time out at MPICH's 120 s across the emulated")
 print("clusters (1 Gbit/s NICs, 100 us WAN delay), run alone with the time limit below.")
-print("Regenerate: `test/mpi/run-clusters.sh --prefix _install --quick --mpich-dirs rma")
-print("--mpich-list test/mpich/long-rma.list --mpich-timeout 900 --mpich-policies")
-print("\"aggregate static alltoall tcp\"` then `test/mpich/compare-clusters.sh --long aggregate")
-print("static alltoall tcp`.\n")
+print("Regenerate: `python3 -m pytest test/pytest/test_mpich_clusters.py --prefix _install")
+print("--mpich-dirs rma --mpich-list test/mpich/long-rma.list --mpich-timeout 900")
+print("--mpich-policies \"aggregate static alltoall tcp\"` then")
+print("`test/mpich/compare-clusters.sh --long aggregate static alltoall tcp`.\n")
 print("| test | " + " | ".join(pols) + " |")
 print("| --- |" + " --- |" * len(pols))
 for t in sorted(rows):
@@ -124,7 +123,7 @@ for pol in "$@"; do
     (cd "$top" && python3 test/mpich/compare.py test/mpich/results/icbc \
         "test/mpich/results/2clusters/$pol" --ref-name "one cluster" \
         --cand-name "two clusters, $pol" --dirs "$dirs" \
-        --command "test/mpi/run-clusters.sh --prefix _install --quick --mpich-dirs \"$dirs\" --mpich-list full --mpich-policies \"$pol\"; test/mpich/compare-clusters.sh $pol" \
+        --command "python3 -m pytest test/pytest/test_mpich_clusters.py --prefix _install --mpich-dirs \"$dirs\" --mpich-list full --mpich-policies \"$pol\"; test/mpich/compare-clusters.sh $pol" \
         -o "test/mpich/results/2clusters/comparison-$pol.md")
     r=$?
     long_note "$pol"

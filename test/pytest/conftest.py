@@ -26,6 +26,19 @@ def pytest_addoption(parser):
     parser.addoption("--prefix", default=os.path.join(TOP, "_install"),
                      help="installed ICBC (default ./_install)")
     parser.addoption("--keep", action="store_true", help="leave the testbeds up")
+    g = parser.getgroup("mpich", "MPICH's test suite across two clusters (test_mpich_clusters.py)")
+    g.addoption("--mpich-dirs", default="pt2pt coll comm datatype rma part",
+                help="its test/mpi directories (default: %(default)s)")
+    g.addoption("--mpich-list", default="ci",
+                help="ci (test/mpich/ci-subset-2clusters), full (each directory's testlist) "
+                     "or a file of 'DIR/prog np ...' lines")
+    g.addoption("--mpich-policies", default="",
+                help="policies to run it under (default: the router file's, aggregate)")
+    g.addoption("--mpich-delay", default="100us", help="the WAN's one-way delay")
+    g.addoption("--mpich-timeout", type=int, default=120, help="each test's time limit, s")
+    parser.addoption("--errors-repeat", type=int, default=1, metavar="N",
+                     help="run each test that expects an MPI error N times (each time it "
+                          "must give the promised error)")
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +58,10 @@ def work():
 
 @pytest.fixture(scope="session")
 def programs(prefix, work):
-    """test/mpi/*.c built with the prefix's mpicc: name -> executable."""
+    """test/mpi/*.c and the demo built with the prefix's mpicc: name -> executable."""
     exes = {}
-    for src in sorted(glob.glob(os.path.join(TOP, "test", "mpi", "*.c"))):
+    for src in sorted(glob.glob(os.path.join(TOP, "test", "mpi", "*.c"))) + \
+            [os.path.join(TOP, "examples", "icbc_demo.c")]:
         name = os.path.splitext(os.path.basename(src))[0]
         exe = os.path.join(work, name)
         if not mpicc(prefix, src, exe, exe + ".build.log"):
@@ -82,6 +96,15 @@ def bed(prefix, work, name, args, hosts, keep):
             tb.stop_daemons()
         else:
             tb.down()
+
+
+@pytest.fixture(scope="session")
+def one_cluster(prefix, work, request):
+    """One cluster of two nodes (icbc-testbed's defaults); the ranks go round
+    robin over a0 and a1, so neighbouring ranks talk over the fabric."""
+    with bed(prefix, work, "mt", ["--clusters", "1", "--nodes", "2"], ["a0", "a1"],
+             request.config.getoption("--keep")) as b:
+        yield b
 
 
 @pytest.fixture(scope="session")
