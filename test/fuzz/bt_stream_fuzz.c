@@ -18,10 +18,13 @@
  *     with one).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <poll.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,14 +158,36 @@ static int run_until(const int *done, double limit_ms)
 
 static int connect_raw(void)
 {
+    static uint32_t n;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    /* a reset instead of TIME_WAIT: a million inputs would use up the ports */
+    /* a reset instead of TIME_WAIT on our side; the server's side, which
+     * often closes first, keeps its TIME_WAIT, so each connection comes from
+     * the next of 65536 loopback addresses (127.2.0.0/16): a million inputs
+     * would otherwise use up the ephemeral ports of one address */
     struct linger lg = { 1, 0 };
     struct timeval tv = { 2, 0 };
+    struct sockaddr_in src = { .sin_family = AF_INET };
     FUZZ_CHECK(fd >= 0);
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    FUZZ_CHECK(connect(fd, (struct sockaddr *) &addr, addrlen) == 0);
+    int one = 1;
+    src.sin_addr.s_addr = htonl(0x7f020000u | (n++ & 0xffffu));
+    /* the port is chosen by connect, among those free for this destination */
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    FUZZ_CHECK(bind(fd, (struct sockaddr *) &src, sizeof(src)) == 0);
+    if (connect(fd, (struct sockaddr *) &addr, addrlen) != 0) {
+        /* libFuzzer's timer signal interrupts it; the connect goes on */
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        int err = errno;
+        socklen_t elen = sizeof(err);
+        if (err == EINTR && poll(&pfd, 1, 2000) == 1)
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen);
+        if (err != 0 && err != EINTR) {
+            fprintf(stderr, "bt_stream_fuzz: connect from %s: %s\n", inet_ntoa(src.sin_addr),
+                    strerror(err));
+            FUZZ_CHECK(!"connect to the listener");
+        }
+    }
     int have = 0;
     double end = now_ms() + 2000;
     while (srv.c == NULL && now_ms() < end)
@@ -198,7 +223,12 @@ static void authenticate(int fd)
     unsigned int maclen;
     bt_frame_t f = { BT_FRAME_AUTH, 2 * BT_NONCE_SIZE, sizeof(id) - 1 };
 
-    FUZZ_CHECK(recv(fd, hello, sizeof(hello), MSG_WAITALL) == (ssize_t) sizeof(hello));
+    for (size_t got = 0; got < sizeof(hello);) {
+        ssize_t r = recv(fd, hello + got, sizeof(hello) - got, 0);
+        FUZZ_CHECK(r > 0 || (r < 0 && errno == EINTR));
+        if (r > 0)
+            got += (size_t) r;
+    }
     memcpy(msg, "icbc-bt-c", 9);
     memcpy(msg + 9, hello + BT_FRAME_HDR_SIZE, BT_NONCE_SIZE);
     memset(msg + 9 + BT_NONCE_SIZE, 0x5a, BT_NONCE_SIZE);
