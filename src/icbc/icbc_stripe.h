@@ -18,6 +18,16 @@
  * of each receive, rejects chunks that overlap what arrived, and fails
  * transfers whose peer has said nothing for the timeout.
  *
+ * Failover (config.failover): a send then ends only when the receiver
+ * confirms it (ops->confirm on the receiver, icbc_stripe_send_confirmed on
+ * the sender), so the sender keeps the lane of every chunk until then. When
+ * a lane is lost (icbc_stripe_lane_lost: a router gone), every chunk that
+ * went by it and is not confirmed, or was still with it, is handed to the
+ * other lanes again; the receiver writes each chunk once (a second copy is
+ * a duplicate by its offset) and confirms again when chunks of a receive
+ * it completed arrive late (the first confirmation may have been lost with
+ * the lane).
+ *
  * The caller owns the wire: it sends RTS and CTS itself and feeds the
  * engine what arrives. Time is passed in (seconds, any monotonic origin), so
  * the engine has no clock of its own and tests drive it.
@@ -45,8 +55,9 @@ extern "C" {
     _(FREE)     /* table entry unused */                                                           \
     _(WAIT_CTS) /* RTS sent; no chunk may leave before the CTS */                                  \
     _(SENDING)  /* chunks are being handed to lanes */                                             \
-    _(BLOCKED)  /* every lane refused a chunk: retried by progress */                              \
-    _(DRAINING) /* all chunks handed out (or failed), completions due */
+    _(BLOCKED)  /* chunks wait for progress: every lane refused one, or some go again */           \
+    _(DRAINING) /* all chunks handed out (or failed), completions due */                           \
+    _(WAIT_ACK) /* failover: every chunk reported sent, the receiver's confirmation due */
 
 /* States of a receive slot. */
 #define ICBC_STRIPE_SLOT_STATES(_)                                                                 \
@@ -65,6 +76,9 @@ const char *icbc_stripe_slot_state_str(icbc_stripe_slot_state_t state);
 
 /* A CTS slot that says "the receiver dropped this message: send nothing". */
 #define ICBC_STRIPE_SLOT_DISCARD UINT32_MAX
+
+/* Lanes the engine can tell apart (lane loss is a bit per lane). */
+#define ICBC_STRIPE_LANES_MAX 64
 
 /* Bounds of the chunk size a receiver may ask for in its CTS. */
 #define ICBC_STRIPE_CHUNK_MIN 4096u
@@ -107,12 +121,18 @@ typedef struct icbc_stripe_ops {
     /* Receives without a contiguous destination: put LEN bytes at byte
      * OFFSET of the message. Called once per chunk, in arrival order. */
     void (*place)(void *ctx, void *user, uint64_t offset, const void *data, size_t len);
+    /* Failover only: tell PEER that its send COOKIE arrived whole (the
+     * caller sends the confirmation). Runs when a receive completes, and
+     * again for chunks of a receive completed not long ago. */
+    void (*confirm)(void *ctx, int peer, uint64_t cookie);
 } icbc_stripe_ops_t;
 
 typedef struct icbc_stripe_config {
     size_t chunk_size;  /* bytes per chunk this process receives (asked for in CTS) */
     double timeout;     /* seconds a peer may stay silent; 0: never fail */
     uint32_t first_gen; /* generation of new entries (0: 1); tests start near wrap */
+    int failover;       /* 1: sends end when confirmed; a lost lane's chunks go again
+                         * on the others (needs ops->confirm) */
 } icbc_stripe_config_t;
 
 typedef struct icbc_stripe icbc_stripe_t;
@@ -135,16 +155,23 @@ void icbc_stripe_send_cancel(icbc_stripe_t *stripe, uint64_t cookie);
  * of bounds (dropped; the caller logs). */
 icbc_status_t icbc_stripe_cts(icbc_stripe_t *stripe, int peer, uint64_t cookie,
                               const icbc_stripe_cts_t *cts, double now);
-/* A lane finished with the chunk of TOKEN; OK = 0 when it was lost. */
+/* A lane finished with the chunk of TOKEN; OK = 0 when it was lost (with
+ * failover, the chunk goes again on another lane). */
 void icbc_stripe_chunk_sent(icbc_stripe_t *stripe, uint64_t token, int ok, double now);
+/* Failover: PEER confirmed that the send COOKIE arrived whole; it ends once
+ * its lanes have reported every chunk. ICBC_ERR_INVALID when it names no
+ * such send of that peer (a duplicate or late confirmation: ignore it). */
+icbc_status_t icbc_stripe_send_confirmed(icbc_stripe_t *stripe, int peer, uint64_t cookie,
+                                         double now);
 
 /* ---- receiver ------------------------------------------------------------ */
 
-/* Opens a slot for SIZE bytes from PEER. DEST: where the message goes, or
- * NULL to have each chunk staged (one chunk at a time) and placed through
- * ops->place. *CTS is what the caller sends back. */
-icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *stripe, int peer, size_t size, void *dest,
-                                     void *user, double now, icbc_stripe_cts_t *cts);
+/* Opens a slot for SIZE bytes from PEER, whose send is COOKIE (from its
+ * RTS; confirmations name it). DEST: where the message goes, or NULL to have
+ * each chunk staged (one chunk at a time) and placed through ops->place.
+ * *CTS is what the caller sends back. */
+icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *stripe, int peer, uint64_t cookie, size_t size,
+                                     void *dest, void *user, double now, icbc_stripe_cts_t *cts);
 
 /* A chunk being received (streamed from a connection, or pulled). */
 typedef struct icbc_stripe_rx {
@@ -157,7 +184,8 @@ typedef struct icbc_stripe_rx {
 } icbc_stripe_rx_t;
 
 /* A CHUNK header arrived from PEER. ICBC_OK: *DATA_DEST is where its LEN
- * bytes go; call icbc_stripe_chunk_end once they are there (or were lost).
+ * bytes go; call icbc_stripe_chunk_end once they are there (or were lost:
+ * with failover the receive then waits for the chunk to come again).
  * ICBC_ERR_NOT_FOUND: no such receive (a late chunk of a failed receive, or
  * forged): drop the bytes. ICBC_ERR_INVALID: not a chunk of the message
  * (offset or length off the CTS's chunk size), or one already received (a
@@ -180,12 +208,23 @@ void icbc_stripe_peer_seen(icbc_stripe_t *stripe, int peer, double now);
 void icbc_stripe_progress(icbc_stripe_t *stripe, double now);
 /* Every transfer with PEER ends with ICBC_ERR_PEER_FAILED and WHY. */
 void icbc_stripe_peer_failed(icbc_stripe_t *stripe, int peer, const char *why);
+/* LANE (of every peer) is gone: no chunk is handed to it any more; with
+ * failover, the chunks it carried that are not confirmed go again on the
+ * other lanes (from progress). A send with no lane left fails. */
+void icbc_stripe_lane_lost(icbc_stripe_t *stripe, int lane, double now);
+/* LANE carries chunks again (a router back). */
+void icbc_stripe_lane_revived(icbc_stripe_t *stripe, int lane);
 
 typedef struct icbc_stripe_stats {
     int active_sends, active_slots, blocked_sends;
     uint64_t chunks_sent, chunks_received;
     uint64_t dropped_cts, dropped_chunks, duplicate_chunks;
     uint64_t stalled_sends, stalled_recvs;
+    uint64_t chunks_lost;   /* reported lost by a lane, or on a lane that was lost */
+    uint64_t chunks_resent; /* handed to a lane again */
+    uint64_t lanes_lost;    /* icbc_stripe_lane_lost calls */
+    uint64_t confirmations; /* ops->confirm calls, late ones included */
+    uint64_t late_chunks;   /* chunks of a completed receive (confirmed again) */
 } icbc_stripe_stats_t;
 
 void icbc_stripe_stats(const icbc_stripe_t *stripe, icbc_stripe_stats_t *stats);

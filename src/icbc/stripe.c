@@ -11,6 +11,16 @@
 
 #define NONE (-1)
 
+/* Failover: where each unit (chunk) of a send is. A lane number (below
+ * ICBC_STRIPE_LANES_MAX) once the lane reported it sent. */
+#define UNIT_NEW 255    /* not handed out yet (at or beyond next) */
+#define UNIT_TODO 254   /* to be handed out again */
+#define UNIT_FLYING 253 /* with a lane, not reported yet */
+
+/* Receives completed not long ago, to confirm again when chunks of theirs
+ * arrive late. */
+#define DONE_KEPT 64
+
 typedef struct {
     icbc_stripe_send_state_t state;
     uint32_t gen;
@@ -28,6 +38,13 @@ typedef struct {
     void *user;
     int next_free;
     int blocked_prev, blocked_next; /* queue of BLOCKED sends */
+    /* failover */
+    uint8_t *where;  /* owned: per unit, UNIT_* or the lane it went by */
+    uint32_t nunits; /* units of the message */
+    uint32_t todo;   /* units marked UNIT_TODO */
+    uint32_t rescan; /* no UNIT_TODO below this unit */
+    uint32_t resent; /* units handed out again, to bound a lane that loses all */
+    int confirmed;   /* the receiver has it all */
 } send_t;
 
 typedef struct {
@@ -42,7 +59,24 @@ typedef struct {
     double t_last;
     void *user;
     int next_free;
+    uint64_t cookie; /* the sender's, for confirmations */
 } slot_t;
+
+/* A chunk with a lane: the token the lane reports it by names this. */
+typedef struct {
+    uint32_t gen;
+    int send; /* index, NONE when free */
+    uint32_t send_gen;
+    uint32_t unit;
+    int lane;
+    int next_free;
+} flight_t;
+
+typedef struct {
+    int peer;
+    uint32_t slot, gen;
+    uint64_t cookie;
+} done_t;
 
 #ifndef NDEBUG
 #define TRANSITIONS_KEPT 64
@@ -62,6 +96,11 @@ struct icbc_stripe {
     int nsends, free_send;
     slot_t *slots;
     int nslots, free_slot;
+    flight_t *flights;
+    int nflights, free_flight;
+    uint64_t lanes_down; /* bit per lane */
+    done_t done[DONE_KEPT];
+    unsigned ndone;
     int blocked_head, blocked_tail;
     double *seen; /* per peer: when anything last arrived from it */
     int nseen;
@@ -164,6 +203,7 @@ static void send_free(icbc_stripe_t *st, int i)
     uint32_t gen = next_gen(s->gen);
 
     send_set_state(st, i, ICBC_STRIPE_SEND_FREE);
+    free(s->where);
     memset(s, 0, sizeof(*s));
     s->gen = gen;
     s->next_free = st->free_send;
@@ -215,6 +255,38 @@ static slot_t *slot_lookup(icbc_stripe_t *st, uint32_t slot, uint32_t gen, int p
     return (s->state == ICBC_STRIPE_SLOT_RECEIVING && s->gen == gen && s->peer == peer) ? s : NULL;
 }
 
+static int flight_alloc(icbc_stripe_t *st)
+{
+    if (st->free_flight == NONE) {
+        int n = st->nflights ? 2 * st->nflights : 64;
+        flight_t *v = realloc(st->flights, n * sizeof(*v));
+        if (v == NULL)
+            return NONE;
+        for (int i = n - 1; i >= st->nflights; i--) {
+            memset(&v[i], 0, sizeof(v[i]));
+            v[i].gen = 1;
+            v[i].send = NONE;
+            v[i].next_free = st->free_flight;
+            st->free_flight = i;
+        }
+        st->flights = v;
+        st->nflights = n;
+    }
+    int i = st->free_flight;
+    st->free_flight = st->flights[i].next_free;
+    return i;
+}
+
+static void flight_free(icbc_stripe_t *st, int i)
+{
+    flight_t *f = &st->flights[i];
+
+    f->gen = next_gen(f->gen);
+    f->send = NONE;
+    f->next_free = st->free_flight;
+    st->free_flight = i;
+}
+
 /* ---- queue of blocked sends ---------------------------------------------- */
 
 static void blocked_push(icbc_stripe_t *st, int i)
@@ -264,9 +336,13 @@ icbc_status_t icbc_stripe_create(const icbc_stripe_config_t *config, const icbc_
         st->cfg.chunk_size = ICBC_STRIPE_CHUNK_MAX;
     if (st->cfg.first_gen == 0)
         st->cfg.first_gen = 1;
+    if (st->cfg.failover && ops->confirm == NULL) {
+        free(st);
+        return ICBC_ERR_INVALID;
+    }
     st->ops = *ops;
     st->ctx = ctx;
-    st->free_send = st->free_slot = NONE;
+    st->free_send = st->free_slot = st->free_flight = NONE;
     st->blocked_head = st->blocked_tail = NONE;
     *stripe_p = st;
     return ICBC_OK;
@@ -278,8 +354,11 @@ void icbc_stripe_destroy(icbc_stripe_t *st)
         return;
     for (int i = 0; i < st->nslots; i++)
         free(st->slots[i].seen);
+    for (int i = 0; i < st->nsends; i++)
+        free(st->sends[i].where);
     free(st->sends);
     free(st->slots);
+    free(st->flights);
     free(st->seen);
     free(st);
 }
@@ -340,25 +419,107 @@ static void send_fail(send_t *s, icbc_status_t status, const char *why)
     }
 }
 
-static int send_done_with_lanes(const send_t *s)
+static int lane_down(const icbc_stripe_t *st, int lane)
 {
-    return s->outstanding == 0 && (s->next >= s->size || s->error != ICBC_OK);
+    return lane < ICBC_STRIPE_LANES_MAX && (st->lanes_down >> lane) & 1;
+}
+
+static int send_has_work(const send_t *s)
+{
+    return s->error == ICBC_OK && !s->confirmed && (s->todo > 0 || s->next < s->size);
+}
+
+/* Ends the send once no lane holds a chunk of it and it needs nothing
+ * more: every chunk handed out (and, with failover, confirmed), or failed. */
+static void send_settle(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+
+    if (s->outstanding > 0)
+        return;
+    if (s->confirmed) {
+        s->error = ICBC_OK; /* the receiver has it, whatever a lane said */
+        send_finish(st, i);
+    } else if (s->error != ICBC_OK || (s->where == NULL && s->next >= s->size)) {
+        send_finish(st, i);
+    } else if (!send_has_work(s) && s->state != ICBC_STRIPE_SEND_WAIT_ACK) {
+        if (s->state == ICBC_STRIPE_SEND_BLOCKED)
+            blocked_remove(st, i);
+        send_set_state(st, i, ICBC_STRIPE_SEND_WAIT_ACK);
+    }
+}
+
+/* Failover: unit U goes again. */
+static void mark_todo(send_t *s, uint32_t u)
+{
+    if (s->where[u] == UNIT_TODO)
+        return;
+    s->where[u] = UNIT_TODO;
+    s->todo++;
+    if (u < s->rescan)
+        s->rescan = u;
+}
+
+/* Chunks to hand out again outside send_pump: progress does it. */
+static void send_schedule(icbc_stripe_t *st, int i)
+{
+    send_t *s = &st->sends[i];
+
+    if (s->state == ICBC_STRIPE_SEND_DRAINING || s->state == ICBC_STRIPE_SEND_WAIT_ACK)
+        blocked_push(st, i);
+    /* SENDING: the running send_pump takes them; BLOCKED: queued already */
 }
 
 void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double now)
 {
-    uint32_t i = (uint32_t) token, gen = (uint32_t) (token >> 32);
+    uint32_t fi = (uint32_t) token, fgen = (uint32_t) (token >> 32);
+    flight_t *f;
     send_t *s;
 
-    if (i >= (uint32_t) st->nsends || (s = &st->sends[i])->gen != gen ||
-        s->state == ICBC_STRIPE_SEND_FREE || s->outstanding == 0)
+    if (fi >= (uint32_t) st->nflights || (f = &st->flights[fi])->gen != fgen || f->send == NONE)
         return; /* a lane reporting twice; nothing of ours */
+    int i = f->send, lane = f->lane;
+    uint32_t sgen = f->send_gen, u = f->unit;
+    flight_free(st, (int) fi);
+    s = &st->sends[i];
+    if (s->gen != sgen || s->state == ICBC_STRIPE_SEND_FREE || s->outstanding == 0)
+        return;
     s->outstanding--;
     s->t_last = now;
-    if (!ok)
+    if (s->where != NULL) {
+        if (ok && !lane_down(st, lane)) {
+            s->where[u] = (uint8_t) lane;
+        } else if (!s->confirmed) {
+            /* lost, or on a lane since lost: the chunk goes again */
+            st->stats.chunks_lost++;
+            mark_todo(s, u);
+            send_schedule(st, i);
+        }
+    } else if (!ok) {
         send_fail(s, ICBC_ERR_PEER_FAILED, "a chunk was lost on its lane");
-    if (send_done_with_lanes(s))
-        send_finish(st, (int) i);
+    }
+    send_settle(st, i);
+}
+
+/* The next unit to hand out: one to send again, else the next new one.
+ * Returns 0 when there is none. */
+static int next_unit(send_t *s, uint32_t *u, int *again)
+{
+    if (s->todo > 0) {
+        for (; s->rescan < s->nunits; s->rescan++) {
+            if (s->where[s->rescan] == UNIT_TODO) {
+                *u = s->rescan;
+                *again = 1;
+                return 1;
+            }
+        }
+    }
+    if (s->next < s->size) {
+        *u = (uint32_t) (s->next / s->chunk_size);
+        *again = 0;
+        return 1;
+    }
+    return 0;
 }
 
 /* Hands chunks to lanes until all are handed out or every lane is busy. */
@@ -366,7 +527,8 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
 {
     send_t *s = &st->sends[i];
     int nlanes = st->ops.nlanes(st->ctx, s->peer);
-    uint64_t token = make_id(s->gen, i);
+    uint32_t u;
+    int again;
 
     if (nlanes < 1)
         nlanes = 1;
@@ -376,41 +538,144 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
     /* A reference of our own, so that a chunk reported sent inside
      * send_chunk cannot finish the send while this loop runs. */
     s->outstanding++;
-    while (s->error == ICBC_OK && s->next < s->size) {
+    while (send_has_work(s) && next_unit(s, &u, &again)) {
+        uint64_t off = (uint64_t) u * s->chunk_size;
         icbc_stripe_chunk_t c = {
             .slot = s->slot,
             .gen = s->slot_gen,
-            .offset = s->next,
-            .len = s->size - s->next < s->chunk_size ? s->size - s->next : s->chunk_size,
+            .offset = off,
+            .len = s->size - off < s->chunk_size ? s->size - off : s->chunk_size,
         };
-        const void *data = s->base + s->next;
+        const void *data = s->base + off;
         icbc_status_t rc = ICBC_ERR_BUSY;
+        int tried = 0, refused = 0;
 
+        if (again && s->resent++ > 4 * s->nunits + 16) {
+            send_fail(s, ICBC_ERR_PEER_FAILED, "chunks were lost on every lane, again and again");
+            break;
+        }
         /* the lanes in turn; a busy lane passes the chunk to the next one */
-        for (int tried = 0; tried < nlanes && rc == ICBC_ERR_BUSY; tried++) {
+        for (int k = 0; k < nlanes && rc != ICBC_OK; k++) {
             int lane = s->lane;
             s->lane = (s->lane + 1) % nlanes;
+            if (lane_down(st, lane))
+                continue;
+            int fi = flight_alloc(st);
+            if (fi == NONE) {
+                rc = ICBC_ERR_NO_MEMORY;
+                break;
+            }
+            flight_t *f = &st->flights[fi];
+            f->send = i;
+            f->send_gen = s->gen;
+            f->unit = u;
+            f->lane = lane;
+            uint64_t token = make_id(f->gen, fi);
+            tried++;
             s->outstanding++;
+            if (s->where != NULL)
+                s->where[u] = UNIT_FLYING;
             rc = st->ops.send_chunk(st->ctx, s->peer, lane, &c, data, token);
-            /* completions inside the call may have grown (moved) the table */
+            /* completions inside the call may have grown (moved) the tables */
             s = &st->sends[i];
-            if (rc != ICBC_OK)
-                s->outstanding--;
+            if (rc == ICBC_OK)
+                break;
+            s->outstanding--;
+            flight_free(st, fi);
+            if (s->where != NULL)
+                s->where[u] = again ? UNIT_TODO : UNIT_NEW;
+            if (rc != ICBC_ERR_BUSY) {
+                refused++;
+                if (s->where == NULL)
+                    break; /* without failover a broken lane fails the send */
+                rc = ICBC_ERR_BUSY;
+            }
+        }
+        if (rc == ICBC_OK) {
+            st->stats.chunks_sent++;
+            if (again) {
+                st->stats.chunks_resent++;
+                s->todo--;
+                if (s->rescan == u) /* unless a report inside the call marked one below */
+                    s->rescan = u + 1;
+            } else {
+                s->next += c.len;
+            }
+            continue;
+        }
+        if (tried == 0 && rc == ICBC_ERR_BUSY) {
+            send_fail(s, ICBC_ERR_PEER_FAILED, "every lane is lost");
+            break;
+        }
+        if (rc == ICBC_ERR_BUSY && refused == tried) {
+            send_fail(s, ICBC_ERR_PEER_FAILED, "every lane refused a chunk");
+            break;
         }
         if (rc == ICBC_ERR_BUSY) {
             blocked_push(st, i);
             break;
         }
-        if (rc != ICBC_OK) {
-            send_fail(s, rc, "a lane refused a chunk");
-            break;
-        }
-        st->stats.chunks_sent++;
-        s->next += c.len;
+        send_fail(s, rc, rc == ICBC_ERR_NO_MEMORY ? "out of memory" : "a lane refused a chunk");
+        break;
     }
     if (s->state == ICBC_STRIPE_SEND_SENDING)
         send_set_state(st, i, ICBC_STRIPE_SEND_DRAINING);
-    icbc_stripe_chunk_sent(st, token, 1, now);
+    s->outstanding--;
+    s->t_last = now;
+    send_settle(st, i);
+}
+
+icbc_status_t icbc_stripe_send_confirmed(icbc_stripe_t *st, int peer, uint64_t cookie, double now)
+{
+    uint32_t i = (uint32_t) cookie, gen = (uint32_t) (cookie >> 32);
+    send_t *s;
+
+    if (i >= (uint32_t) st->nsends || (s = &st->sends[i])->gen != gen || s->peer != peer ||
+        s->where == NULL || s->confirmed)
+        return ICBC_ERR_INVALID;
+    s->confirmed = 1;
+    s->t_last = now;
+    if (s->state == ICBC_STRIPE_SEND_BLOCKED) {
+        blocked_remove(st, (int) i);
+        send_set_state(st, (int) i, ICBC_STRIPE_SEND_DRAINING);
+    }
+    /* chunks still with a lane report back; the last one finishes it */
+    send_settle(st, (int) i);
+    return ICBC_OK;
+}
+
+void icbc_stripe_lane_lost(icbc_stripe_t *st, int lane, double now)
+{
+    if (lane < 0 || lane >= ICBC_STRIPE_LANES_MAX || lane_down(st, lane))
+        return;
+    st->lanes_down |= (uint64_t) 1 << lane;
+    st->stats.lanes_lost++;
+    for (int i = 0; i < st->nsends; i++) {
+        send_t *s = &st->sends[i];
+        uint32_t lost = 0;
+        if (s->state == ICBC_STRIPE_SEND_FREE || s->where == NULL || s->confirmed ||
+            s->error != ICBC_OK)
+            continue;
+        /* chunks the lane reported sent may have died with it; those it
+         * still holds are marked when it reports them */
+        for (uint32_t u = 0; u < s->nunits; u++) {
+            if (s->where[u] == (uint8_t) lane) {
+                mark_todo(s, u);
+                lost++;
+            }
+        }
+        st->stats.chunks_lost += lost;
+        if (lost > 0) {
+            s->t_last = now;
+            send_schedule(st, i);
+        }
+    }
+}
+
+void icbc_stripe_lane_revived(icbc_stripe_t *st, int lane)
+{
+    if (lane >= 0 && lane < ICBC_STRIPE_LANES_MAX)
+        st->lanes_down &= ~((uint64_t) 1 << lane);
 }
 
 icbc_status_t icbc_stripe_send_start(icbc_stripe_t *st, int peer, const void *base, size_t size,
@@ -465,6 +730,16 @@ icbc_status_t icbc_stripe_cts(icbc_stripe_t *st, int peer, uint64_t cookie,
     s->slot = cts->slot;
     s->slot_gen = cts->gen;
     s->chunk_size = cts->chunk_size;
+    if (st->cfg.failover) {
+        s->nunits = (uint32_t) ((s->size + s->chunk_size - 1) / s->chunk_size);
+        s->where = malloc(s->nunits);
+        if (s->where == NULL) {
+            send_fail(s, ICBC_ERR_NO_MEMORY, "out of memory");
+            send_finish(st, (int) i);
+            return ICBC_OK;
+        }
+        memset(s->where, UNIT_NEW, s->nunits);
+    }
     /* senders start on different lanes, so that many transfers at once
      * spread over the lanes from their first chunk */
     int nlanes = st->ops.nlanes(st->ctx, peer);
@@ -475,8 +750,8 @@ icbc_status_t icbc_stripe_cts(icbc_stripe_t *st, int peer, uint64_t cookie,
 
 /* ---- receive side -------------------------------------------------------- */
 
-icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, size_t size, void *dest,
-                                     void *user, double now, icbc_stripe_cts_t *cts)
+icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, uint64_t cookie, size_t size,
+                                     void *dest, void *user, double now, icbc_stripe_cts_t *cts)
 {
     size_t unit = st->cfg.chunk_size;
     size_t nunits = (size + unit - 1) / unit;
@@ -498,6 +773,7 @@ icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, size_t size, v
     s->dest = dest;
     s->user = user;
     s->t_last = now;
+    s->cookie = cookie;
     slot_set_state(st, i, ICBC_STRIPE_SLOT_RECEIVING);
     cts->slot = (uint32_t) i;
     cts->gen = s->gen;
@@ -507,8 +783,19 @@ icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, size_t size, v
 
 static void slot_complete(icbc_stripe_t *st, int i, icbc_status_t status, const char *why)
 {
-    void *user = st->slots[i].user;
+    slot_t *s = &st->slots[i];
+    void *user = s->user;
 
+    if (st->cfg.failover && status == ICBC_OK) {
+        done_t *d = &st->done[st->ndone++ % DONE_KEPT];
+        d->peer = s->peer;
+        d->slot = (uint32_t) i;
+        d->gen = s->gen;
+        d->cookie = s->cookie;
+        st->stats.confirmations++;
+        st->ops.confirm(st->ctx, s->peer, s->cookie);
+        s = &st->slots[i];
+    }
     slot_free(st, i);
     st->ops.recv_complete(st->ctx, user, status, why);
 }
@@ -529,6 +816,24 @@ static icbc_status_t chunk_claim(slot_t *s, const icbc_stripe_chunk_t *c)
     return ICBC_OK;
 }
 
+/* A chunk of a receive completed not long ago came again (sent once more
+ * after its lane was lost): the confirmation may have been lost with the
+ * lane, so it goes again. */
+static void confirm_again(icbc_stripe_t *st, int peer, const icbc_stripe_chunk_t *c)
+{
+    if (!st->cfg.failover)
+        return;
+    for (unsigned k = 0; k < DONE_KEPT && k < st->ndone; k++) {
+        const done_t *d = &st->done[(st->ndone - 1 - k) % DONE_KEPT];
+        if (d->peer == peer && d->slot == c->slot && d->gen == c->gen) {
+            st->stats.late_chunks++;
+            st->stats.confirmations++;
+            st->ops.confirm(st->ctx, peer, d->cookie);
+            return;
+        }
+    }
+}
+
 icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *st, int peer, const icbc_stripe_chunk_t *c,
                                       icbc_stripe_rx_t *rx, void **data_dest)
 {
@@ -539,6 +844,7 @@ icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *st, int peer, const icbc_st
     *data_dest = NULL;
     if (s == NULL) {
         st->stats.dropped_chunks++;
+        confirm_again(st, peer, c);
         return ICBC_ERR_NOT_FOUND;
     }
     rc = chunk_claim(s, c);
@@ -577,6 +883,12 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
     if (!ok) {
         free(rx->staging);
         rx->staging = NULL;
+        if (st->cfg.failover) {
+            /* its lane broke while it streamed: it comes again by another */
+            size_t u = rx->offset / s->unit;
+            s->seen[u / 8] &= (uint8_t) ~(1u << (u % 8));
+            return;
+        }
         slot_complete(st, (int) rx->slot, ICBC_ERR_PEER_FAILED, "a chunk was lost");
         return;
     }
@@ -633,14 +945,16 @@ void icbc_stripe_progress(icbc_stripe_t *st, double now)
     for (int i = 0; i < st->nsends; i++) {
         send_t *s = &st->sends[i];
         double quiet;
-        if (s->state != ICBC_STRIPE_SEND_WAIT_CTS ||
+        if ((s->state != ICBC_STRIPE_SEND_WAIT_CTS && s->state != ICBC_STRIPE_SEND_WAIT_ACK) ||
             (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
             continue;
-        icbc_warn("striped send of %zu bytes to rank %d got no clear-to-send for %.0f s (nor "
-                  "anything else from that rank); failing it",
-                  s->size, s->peer, quiet);
+        int cts = s->state == ICBC_STRIPE_SEND_WAIT_CTS;
+        icbc_warn("striped send of %zu bytes to rank %d got no %s for %.0f s (nor anything else "
+                  "from that rank); failing it",
+                  s->size, s->peer, cts ? "clear-to-send" : "confirmation", quiet);
         st->stats.stalled_sends++;
-        send_fail(s, ICBC_ERR_TIMEOUT, "no clear-to-send arrived in time");
+        send_fail(s, ICBC_ERR_TIMEOUT,
+                  cts ? "no clear-to-send arrived in time" : "no confirmation arrived in time");
         send_finish(st, i);
     }
 }
@@ -656,8 +970,7 @@ void icbc_stripe_peer_failed(icbc_stripe_t *st, int peer, const char *why)
             continue;
         send_fail(s, ICBC_ERR_PEER_FAILED, why);
         /* chunks still with a lane report back; the last one finishes it */
-        if (s->outstanding == 0)
-            send_finish(st, i);
+        send_settle(st, i);
     }
 }
 
@@ -678,9 +991,9 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
             continue;
         fprintf(f,
                 "    send %d.%u to rank %d: %s, %zu bytes, %zu handed to lanes, %d chunk(s) "
-                "out%s%s, quiet for %.1f s\n",
+                "out, %u to send again%s%s, quiet for %.1f s\n",
                 i, s->gen, s->peer, icbc_stripe_send_state_str(s->state), s->size, s->next,
-                s->outstanding, s->error ? ", failed: " : "", s->error ? s->why : "",
+                s->outstanding, s->todo, s->error ? ", failed: " : "", s->error ? s->why : "",
                 now - s->t_last);
     }
     fprintf(f, "  striped receives: %d active\n", st->stats.active_slots);
@@ -698,6 +1011,15 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
         (unsigned long long) st->stats.chunks_sent, (unsigned long long) st->stats.chunks_received,
         (unsigned long long) st->stats.dropped_cts, (unsigned long long) st->stats.dropped_chunks,
         (unsigned long long) st->stats.duplicate_chunks);
+    if (st->cfg.failover)
+        fprintf(f,
+                "  failover: lanes down 0x%llx (%llu lost so far), chunks lost %llu, sent again "
+                "%llu; confirmations %llu, %llu for late chunks\n",
+                (unsigned long long) st->lanes_down, (unsigned long long) st->stats.lanes_lost,
+                (unsigned long long) st->stats.chunks_lost,
+                (unsigned long long) st->stats.chunks_resent,
+                (unsigned long long) st->stats.confirmations,
+                (unsigned long long) st->stats.late_chunks);
 #ifndef NDEBUG
     unsigned first = st->nlog > TRANSITIONS_KEPT ? st->nlog - TRANSITIONS_KEPT : 0;
     fprintf(f, "  last %u state transitions:\n", st->nlog - first);

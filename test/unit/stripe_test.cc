@@ -41,6 +41,7 @@ struct Side {
     std::vector<Chunk> wire;      /* chunks handed to lanes, in order */
     std::vector<Done> sends_done, recvs_done;
     std::vector<std::pair<uint64_t, size_t>> placed;
+    std::vector<std::pair<int, uint64_t>> confirms; /* (peer, cookie) */
     std::vector<char> placed_bytes;
     /* hooks run from send_chunk and send_complete (re-entrancy tests) */
     std::function<void(Side &)> on_send_chunk, on_send_complete;
@@ -78,6 +79,10 @@ struct Side {
     {
         static_cast<Side *>(ctx)->recvs_done.push_back({ user, st, why ? why : "" });
     }
+    static void confirm(void *ctx, int peer, uint64_t cookie)
+    {
+        static_cast<Side *>(ctx)->confirms.push_back({ peer, cookie });
+    }
     static void place(void *ctx, void *, uint64_t off, const void *data, size_t len)
     {
         Side *s = static_cast<Side *>(ctx);
@@ -87,10 +92,10 @@ struct Side {
         memcpy(&s->placed_bytes[off], data, len);
     }
 
-    explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0)
+    explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0, int failover = 0)
     {
-        icbc_stripe_config_t cfg = { chunk, timeout, first_gen };
-        icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place };
+        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover };
+        icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place, confirm };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
     }
     ~Side()
@@ -117,9 +122,10 @@ std::vector<char> pattern(size_t n, unsigned seed = 1)
 const int SENDER = 0, RECEIVER = 1;
 const size_t CHUNK = 4096;
 
-/* A transfer set up to the point where chunks flow: RTS (cookie) and CTS. */
-struct Transfer : ::testing::Test {
-    Side tx{ CHUNK }, rx{ CHUNK };
+/* A transfer set up to the point where chunks flow: RTS (cookie) and CTS;
+ * FAILOVER: both engines with failover on. */
+template <int FAILOVER> struct TransferOver : ::testing::Test {
+    Side tx{ CHUNK, 10, 0, FAILOVER }, rx{ CHUNK, 10, 0, FAILOVER };
     std::vector<char> src, dst;
     uint64_t cookie = 0;
     icbc_stripe_cts_t cts = {};
@@ -132,8 +138,8 @@ struct Transfer : ::testing::Test {
         ASSERT_EQ(ICBC_OK,
                   icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, &sreq, 0, &cookie));
         ASSERT_EQ(ICBC_OK,
-                  icbc_stripe_recv_start(rx.st, SENDER, size, contiguous ? dst.data() : nullptr,
-                                         &rreq, 0, &cts));
+                  icbc_stripe_recv_start(rx.st, SENDER, cookie, size,
+                                         contiguous ? dst.data() : nullptr, &rreq, 0, &cts));
         EXPECT_EQ(CHUNK, cts.chunk_size);
     }
     void clear_to_send()
@@ -149,6 +155,7 @@ struct Transfer : ::testing::Test {
         return rc;
     }
 };
+using Transfer = TransferOver<0>;
 
 TEST_F(Transfer, ChunksCoverTheMessageOverEveryLane)
 {
@@ -274,7 +281,8 @@ TEST_F(Transfer, ForgedOrStaleSlotNamesNoReceive)
     EXPECT_EQ(ICBC_ERR_NOT_FOUND,
               icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[0].c, junk.data(), 0));
     icbc_stripe_cts_t again;
-    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, CHUNK, dst.data(), &rreq, 0, &again));
+    ASSERT_EQ(ICBC_OK,
+              icbc_stripe_recv_start(rx.st, SENDER, 0, CHUNK, dst.data(), &rreq, 0, &again));
     EXPECT_EQ(cts.slot, again.slot) << "a freed slot is reused";
     EXPECT_NE(cts.gen, again.gen);
     EXPECT_EQ(ICBC_ERR_NOT_FOUND,
@@ -384,7 +392,7 @@ TEST_F(Transfer, DeadLaneFailsTheSendOnceItsChunksAreBack)
     ASSERT_EQ(ICBC_OK,
               icbc_stripe_send_start(tx.st, RECEIVER, src.data(), 6 * CHUNK, &rreq, 0, &cookie2));
     ASSERT_EQ(ICBC_OK,
-              icbc_stripe_recv_start(rx.st, SENDER, 6 * CHUNK, dst2.data(), nullptr, 0, &cts2));
+              icbc_stripe_recv_start(rx.st, SENDER, 0, 6 * CHUNK, dst2.data(), nullptr, 0, &cts2));
     tx.dead[0] = tx.dead[1] = tx.dead[2] = true;
     ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie2, &cts2, 0));
     EXPECT_TRUE(tx.wire.empty());
@@ -497,7 +505,7 @@ TEST(Stripe, TimeoutZeroNeverFails)
     char buf[8192];
     icbc_stripe_cts_t cts;
     ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, sizeof(buf), nullptr, 0, &cookie));
-    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, sizeof(buf), buf, nullptr, 0, &cts));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, 0, sizeof(buf), buf, nullptr, 0, &cts));
     icbc_stripe_progress(s.st, 1e6);
     EXPECT_TRUE(s.sends_done.empty());
     EXPECT_TRUE(s.recvs_done.empty());
@@ -510,7 +518,7 @@ TEST(Stripe, GenerationsWrapAroundAndSkipZero)
     std::vector<uint32_t> gens;
     for (int k = 0; k < 3; k++) {
         icbc_stripe_cts_t cts;
-        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, CHUNK, buf, nullptr, 0, &cts));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, 0, CHUNK, buf, nullptr, 0, &cts));
         EXPECT_EQ(0u, cts.slot);
         gens.push_back(cts.gen);
         icbc_stripe_chunk_t c = { cts.slot, cts.gen, 0, CHUNK };
@@ -536,7 +544,7 @@ TEST(Stripe, EmptyTransfersAreRefused)
     icbc_stripe_cts_t cts;
     char b;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_send_start(s.st, 1, &b, 0, nullptr, 0, &cookie));
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_recv_start(s.st, 1, 0, &b, nullptr, 0, &cts));
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_recv_start(s.st, 1, 0, 0, &b, nullptr, 0, &cts));
 }
 
 TEST(Stripe, PeerFailureEndsOnlyThatPeersTransfers)
@@ -548,8 +556,8 @@ TEST(Stripe, PeerFailureEndsOnlyThatPeersTransfers)
     int u1, u2, u3, u4;
     ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 1, buf, CHUNK, &u1, 0, &c1));
     ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(s.st, 2, buf, CHUNK, &u2, 0, &c2));
-    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, CHUNK, buf, &u3, 0, &r1));
-    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 2, CHUNK, buf, &u4, 0, &r2));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 1, 0, CHUNK, buf, &u3, 0, &r1));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(s.st, 2, 0, CHUNK, buf, &u4, 0, &r2));
     icbc_stripe_peer_failed(s.st, 1, "lost");
     ASSERT_EQ(1u, s.sends_done.size());
     EXPECT_EQ(&u1, s.sends_done[0].user);
@@ -612,8 +620,8 @@ TEST(Stripe, ManyTransfersAtOnceOverLanesThatRefuseAtRandom)
         dsts[k].assign(srcs[k].size(), 0);
         ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, 1, srcs[k].data(), srcs[k].size(), nullptr,
                                                   0, &cookies[k]));
-        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, srcs[k].size(), dsts[k].data(), nullptr,
-                                                  0, &ctss[k]));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, 0, srcs[k].size(), dsts[k].data(),
+                                                  nullptr, 0, &ctss[k]));
     }
     for (int k = 0; k < N; k++) {
         for (int l = 0; l < 3; l++)
@@ -641,6 +649,373 @@ TEST(Stripe, ManyTransfersAtOnceOverLanesThatRefuseAtRandom)
     for (int k = 0; k < N; k++)
         EXPECT_EQ(srcs[k], dsts[k]) << "transfer " << k;
     EXPECT_GT(tx.stats().chunks_sent, (uint64_t) N);
+}
+
+/* ---- failover ------------------------------------------------------------ */
+
+struct Failover : TransferOver<1> {
+    /* The receiver's confirmations reach the sender. */
+    void confirm_back(double now = 0)
+    {
+        auto c = rx.confirms;
+        rx.confirms.clear();
+        for (auto &pc : c) {
+            EXPECT_EQ(SENDER, pc.first);
+            icbc_stripe_send_confirmed(tx.st, RECEIVER, pc.second, now);
+        }
+    }
+    void report(size_t k, int ok, double now = 0)
+    {
+        icbc_stripe_chunk_sent(tx.st, tx.wire[k].token, ok, now);
+    }
+    std::vector<size_t> on_lane(int lane, size_t from = 0)
+    {
+        std::vector<size_t> v;
+        for (size_t k = from; k < tx.wire.size(); k++)
+            if (tx.wire[k].lane == lane)
+                v.push_back(k);
+        return v;
+    }
+};
+
+TEST(Stripe, FailoverNeedsAConfirmOp)
+{
+    icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1 };
+    icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
+                              Side::recv_complete, Side::place, nullptr };
+    icbc_stripe_t *st = nullptr;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&cfg, &ops, nullptr, &st));
+    EXPECT_EQ(nullptr, st);
+}
+
+TEST_F(Failover, SendEndsOnlyWhenTheReceiverConfirms)
+{
+    start(4 * CHUNK);
+    clear_to_send();
+    for (size_t k = 0; k < tx.wire.size(); k++)
+        EXPECT_EQ(ICBC_OK, deliver(k));
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_TRUE(tx.sends_done.empty()) << "ended before the receiver confirmed";
+    ASSERT_EQ(1u, rx.confirms.size());
+    EXPECT_EQ(cookie, rx.confirms[0].second);
+    confirm_back();
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_send_confirmed(tx.st, RECEIVER, cookie, 0))
+        << "a second confirmation named a send";
+    EXPECT_EQ(src, dst);
+}
+
+TEST_F(Failover, ConfirmationBeforeTheLanesReportWaitsForThem)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    for (size_t k = 0; k < 2; k++)
+        icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[k].c, tx.wire[k].data, 0);
+    confirm_back();
+    EXPECT_TRUE(tx.sends_done.empty()) << "ended while lanes hold its chunks";
+    report(0, 1);
+    report(1, 0); /* even a lane that says it lost it: the receiver has it */
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(2u, tx.wire.size()) << "a confirmed chunk went again";
+}
+
+TEST_F(Failover, ChunksOfALostLaneGoAgainOnTheOthers)
+{
+    start(9 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(9u, tx.wire.size());
+    auto lost = on_lane(1);
+    ASSERT_EQ(3u, lost.size());
+    /* lane 1 took its chunks and reported them sent, then died before
+     * they reached the receiver */
+    for (size_t k = 0; k < 9; k++) {
+        if (tx.wire[k].lane == 1)
+            report(k, 1);
+        else
+            EXPECT_EQ(ICBC_OK, deliver(k));
+    }
+    EXPECT_TRUE(rx.recvs_done.empty());
+    icbc_stripe_lane_lost(tx.st, 1, 1);
+    EXPECT_EQ(9u, tx.wire.size()) << "sent again outside progress";
+    icbc_stripe_progress(tx.st, 1);
+    ASSERT_EQ(12u, tx.wire.size());
+    std::vector<uint64_t> want, got;
+    for (size_t k : lost)
+        want.push_back(tx.wire[k].c.offset);
+    for (size_t k = 9; k < 12; k++) {
+        EXPECT_NE(1, tx.wire[k].lane) << "a chunk went to the lost lane";
+        got.push_back(tx.wire[k].c.offset);
+        EXPECT_EQ(ICBC_OK, deliver(k, 1));
+    }
+    EXPECT_EQ(want, got);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(src, dst);
+    confirm_back(1);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(3u, tx.stats().chunks_resent);
+    EXPECT_EQ(3u, tx.stats().chunks_lost);
+    EXPECT_EQ(1u, tx.stats().lanes_lost);
+}
+
+TEST_F(Failover, ChunkStillWithTheLostLaneGoesAgainWhenReported)
+{
+    start(3 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(3u, tx.wire.size());
+    deliver(0);
+    deliver(2);
+    icbc_stripe_lane_lost(tx.st, tx.wire[1].lane, 0);
+    icbc_stripe_progress(tx.st, 0);
+    EXPECT_EQ(3u, tx.wire.size()) << "sent again before its lane reported it";
+    report(1, 0); /* the broken lane gives it back */
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(4u, tx.wire.size());
+    EXPECT_EQ(tx.wire[1].c.offset, tx.wire[3].c.offset);
+    EXPECT_NE(tx.wire[1].lane, tx.wire[3].lane);
+    deliver(3);
+    confirm_back();
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(src, dst);
+}
+
+TEST_F(Failover, DuplicateAfterResendIsWrittenOnce)
+{
+    start(3 * CHUNK, false);
+    clear_to_send();
+    report(1, 1);
+    icbc_stripe_lane_lost(tx.st, tx.wire[1].lane, 0);
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(4u, tx.wire.size());
+    deliver(3); /* the copy through another lane first */
+    /* then the first copy, late through the lost lane's trunk */
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_stripe_chunk_data(rx.st, SENDER, &tx.wire[1].c, tx.wire[1].data, 0));
+    deliver(0);
+    deliver(2);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(3u, rx.placed.size()) << "a chunk was written twice";
+    EXPECT_EQ(src, rx.placed_bytes);
+    EXPECT_EQ(1u, rx.stats().duplicate_chunks);
+}
+
+TEST_F(Failover, ResendOfAResend)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    deliver(0);
+    report(1, 0); /* lost on its lane (the lane lives on) */
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(3u, tx.wire.size());
+    report(2, 0); /* and the second copy too */
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(4u, tx.wire.size());
+    EXPECT_EQ(tx.wire[1].c.offset, tx.wire[3].c.offset);
+    deliver(3);
+    confirm_back();
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(2u, tx.stats().chunks_resent);
+}
+
+TEST_F(Failover, LaneThatLosesEverythingFailsTheSendInTheEnd)
+{
+    start(CHUNK);
+    clear_to_send();
+    for (int round = 0; round < 100 && tx.sends_done.empty(); round++) {
+        report(tx.wire.size() - 1, 0);
+        icbc_stripe_progress(tx.st, 0);
+    }
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, tx.sends_done[0].status);
+    EXPECT_NE(std::string::npos, tx.sends_done[0].why.find("again and again"));
+}
+
+TEST_F(Failover, RevivedLaneCarriesChunksAgain)
+{
+    icbc_stripe_lane_lost(tx.st, 1, 0);
+    start(6 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(6u, tx.wire.size());
+    EXPECT_TRUE(on_lane(1).empty()) << "a chunk went to a lost lane";
+    for (size_t k = 0; k < 6; k++)
+        deliver(k);
+    confirm_back();
+    icbc_stripe_lane_revived(tx.st, 1);
+    tx.wire.clear();
+    start(6 * CHUNK);
+    clear_to_send();
+    EXPECT_EQ(2u, on_lane(1).size());
+}
+
+TEST_F(Failover, EveryLaneLostFailsTheSend)
+{
+    start(4 * CHUNK);
+    clear_to_send();
+    report(0, 1);
+    for (int lane = 0; lane < 3; lane++)
+        icbc_stripe_lane_lost(tx.st, lane, 0);
+    for (size_t k = 1; k < 4; k++)
+        report(k, 0);
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, tx.sends_done[0].status);
+    EXPECT_EQ("every lane is lost", tx.sends_done[0].why);
+}
+
+TEST_F(Failover, LateChunkOfACompletedReceiveIsConfirmedAgain)
+{
+    start(3 * CHUNK);
+    clear_to_send();
+    for (size_t k = 0; k < 3; k++)
+        deliver(k);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    rx.confirms.clear(); /* the confirmation died with a router */
+    icbc_stripe_lane_lost(tx.st, tx.wire[0].lane, 0);
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(4u, tx.wire.size());
+    /* the slot is reused meanwhile: the late chunk must not land in it */
+    std::vector<char> other(CHUNK, 'o');
+    icbc_stripe_cts_t cts2;
+    ASSERT_EQ(ICBC_OK,
+              icbc_stripe_recv_start(rx.st, SENDER, 77, CHUNK, other.data(), nullptr, 0, &cts2));
+    EXPECT_EQ(ICBC_ERR_NOT_FOUND, deliver(3));
+    EXPECT_EQ(std::vector<char>(CHUNK, 'o'), other);
+    ASSERT_EQ(1u, rx.confirms.size());
+    EXPECT_EQ(cookie, rx.confirms[0].second);
+    confirm_back();
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(1u, rx.stats().late_chunks);
+}
+
+TEST_F(Failover, ChunkBrokenWhileStreamingWaitsForItsCopy)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    icbc_stripe_rx_t r;
+    void *where;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[0].c, &r, &where));
+    memset(where, 'x', CHUNK / 2); /* half of it, then the connection broke */
+    icbc_stripe_chunk_end(rx.st, &r, 0, 0);
+    EXPECT_TRUE(rx.recvs_done.empty()) << "the receive failed with its chunk";
+    report(0, 0);
+    deliver(1);
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(3u, tx.wire.size());
+    EXPECT_EQ(ICBC_OK, deliver(2));
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_OK, rx.recvs_done[0].status);
+    EXPECT_EQ(src, dst);
+}
+
+TEST_F(Failover, NoConfirmationFailsTheSendAfterTheTimeout)
+{
+    start(2 * CHUNK); /* timeout 10 s */
+    clear_to_send();
+    deliver(0);
+    deliver(1);
+    rx.confirms.clear();
+    icbc_stripe_progress(tx.st, 9);
+    EXPECT_TRUE(tx.sends_done.empty());
+    icbc_stripe_progress(tx.st, 11.5);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_ERR_TIMEOUT, tx.sends_done[0].status);
+    EXPECT_EQ("no confirmation arrived in time", tx.sends_done[0].why);
+}
+
+/* Many transfers at once over four lanes that lose chunks, die and come
+ * back, chunks delivered in any order: every byte arrives once, every
+ * send and receive ends well. */
+TEST(Stripe, FailoverUnderRandomLossesAndLaneDeaths)
+{
+    uint64_t resent = 0, lanes_lost = 0, duplicates = 0, late = 0;
+    for (unsigned seed = 1; seed <= 30; seed++) {
+        Side tx(CHUNK, 0, 0, 1), rx(CHUNK, 0, 0, 1);
+        tx.nlanes = rx.nlanes = 4;
+        std::mt19937 rng(seed);
+        const int N = 8;
+        std::vector<std::vector<char>> srcs(N), dsts(N);
+        for (int k = 0; k < N; k++) {
+            size_t size = 1 + rng() % (12 * CHUNK);
+            srcs[k] = pattern(size, seed * 100 + k);
+            dsts[k].assign(size, 0);
+            uint64_t cookie;
+            icbc_stripe_cts_t cts;
+            ASSERT_EQ(ICBC_OK,
+                      icbc_stripe_send_start(tx.st, 1, srcs[k].data(), size, nullptr, 0, &cookie));
+            ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, 0, cookie, size, dsts[k].data(),
+                                                      nullptr, 0, &cts));
+            ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, 1, cookie, &cts, 0));
+        }
+        std::vector<bool> down(4, false);
+        size_t done = 0; /* tx.wire[0 .. done) processed */
+        std::vector<size_t> pending;
+        int steps = 0;
+        while ((tx.sends_done.size() < (size_t) N || rx.recvs_done.size() < (size_t) N) &&
+               steps++ < 100000) {
+            for (; done < tx.wire.size(); done++)
+                pending.push_back(done);
+            unsigned r = rng() % 100;
+            if (r < 3) { /* a lane dies, if two others live */
+                int lane = rng() % 4;
+                if (!down[lane] && std::count(down.begin(), down.end(), false) > 2) {
+                    down[lane] = true;
+                    icbc_stripe_lane_lost(tx.st, lane, 0);
+                }
+            } else if (r < 5) { /* a lane comes back */
+                int lane = rng() % 4;
+                if (down[lane]) {
+                    down[lane] = false;
+                    icbc_stripe_lane_revived(tx.st, lane);
+                }
+            } else if (!pending.empty()) {
+                size_t i = rng() % pending.size();
+                const Chunk c = tx.wire[pending[i]];
+                pending.erase(pending.begin() + i);
+                if (down[c.lane] || rng() % 10 == 0) {
+                    /* died with its router (which may have said it took it), or a lane
+                     * that says it lost it */
+                    icbc_stripe_chunk_sent(tx.st, c.token, down[c.lane] ? (int) (rng() % 2) : 0, 0);
+                } else {
+                    icbc_stripe_chunk_data(rx.st, 0, &c.c, c.data, 0);
+                    icbc_stripe_chunk_sent(tx.st, c.token, 1, 0);
+                }
+            }
+            auto confirms = rx.confirms;
+            rx.confirms.clear();
+            for (auto &pc : confirms)
+                icbc_stripe_send_confirmed(tx.st, 1, pc.second, 0);
+            icbc_stripe_progress(tx.st, 0);
+        }
+        ASSERT_EQ((size_t) N, tx.sends_done.size()) << "seed " << seed;
+        ASSERT_EQ((size_t) N, rx.recvs_done.size()) << "seed " << seed;
+        for (auto &d : tx.sends_done)
+            EXPECT_EQ(ICBC_OK, d.status) << "seed " << seed << ": " << d.why;
+        for (auto &d : rx.recvs_done)
+            EXPECT_EQ(ICBC_OK, d.status) << "seed " << seed << ": " << d.why;
+        for (int k = 0; k < N; k++)
+            EXPECT_EQ(srcs[k], dsts[k]) << "seed " << seed << " transfer " << k;
+        EXPECT_EQ(0, tx.stats().active_sends);
+        EXPECT_EQ(0, rx.stats().active_slots);
+        resent += tx.stats().chunks_resent;
+        lanes_lost += tx.stats().lanes_lost;
+        duplicates += rx.stats().duplicate_chunks;
+        late += rx.stats().late_chunks;
+    }
+    /* the runs went through what they are here for */
+    EXPECT_GT(lanes_lost, 10u);
+    EXPECT_GT(resent, 100u);
+    EXPECT_GT(duplicates, 0u);
+    EXPECT_GT(late, 0u);
+    printf("30 runs: %llu lanes lost, %llu chunks sent again, %llu duplicates dropped, %llu "
+           "late chunks confirmed again\n",
+           (unsigned long long) lanes_lost, (unsigned long long) resent,
+           (unsigned long long) duplicates, (unsigned long long) late);
 }
 
 #ifndef NDEBUG

@@ -104,8 +104,9 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq)
     /* in place when the buffer is contiguous host memory that holds it all;
      * else (pieces, device memory, a short buffer) chunk by chunk */
     void *dest = is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size ? p_data : NULL;
-    MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->rndv_size, dest, rreq,
-                                               icbc_clock_coarse(), &cts) != ICBC_OK,
+    MPIR_ERR_CHKANDJUMP(icbc_stripe_recv_start(X.stripe, amreq->xpeer, amreq->xcookie,
+                                               amreq->rndv_size, dest, rreq, icbc_clock_coarse(),
+                                               &cts) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_ICBC_xfer_send_cts(amreq->xpeer, amreq->xcookie, &cts);
 fn_fail:
