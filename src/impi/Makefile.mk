@@ -1,11 +1,13 @@
-# IMPI: wire formats, the start-up server's protocol (part of libicbc) and
-# the impi-server daemon (docs/impi.md).
+# IMPI: wire formats, the start-up server's protocol and the client's start-up
+# (part of libicbc), and the impi-server daemon (docs/impi.md).
 libicbc_la_CPPFLAGS += -I$(top_srcdir)/src/impi
 libicbc_la_SOURCES += \
     src/impi/proto.c \
     src/impi/server.c \
-    src/impi/daemon.c
-include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h
+    src/impi/daemon.c \
+    src/impi/layout.c \
+    src/impi/client.c
+include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h
 
 bin_PROGRAMS += impi-server
 impi_server_SOURCES = src/impi/server_main.c

@@ -11,7 +11,8 @@ FUZZ_TARGETS = \
     test/fuzz/bt_frame_fuzz \
     test/fuzz/bt_stream_fuzz \
     test/fuzz/impi_server_fuzz \
-    test/fuzz/impi_pkt_fuzz
+    test/fuzz/impi_pkt_fuzz \
+    test/fuzz/impi_layout_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
@@ -34,6 +35,7 @@ EXTRA_DIST += \
     test/fuzz/bt_stream_fuzz.c \
     test/fuzz/impi_server_fuzz.c \
     test/fuzz/impi_pkt_fuzz.c \
+    test/fuzz/impi_layout_fuzz.c \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
 
@@ -91,6 +93,10 @@ test/fuzz/impi_server_fuzz: $(top_srcdir)/test/fuzz/impi_server_fuzz.c \
 test/fuzz/impi_pkt_fuzz: $(top_srcdir)/test/fuzz/impi_pkt_fuzz.c \
     $(top_srcdir)/src/impi/proto.c $(top_srcdir)/src/impi/impi_proto.h \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+test/fuzz/impi_layout_fuzz: $(top_srcdir)/test/fuzz/impi_layout_fuzz.c \
+    $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/impi_client.h \
+    $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 else
 fuzz fuzz-smoke:

@@ -30,7 +30,8 @@ test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/router $(UCX_CPPFLAGS)
 endif
 # The IMPI server's protocol and the impi-server daemon.
 if HAVE_GTEST
-test_unit_icbc_unit_tests_SOURCES += test/unit/impi_server_test.cc
+test_unit_icbc_unit_tests_SOURCES += test/unit/impi_server_test.cc test/unit/impi_client_test.cc \
+    test/unit/impi_daemon.h
 test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/impi \
     -DIMPI_SERVER_BIN='"$(abs_top_builddir)/impi-server"'
 endif

@@ -1,0 +1,409 @@
+/*
+ * IMPI start-up, client side: the job's layout built from COLL answers
+ * (impi_layout_*), good and hostile, and whole start-ups of several clients
+ * through the impi-server command.
+ */
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "icbc_bytes.h"
+#include "impi_client.h"
+#include "impi_daemon.h"
+
+namespace
+{
+
+typedef std::vector<uint8_t> Bytes;
+
+/* A client's part: hosts 10.0.C.H, port 5000 + 10 C + H, PROCS[h] processes
+ * on host h, pid 1000 C + global index within the client. */
+struct Client {
+    std::vector<impi_host_t> hosts;
+    std::vector<impi_proc_t> procs;
+    impi_local_t local{};
+
+    Client(int c, std::vector<uint32_t> per_host, uint32_t datalen = 0, uint32_t ackmark = 0)
+    {
+        for (size_t h = 0; h < per_host.size(); h++) {
+            impi_host_t host{};
+            host.addr[12] = 10;
+            host.addr[14] = (uint8_t) c;
+            host.addr[15] = (uint8_t) h;
+            host.port = 5000 + 10 * c + (uint32_t) h;
+            host.nprocs = per_host[h];
+            host.ackmark = ackmark;
+            hosts.push_back(host);
+            for (uint32_t k = 0; k < per_host[h]; k++) {
+                impi_proc_t p{};
+                memcpy(p.host, host.addr, 16);
+                p.pid = 1000 * c + (int64_t) procs.size();
+                procs.push_back(p);
+            }
+        }
+        local.nhosts = (uint32_t) hosts.size();
+        local.nprocs = (uint32_t) procs.size();
+        local.hosts = hosts.data();
+        local.procs = procs.data();
+        local.datalen = datalen;
+        local.coll_xsize = -1;
+        local.coll_maxlinear = -1;
+    }
+    /* LOCAL with its pointers into this object (copies move the vectors) */
+    const impi_local_t *get()
+    {
+        local.hosts = hosts.data();
+        local.procs = procs.data();
+        return &local;
+    }
+    Bytes part(uint32_t label) const
+    {
+        impi_local_t l = local;
+        l.hosts = hosts.data();
+        l.procs = procs.data();
+        uint8_t *b;
+        size_t n;
+        EXPECT_EQ(ICBC_OK, impi_local_part(&l, label, &b, &n));
+        Bytes v(b, b + n);
+        free(b);
+        return v;
+    }
+};
+
+/* The server's answer to LABEL: the parts of the clients in MASK, in order. */
+Bytes answer(const std::vector<Client> &cl, uint32_t label, uint32_t mask)
+{
+    Bytes b;
+    for (size_t c = 0; c < cl.size(); c++)
+        if (mask >> c & 1) {
+            Bytes p = cl[c].part(label);
+            b.insert(b.end(), p.begin(), p.end());
+        }
+    return b;
+}
+
+struct Layout : ::testing::Test {
+    impi_layout_t l{};
+    char err[256] = "";
+    std::vector<Client> cl;
+
+    void TearDown() override
+    {
+        impi_layout_free(&l);
+    }
+    icbc_status_t add(uint32_t label, uint32_t mask, const Bytes &b)
+    {
+        err[0] = '\0';
+        return impi_layout_add(&l, label, mask, b.data(), b.size(), err, sizeof(err));
+    }
+    /* Every label answered by every client, up to (not including) STOP. */
+    void add_all(uint32_t stop = 0)
+    {
+        int n;
+        const uint32_t *labels = impi_layout_labels(&n);
+        uint32_t all = (1u << cl.size()) - 1;
+        ASSERT_EQ(ICBC_OK, impi_layout_init(&l, (int) cl.size()));
+        for (int i = 0; i < n && labels[i] != stop; i++)
+            ASSERT_EQ(ICBC_OK, add(labels[i], all, answer(cl, labels[i], all)))
+                << "label 0x" << std::hex << labels[i] << ": " << err;
+    }
+};
+
+TEST_F(Layout, TwoClientsLayOutTheWorldInImpiOrder)
+{
+    cl = { Client(0, { 2, 1 }, 0, 12), Client(1, { 3 }, 32768, 0) };
+    add_all();
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    EXPECT_EQ(2, l.nclients);
+    EXPECT_EQ(3, l.nhosts_total);
+    EXPECT_EQ(6, l.nprocs_total);
+    EXPECT_EQ(0, l.first_rank[0]);
+    EXPECT_EQ(3, l.first_rank[1]);
+    EXPECT_EQ(6, l.first_rank[2]);
+    EXPECT_EQ(2, l.first_host[1]);
+    /* hosts in client order, each with its first world rank */
+    EXPECT_EQ(0, l.hosts[0].first_rank);
+    EXPECT_EQ(2, l.hosts[1].first_rank);
+    EXPECT_EQ(3, l.hosts[2].first_rank);
+    EXPECT_EQ(1, l.hosts[2].client);
+    EXPECT_EQ(5010u, l.hosts[2].port);
+    EXPECT_EQ(3u, l.hosts[2].nprocs);
+    EXPECT_EQ(0, memcmp(cl[1].hosts[0].addr, l.hosts[2].addr, 16));
+    /* processes in world-rank order */
+    EXPECT_EQ(1000, l.procs[3].pid);
+    EXPECT_EQ(2, l.procs[2].pid);
+    EXPECT_EQ(1, l.procs[2].host[15]);
+    /* negotiated: the smallest datalen, tag bound and marks; defaults agreed */
+    EXPECT_EQ(32768u, l.datalen);
+    EXPECT_EQ(0x7fffffff, l.tagub);
+    EXPECT_EQ(IMPI_DEFAULT_COLL_XSIZE, l.coll_xsize);
+    EXPECT_EQ(IMPI_DEFAULT_COLL_MAXLINEAR, l.coll_maxlinear);
+    EXPECT_EQ(IMPI_DEFAULT_ACKMARK, l.ackmark);
+    EXPECT_EQ(IMPI_DEFAULT_HIWATER, l.hiwater);
+    EXPECT_EQ(0u, l.version_major);
+    EXPECT_EQ(0u, l.version_minor);
+}
+
+TEST_F(Layout, OptionalLabelsAClientSkipsTakeItsDefaults)
+{
+    cl = { Client(0, { 1 }, 4096), Client(1, { 1 }, 2048) };
+    ASSERT_EQ(ICBC_OK, impi_layout_init(&l, 2));
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_NHOSTS, 3, answer(cl, IMPI_C_NHOSTS, 3)));
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_NPROCS, 3, answer(cl, IMPI_C_NPROCS, 3)));
+    /* client 1 does not give DATALEN: only client 0's counts */
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_DATALEN, 1, answer(cl, IMPI_C_DATALEN, 1))) << err;
+    for (uint32_t label : { IMPI_H_IPV6, IMPI_H_PORT, IMPI_H_NPROCS, IMPI_P_IPV6, IMPI_P_PID })
+        ASSERT_EQ(ICBC_OK, add(label, 3, answer(cl, label, 3))) << err;
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    EXPECT_EQ(4096u, l.datalen);
+    EXPECT_EQ(IMPI_DEFAULT_ACKMARK, l.ackmark);
+}
+
+TEST_F(Layout, VersionsGiveTheHighestCommonOne)
+{
+    ASSERT_EQ(ICBC_OK, impi_layout_init(&l, 3));
+    auto pair = [](uint32_t a, uint32_t b) {
+        Bytes v(8);
+        icbc_put32(v.data(), a);
+        icbc_put32(v.data() + 4, b);
+        return v;
+    };
+    Bytes b;
+    for (auto p : { pair(0, 0), pair(1, 0), pair(2, 1), /* client 0 */
+                    pair(0, 0), pair(1, 0),             /* client 1 */
+                    pair(0, 0), pair(1, 0), pair(2, 1) /* client 2 */ })
+        b.insert(b.end(), p.begin(), p.end());
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_VERSION, 7, b)) << err;
+    EXPECT_EQ(1u, l.version_major);
+    EXPECT_EQ(0u, l.version_minor);
+}
+
+TEST_F(Layout, HostileAnswersAreRefusedWithTheReason)
+{
+    cl = { Client(0, { 2, 1 }), Client(1, { 1 }) };
+    struct Case {
+        const char *name;
+        uint32_t stop; /* labels before this one answered well */
+        uint32_t label, mask;
+        Bytes bytes;
+        const char *words;
+    };
+    Bytes u0(4, 0), big(4);
+    icbc_put32(big.data(), IMPI_HOSTS_MAX + 1);
+    Bytes nprocs_mismatch;
+    for (uint32_t v : { 2u, 2u, 1u }) { /* client 0 said 3 processes: 2 + 2 */
+        Bytes x(4);
+        icbc_put32(x.data(), v);
+        nprocs_mismatch.insert(nprocs_mismatch.end(), x.begin(), x.end());
+    }
+    Bytes ports = answer(cl, IMPI_H_PORT, 3);
+    icbc_put32(ports.data() + 4, 0);
+    Bytes xsize(8);
+    icbc_put32(xsize.data(), 1024);
+    icbc_put32(xsize.data() + 4, 2048);
+    Bytes version_no_zero(8);
+    icbc_put32(version_no_zero.data(), 1);
+    std::vector<Case> cases = {
+        { "unknown label", IMPI_C_VERSION, 0x1234, 3, u0, "not an IMPI label" },
+        { "clients beyond the job", IMPI_C_VERSION, IMPI_C_NHOSTS, 7, answer(cl, IMPI_C_NHOSTS, 3),
+          "beyond the 2" },
+        { "required part missing", IMPI_C_VERSION, IMPI_C_NHOSTS, 1, answer(cl, IMPI_C_NHOSTS, 1),
+          "every client must" },
+        { "short answer", IMPI_C_VERSION, IMPI_C_NHOSTS, 3, Bytes(7),
+          "7 bytes, the parts of clients 0x3 take 8" },
+        { "long answer", IMPI_C_VERSION, IMPI_C_NHOSTS, 3, Bytes(9, 1),
+          "9 bytes, the parts of clients 0x3 take 8" },
+        { "no hosts", IMPI_C_VERSION, IMPI_C_NHOSTS, 3, Bytes(8), "gives 0 hosts" },
+        { "too many hosts", IMPI_C_VERSION, IMPI_C_NHOSTS, 3,
+          [&] {
+              Bytes b = big;
+              b.insert(b.end(), big.begin(), big.end());
+              return b;
+          }(),
+          "C_NHOSTS: client 0 gives" },
+        { "host labels before the counts", IMPI_C_VERSION, IMPI_H_IPV6, 3,
+          answer(cl, IMPI_H_IPV6, 3), "before the host and process counts" },
+        { "hosts hold other counts", IMPI_H_NPROCS, IMPI_H_NPROCS, 3, nprocs_mismatch,
+          "hold 4 processes, C_NPROCS said 3" },
+        { "port 0", IMPI_H_PORT, IMPI_H_PORT, 3, ports, "gives port 0" },
+        { "label twice", IMPI_H_PORT, IMPI_C_NHOSTS, 3, answer(cl, IMPI_C_NHOSTS, 3),
+          "after a later label, or twice" },
+        { "crossovers disagree", IMPI_C_COLL_XSIZE, IMPI_C_COLL_XSIZE, 3, xsize,
+          "disagree (1024 and 2048)" },
+        { "datalen too small", IMPI_C_DATALEN, IMPI_C_DATALEN, 3, Bytes(8), "at least 1024" },
+        { "version list without 0.0", IMPI_C_VERSION, IMPI_C_VERSION, 1, version_no_zero,
+          "without version 0.0" },
+        { "version list for other clients", IMPI_C_VERSION, IMPI_C_VERSION, 3, Bytes(8),
+          "1 parts for 2 clients" },
+        { "process ids short", IMPI_P_PID, IMPI_P_PID, 3, Bytes(24), "take 32" },
+    };
+    for (auto &k : cases) {
+        SCOPED_TRACE(k.name);
+        impi_layout_free(&l);
+        add_all(k.stop);
+        EXPECT_EQ(ICBC_ERR_INVALID, add(k.label, k.mask, k.bytes));
+        EXPECT_NE(std::string::npos, std::string(err).find(k.words)) << err;
+    }
+}
+
+TEST_F(Layout, CheckNamesALabelThatNeverCame)
+{
+    cl = { Client(0, { 1 }) };
+    add_all(IMPI_P_PID);
+    EXPECT_EQ(ICBC_ERR_INVALID, impi_layout_check(&l, err, sizeof(err)));
+    EXPECT_STREQ("start-up ended without P_PID", err);
+}
+
+TEST(ImpiLocal, HostsMustAddUpToTheProcesses)
+{
+    Client c(0, { 2, 2 });
+    c.local.nprocs = 3;
+    uint8_t *b;
+    size_t n;
+    EXPECT_EQ(ICBC_ERR_INVALID, impi_local_part(&c.local, IMPI_C_NPROCS, &b, &n));
+}
+
+/* ---- start-up through impi-server ----------------------------------------- */
+
+struct StartUp {
+    icbc_status_t st = ICBC_ERR_INVALID;
+    impi_client_t *client = nullptr;
+    impi_layout_t layout{};
+    char err[512] = "";
+};
+
+void run_client(const std::string &server, int rank, Client *c, StartUp *out, uint64_t key = 0,
+                bool have_key = false, int timeout_ms = 20000)
+{
+    impi_client_params_t p{};
+    p.server = server.c_str();
+    p.client = rank;
+    p.have_key = have_key;
+    p.key = key;
+    p.timeout_ms = timeout_ms;
+    out->st =
+        impi_client_startup(&p, c->get(), &out->client, &out->layout, out->err, sizeof(out->err));
+}
+
+TEST(ImpiClient, ThreeClientsStartUpThroughImpiServerAndFinish)
+{
+    Daemon d;
+    ASSERT_TRUE(d.start({ "-server", "3", "-listen", "127.0.0.1", "-host", "127.0.0.1" }));
+    std::string server = d.addr + ":" + std::to_string(d.port);
+    std::vector<Client> cl = { Client(0, { 1, 1 }), Client(1, { 4 }, 16384),
+                               Client(2, { 1, 2, 1 }) };
+    StartUp s[3];
+    std::vector<std::thread> t;
+    for (int r = 0; r < 3; r++)
+        t.emplace_back(run_client, server, 2 - r, &cl[2 - r], &s[2 - r], 0, false, 20000);
+    for (auto &x : t)
+        x.join();
+    for (int r = 0; r < 3; r++) {
+        ASSERT_EQ(ICBC_OK, s[r].st) << "client " << r << ": " << s[r].err;
+        const impi_layout_t &l = s[r].layout;
+        EXPECT_EQ(3, l.nclients);
+        EXPECT_EQ(6, l.nhosts_total);
+        EXPECT_EQ(10, l.nprocs_total);
+        EXPECT_EQ(16384u, l.datalen);
+        EXPECT_EQ(6, l.first_rank[2]);
+        /* every client learns the same job */
+        EXPECT_EQ(0, memcmp(s[0].layout.hosts, l.hosts, 6 * sizeof(impi_host_t)));
+        EXPECT_EQ(0, memcmp(s[0].layout.procs, l.procs, 10 * sizeof(impi_proc_t)));
+    }
+    EXPECT_EQ(2001, s[0].layout.procs[7].pid); /* client 2, its second process */
+    for (int r = 0; r < 3; r++) {
+        EXPECT_EQ(ICBC_OK, impi_client_fini(s[r].client));
+        impi_layout_free(&s[r].layout);
+    }
+    std::string errtext;
+    EXPECT_EQ(0, d.wait(&errtext)) << errtext;
+}
+
+TEST(ImpiClient, KeyAuthentication)
+{
+    char path[] = "/tmp/impi-key-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(6, write(fd, "424242", 6));
+    close(fd);
+    Daemon d;
+    ASSERT_TRUE(d.start({ "-server", "1", "-listen", "127.0.0.1", "-host", "127.0.0.1", "-auth",
+                          std::string("key:") + path }));
+    std::string server = d.addr + ":" + std::to_string(d.port);
+    Client c(0, { 1 });
+    StartUp none, good;
+    run_client(server, 0, &c, &none);
+    EXPECT_EQ(ICBC_ERR_AUTH, none.st);
+    EXPECT_NE(std::string::npos, std::string(none.err).find("refused this client at "
+                                                            "authentication"))
+        << none.err;
+    run_client(server, 0, &c, &good, 424242, true);
+    ASSERT_EQ(ICBC_OK, good.st) << good.err;
+    EXPECT_EQ(ICBC_OK, impi_client_fini(good.client));
+    impi_layout_free(&good.layout);
+    std::string errtext;
+    EXPECT_EQ(0, d.wait(&errtext)) << errtext;
+    unlink(path);
+}
+
+TEST(ImpiClient, WrongKeyEndsWithAnErrorNamingTheServer)
+{
+    char path[] = "/tmp/impi-key-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_EQ(1, write(fd, "7", 1));
+    close(fd);
+    Daemon d;
+    ASSERT_TRUE(d.start({ "-server", "1", "-listen", "127.0.0.1", "-host", "127.0.0.1", "-auth",
+                          std::string("key:") + path }));
+    std::string server = d.addr + ":" + std::to_string(d.port);
+    Client c(0, { 1 });
+    StartUp bad;
+    run_client(server, 0, &c, &bad, 8, true);
+    EXPECT_NE(ICBC_OK, bad.st);
+    EXPECT_NE(std::string::npos, std::string(bad.err).find("IMPI server " + server)) << bad.err;
+    unlink(path);
+}
+
+TEST(ImpiClient, SilentServerTimesOut)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sin);
+    ASSERT_EQ(0, bind(l, (sockaddr *) &sin, sizeof(sin)));
+    ASSERT_EQ(0, listen(l, 4));
+    ASSERT_EQ(0, getsockname(l, (sockaddr *) &sin, &len));
+    std::string server = "127.0.0.1:" + std::to_string(ntohs(sin.sin_port));
+    Client c(0, { 1 });
+    StartUp s;
+    run_client(server, 0, &c, &s, 0, false, 300);
+    EXPECT_EQ(ICBC_ERR_TIMEOUT, s.st);
+    EXPECT_EQ("IMPI server " + server + ": authentication: no answer in time", std::string(s.err));
+    close(l);
+}
+
+TEST(ImpiClient, NoServerOrABadAddress)
+{
+    Client c(0, { 1 });
+    StartUp s, t;
+    run_client("127.0.0.1:1", 0, &c, &s);
+    EXPECT_EQ(ICBC_ERR_UNREACHABLE, s.st);
+    EXPECT_NE(std::string::npos, std::string(s.err).find("IMPI server 127.0.0.1:1: connect:"))
+        << s.err;
+    run_client("impi.example:80", 0, &c, &t);
+    EXPECT_EQ(ICBC_ERR_INVALID, t.st);
+    EXPECT_STREQ("IMPI server 'impi.example:80': not an IPv4 ADDR:PORT", t.err);
+}
+
+} // namespace
