@@ -354,6 +354,9 @@ class Bed:
             raise UsageError("icbc-testbed up failed")
         if not os.path.isfile(os.path.join(self.state, "env")):
             raise UsageError(f"icbc-testbed up wrote no {self.state}/env")
+        # ". env", as a user does before mpiexec: the launcher into the
+        # node namespaces, the host file, the router file
+        os.environ.update(self.tb.user_env())
 
     def down(self):
         if self.owned:
