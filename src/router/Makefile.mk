@@ -4,6 +4,7 @@ libicbc_la_CPPFLAGS += -I$(top_srcdir)/src/router
 libicbc_la_SOURCES += \
     src/router/router.c \
     src/router/fabric.c \
+    src/router/rt_admit.h \
     src/router/trunk.c \
     src/router/forward.c \
     src/router/router_opts.c \

@@ -30,6 +30,7 @@
 #include "icbc_bytes.h"
 #include "icbc_log.h"
 #include "router_int.h"
+#include "rt_admit.h"
 
 rt_peer_t *rt_lookup(icbc_router_t *r, uint64_t job, uint32_t rank)
 {
@@ -153,26 +154,12 @@ static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
     rt_pump_later(r, &p->out);
 }
 
-static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh, const uint8_t *inner)
+/* A REGISTER that rt_fabric_admit found well-formed and proven. */
+static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh)
 {
     icbc_router_t *r = p->r;
-    unsigned char mac[ICBC_ROUTE_MAC_SIZE];
     rt_peer_t *old;
 
-    if (rh->inner_len != ICBC_ROUTE_MAC_SIZE || rh->payload_len != 0) {
-        refuse(p, 1, "malformed REGISTER");
-        return;
-    }
-    if (rh->src_cluster != r->cluster) {
-        refuse(p, 1, "REGISTER names another cluster");
-        return;
-    }
-    if (icbc_route_register_mac(r->key, r->keylen, p->nonce, rh->job, rh->src_rank, mac) !=
-            ICBC_OK ||
-        !icbc_route_mac_equal(mac, inner, ICBC_ROUTE_MAC_SIZE)) {
-        refuse(p, 1, "wrong REGISTER proof (different key?)");
-        return;
-    }
     old = rt_lookup(r, rh->job, rh->src_rank);
     if (old && old != p) {
         icbc_info("router %s: job %llu rank %u registered again from %s (was %s)", r->name,
@@ -317,37 +304,35 @@ static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
 {
     rt_peer_t *p = mx_peer_arg(mp);
     icbc_route_hdr_t rh;
+    const char *why;
 
     if (p == NULL)
         return 0;
-    if (icbc_route_hdr_parse(rcv->hdr, rcv->hdr_len, &rh) != ICBC_OK ||
-        rh.inner_len != rcv->hdr_len - ICBC_ROUTE_HDR_SIZE || rh.payload_len != rcv->len) {
-        if (!p->registered)
-            refuse(p, 0, "malformed message before REGISTER");
-        else
-            icbc_debug("router %s: malformed message from %s dropped", p->r->name,
-                       mx_peer_addr_text(mp));
-        return 0;
-    }
-    if (!p->registered) {
-        if (rh.type == ICBC_ROUTE_REGISTER && icbc_list_linked(&p->unreg_link))
-            do_register(p, &rh, (const uint8_t *) rcv->hdr + ICBC_ROUTE_HDR_SIZE);
-        else if (icbc_list_linked(&p->unreg_link))
-            refuse(p, 1, "message before REGISTER");
-        return 0;
-    }
-    switch (rh.type) {
-    case ICBC_ROUTE_MSG: return forward(p, rcv, &rh);
-    case ICBC_ROUTE_DEREGISTER:
+    rt_admit_ctx_t ctx = {
+        .registered = p->registered,
+        .awaiting_register = icbc_list_linked(&p->unreg_link),
+        .cluster = (uint16_t) p->r->cluster,
+        .key = p->r->key,
+        .keylen = p->r->keylen,
+        .nonce = p->nonce,
+    };
+    switch (rt_fabric_admit(&ctx, rcv->hdr, rcv->hdr_len, rcv->len, &rh, &why)) {
+    case RT_ADMIT_FORWARD: return forward(p, rcv, &rh);
+    case RT_ADMIT_REGISTER: do_register(p, &rh); return 0;
+    case RT_ADMIT_REFUSE: refuse(p, 0, why); return 0;
+    case RT_ADMIT_REFUSE_ANSWER: refuse(p, 1, why); return 0;
+    case RT_ADMIT_DEREGISTER:
         icbc_debug("router %s: job %llu rank %u deregistered", p->r->name,
                    (unsigned long long) p->job, p->rank);
         unregister(p);
         return 0;
-    default:
-        icbc_debug("router %s: unexpected message type %u from %s", p->r->name, rh.type,
-                   mx_peer_addr_text(mp));
+    case RT_ADMIT_DROP:
+    case RT_ADMIT_UNEXPECTED:
+        icbc_debug("router %s: %s from %s dropped", p->r->name, why, mx_peer_addr_text(mp));
         return 0;
+    case RT_ADMIT_IGNORE: return 0;
     }
+    return 0;
 }
 
 static void on_lost(mx_peer_t *mp, icbc_status_t status, void *arg)

@@ -12,11 +12,13 @@ FUZZ_TARGETS = \
     test/fuzz/bt_stream_fuzz \
     test/fuzz/impi_server_fuzz \
     test/fuzz/impi_pkt_fuzz \
-    test/fuzz/impi_layout_fuzz
+    test/fuzz/impi_layout_fuzz \
+    test/fuzz/router_admit_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
 FUZZ_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -I$(top_srcdir)/src/impi \
+    -I$(top_srcdir)/src/router \
     -I$(top_srcdir)/test/fuzz
 FUZZ_HDRS = $(top_srcdir)/test/fuzz/fuzz_check.h $(top_srcdir)/src/icbc/icbc_status.h
 FUZZ_LINK = $(AM_V_CCLD)$(MKDIR_P) test/fuzz && \
@@ -36,6 +38,7 @@ EXTRA_DIST += \
     test/fuzz/impi_server_fuzz.c \
     test/fuzz/impi_pkt_fuzz.c \
     test/fuzz/impi_layout_fuzz.c \
+    test/fuzz/router_admit_fuzz.c \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
 
@@ -97,6 +100,10 @@ test/fuzz/impi_pkt_fuzz: $(top_srcdir)/test/fuzz/impi_pkt_fuzz.c \
 test/fuzz/impi_layout_fuzz: $(top_srcdir)/test/fuzz/impi_layout_fuzz.c \
     $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+test/fuzz/router_admit_fuzz: $(top_srcdir)/test/fuzz/router_admit_fuzz.c \
+    $(top_srcdir)/src/router/rt_admit.h $(top_srcdir)/src/icbc/route.c \
+    $(top_srcdir)/src/icbc/icbc_route.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 else
 fuzz fuzz-smoke:
