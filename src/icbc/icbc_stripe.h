@@ -127,12 +127,32 @@ typedef struct icbc_stripe_ops {
     void (*confirm)(void *ctx, int peer, uint64_t cookie);
 } icbc_stripe_ops_t;
 
+/* Which lane a chunk goes to. */
+typedef enum {
+    /* the next lane in turn; a busy lane passes the chunk to the following
+     * one (each lane's window of chunks in flight drives the share) */
+    ICBC_STRIPE_PLACE_WINDOW = 0,
+    /* the next lane in turn, strictly: a busy lane holds the send until it
+     * takes the chunk (every lane carries the same share) */
+    ICBC_STRIPE_PLACE_ROUND_ROBIN = 1,
+    /* the lane that would finish the chunk first, from the bytes it holds
+     * and the rate at which it has delivered lately: a lane with a quarter
+     * of the others' rate gets about a quarter of their share, a lane that
+     * stalls gets none until it moves again */
+    ICBC_STRIPE_PLACE_ADAPTIVE = 2,
+} icbc_stripe_placement_t;
+
+const char *icbc_stripe_placement_str(icbc_stripe_placement_t placement);
+
 typedef struct icbc_stripe_config {
     size_t chunk_size;  /* bytes per chunk this process receives (asked for in CTS) */
     double timeout;     /* seconds a peer may stay silent; 0: never fail */
     uint32_t first_gen; /* generation of new entries (0: 1); tests start near wrap */
     int failover;       /* 1: sends end when confirmed; a lost lane's chunks go again
                          * on the others (needs ops->confirm) */
+    icbc_stripe_placement_t placement;
+    double rate_window; /* adaptive: seconds over which a lane's rate is measured
+                         * (0: 0.25) */
 } icbc_stripe_config_t;
 
 typedef struct icbc_stripe icbc_stripe_t;
@@ -226,6 +246,16 @@ typedef struct icbc_stripe_stats {
     uint64_t confirmations; /* ops->confirm calls, late ones included */
     uint64_t late_chunks;   /* chunks of a completed receive (confirmed again) */
 } icbc_stripe_stats_t;
+
+/* What the engine knows of a lane (adaptive placement measures it). */
+typedef struct icbc_stripe_lane_stats {
+    uint64_t inflight; /* bytes handed to it and not reported yet */
+    uint64_t sent;     /* bytes it reported sent, in all */
+    double rate;       /* bytes/s it delivered lately; 0: not measured yet */
+    int down;
+} icbc_stripe_lane_stats_t;
+
+void icbc_stripe_lane_stats(const icbc_stripe_t *stripe, int lane, icbc_stripe_lane_stats_t *stats);
 
 void icbc_stripe_stats(const icbc_stripe_t *stripe, icbc_stripe_stats_t *stats);
 /* Every active transfer, one line each (and the recent state transitions

@@ -69,8 +69,19 @@ typedef struct {
     uint32_t send_gen;
     uint32_t unit;
     int lane;
+    size_t len;
     int next_free;
 } flight_t;
+
+/* A lane as placement sees it. */
+typedef struct {
+    uint64_t inflight;  /* bytes handed to it, not reported yet */
+    uint64_t sent;      /* bytes reported sent, in all */
+    uint64_t win_bytes; /* reported sent since win_start */
+    double win_start;   /* 0: no window open */
+    double rate;        /* bytes/s lately */
+    int measured;       /* rate holds a measurement */
+} lane_t;
 
 typedef struct {
     int peer;
@@ -99,6 +110,8 @@ struct icbc_stripe {
     flight_t *flights;
     int nflights, free_flight;
     uint64_t lanes_down; /* bit per lane */
+    lane_t lanes[ICBC_STRIPE_LANES_MAX];
+    int nlanes_seen; /* the most lanes a peer had: lanes measured */
     done_t done[DONE_KEPT];
     unsigned ndone;
     int blocked_head, blocked_tail;
@@ -116,6 +129,16 @@ struct icbc_stripe {
 static const char *send_state_names[] = { ICBC_STRIPE_SEND_STATES(STATE_NAME_) };
 static const char *slot_state_names[] = { ICBC_STRIPE_SLOT_STATES(STATE_NAME_) };
 #undef STATE_NAME_
+
+const char *icbc_stripe_placement_str(icbc_stripe_placement_t placement)
+{
+    switch (placement) {
+    case ICBC_STRIPE_PLACE_WINDOW: return "window";
+    case ICBC_STRIPE_PLACE_ROUND_ROBIN: return "round-robin";
+    case ICBC_STRIPE_PLACE_ADAPTIVE: return "adaptive";
+    default: return "?";
+    }
+}
 
 const char *icbc_stripe_send_state_str(icbc_stripe_send_state_t state)
 {
@@ -336,7 +359,10 @@ icbc_status_t icbc_stripe_create(const icbc_stripe_config_t *config, const icbc_
         st->cfg.chunk_size = ICBC_STRIPE_CHUNK_MAX;
     if (st->cfg.first_gen == 0)
         st->cfg.first_gen = 1;
-    if (st->cfg.failover && ops->confirm == NULL) {
+    if (st->cfg.rate_window <= 0)
+        st->cfg.rate_window = 0.25;
+    if ((unsigned) st->cfg.placement > ICBC_STRIPE_PLACE_ADAPTIVE ||
+        (st->cfg.failover && ops->confirm == NULL)) {
         free(st);
         return ICBC_ERR_INVALID;
     }
@@ -480,6 +506,12 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
         return; /* a lane reporting twice; nothing of ours */
     int i = f->send, lane = f->lane;
     uint32_t sgen = f->send_gen, u = f->unit;
+    lane_t *ln = &st->lanes[lane];
+    ln->inflight -= f->len;
+    if (ok) {
+        ln->sent += f->len;
+        ln->win_bytes += f->len;
+    }
     flight_free(st, (int) fi);
     s = &st->sends[i];
     if (s->gen != sgen || s->state == ICBC_STRIPE_SEND_FREE || s->outstanding == 0)
@@ -522,6 +554,94 @@ static int next_unit(send_t *s, uint32_t *u, int *again)
     return 0;
 }
 
+/* ---- placement ------------------------------------------------------------ */
+
+/* Closes each lane's measuring window that is over: its rate is what it
+ * delivered in it (averaged with the last one). An idle lane keeps its
+ * rate; a lane that holds chunks and delivers nothing goes towards 0. */
+static void lanes_measure(icbc_stripe_t *st, double now)
+{
+    for (int l = 0; l < st->nlanes_seen; l++) {
+        lane_t *ln = &st->lanes[l];
+        double dt = now - ln->win_start;
+        if (ln->win_start == 0 && ln->win_bytes == 0 && ln->inflight == 0) {
+            ln->win_start = now;
+            continue;
+        }
+        if (dt < st->cfg.rate_window)
+            continue;
+        if (ln->win_bytes > 0 || ln->inflight > 0) {
+            double r = (double) ln->win_bytes / dt;
+            ln->rate = ln->measured ? 0.5 * ln->rate + 0.5 * r : r;
+            ln->measured = 1;
+        }
+        ln->win_bytes = 0;
+        ln->win_start = now;
+    }
+}
+
+/* The lanes to offer a chunk of LEN bytes of send S, best first, in
+ * ORDER; returns how many. Adaptive placement offers it only to the lanes
+ * that would deliver it about as soon as the best one (EST within 5%): when
+ * those are busy, waiting for them finishes sooner than a slower lane would
+ * (a slow lane's queue of chunks is the last part of a message to arrive). */
+static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int *order)
+{
+    int n = 0;
+
+    for (int k = 0; k < nlanes; k++) {
+        int lane = (s->lane + k) % nlanes;
+        if (!lane_down(st, lane))
+            order[n++] = lane;
+    }
+    if (st->cfg.placement == ICBC_STRIPE_PLACE_ROUND_ROBIN)
+        return n > 0 ? 1 : 0;
+    if (st->cfg.placement != ICBC_STRIPE_PLACE_ADAPTIVE || n < 2)
+        return n;
+    /* expected time to deliver what the lane holds and this chunk; a lane
+     * not measured yet counts at the mean rate of those that are (when none
+     * is, the bytes held decide) */
+    double est[ICBC_STRIPE_LANES_MAX], sum = 0;
+    int known = 0;
+    for (int k = 0; k < n; k++)
+        if (st->lanes[order[k]].measured) {
+            sum += st->lanes[order[k]].rate;
+            known++;
+        }
+    double mean = known ? sum / known : 0;
+    for (int k = 0; k < n; k++) {
+        const lane_t *ln = &st->lanes[order[k]];
+        double rate = ln->measured ? ln->rate : mean;
+        double bytes = (double) (ln->inflight + len);
+        est[k] = known == 0 ? bytes : rate > 0 ? bytes / rate : 1e300;
+    }
+    /* stable: equal estimates keep the rotation's order */
+    for (int k = 1; k < n; k++)
+        for (int j = k; j > 0 && est[j] < est[j - 1]; j--) {
+            double te = est[j];
+            int tl = order[j];
+            est[j] = est[j - 1];
+            order[j] = order[j - 1];
+            est[j - 1] = te;
+            order[j - 1] = tl;
+        }
+    int good = 1;
+    while (good < n && est[good] <= 1.05 * est[0])
+        good++;
+    return good;
+}
+
+void icbc_stripe_lane_stats(const icbc_stripe_t *st, int lane, icbc_stripe_lane_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (lane < 0 || lane >= ICBC_STRIPE_LANES_MAX)
+        return;
+    out->inflight = st->lanes[lane].inflight;
+    out->sent = st->lanes[lane].sent;
+    out->rate = st->lanes[lane].measured ? st->lanes[lane].rate : 0;
+    out->down = lane_down(st, lane);
+}
+
 /* Hands chunks to lanes until all are handed out or every lane is busy. */
 static void send_pump(icbc_stripe_t *st, int i, double now)
 {
@@ -532,6 +652,12 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
 
     if (nlanes < 1)
         nlanes = 1;
+    if (nlanes > ICBC_STRIPE_LANES_MAX)
+        nlanes = ICBC_STRIPE_LANES_MAX;
+    if (nlanes > st->nlanes_seen)
+        st->nlanes_seen = nlanes;
+    if (st->cfg.placement == ICBC_STRIPE_PLACE_ADAPTIVE)
+        lanes_measure(st, now);
     if (s->state == ICBC_STRIPE_SEND_BLOCKED)
         blocked_remove(st, i);
     send_set_state(st, i, ICBC_STRIPE_SEND_SENDING);
@@ -554,12 +680,12 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             send_fail(s, ICBC_ERR_PEER_FAILED, "chunks were lost on every lane, again and again");
             break;
         }
-        /* the lanes in turn; a busy lane passes the chunk to the next one */
-        for (int k = 0; k < nlanes && rc != ICBC_OK; k++) {
-            int lane = s->lane;
-            s->lane = (s->lane + 1) % nlanes;
-            if (lane_down(st, lane))
-                continue;
+        /* the lanes in the placement's order; a busy one passes the chunk on */
+        int order[ICBC_STRIPE_LANES_MAX];
+        int norder = lanes_order(st, s, nlanes, c.len, order);
+        int lane = -1;
+        for (int k = 0; k < norder && rc != ICBC_OK; k++) {
+            lane = order[k];
             int fi = flight_alloc(st);
             if (fi == NONE) {
                 rc = ICBC_ERR_NO_MEMORY;
@@ -570,9 +696,11 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             f->send_gen = s->gen;
             f->unit = u;
             f->lane = lane;
+            f->len = c.len;
             uint64_t token = make_id(f->gen, fi);
             tried++;
             s->outstanding++;
+            st->lanes[lane].inflight += c.len;
             if (s->where != NULL)
                 s->where[u] = UNIT_FLYING;
             rc = st->ops.send_chunk(st->ctx, s->peer, lane, &c, data, token);
@@ -581,6 +709,7 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             if (rc == ICBC_OK)
                 break;
             s->outstanding--;
+            st->lanes[lane].inflight -= c.len;
             flight_free(st, fi);
             if (s->where != NULL)
                 s->where[u] = again ? UNIT_TODO : UNIT_NEW;
@@ -592,6 +721,7 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             }
         }
         if (rc == ICBC_OK) {
+            s->lane = (lane + 1) % nlanes; /* the next chunk starts after it */
             st->stats.chunks_sent++;
             if (again) {
                 st->stats.chunks_resent++;

@@ -94,7 +94,8 @@ struct Side {
 
     explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0, int failover = 0)
     {
-        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover };
+        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, ICBC_STRIPE_PLACE_WINDOW,
+                                     0 };
         icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place, confirm };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
     }
@@ -680,7 +681,7 @@ struct Failover : TransferOver<1> {
 
 TEST(Stripe, FailoverNeedsAConfirmOp)
 {
-    icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1 };
+    icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1, ICBC_STRIPE_PLACE_WINDOW, 0 };
     icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
                               Side::recv_complete, Side::place, nullptr };
     icbc_stripe_t *st = nullptr;
@@ -1016,6 +1017,163 @@ TEST(Stripe, FailoverUnderRandomLossesAndLaneDeaths)
            "late chunks confirmed again\n",
            (unsigned long long) lanes_lost, (unsigned long long) resent,
            (unsigned long long) duplicates, (unsigned long long) late);
+}
+
+/* ---- placement ----------------------------------------------------------- */
+
+/* Lanes that deliver at given rates in simulated time: each holds at most
+ * WINDOW chunks (a router's window) and delivers the bytes at its head at
+ * its rate; a chunk is reported sent when its last byte is delivered. */
+struct Sim {
+    std::vector<double> rate; /* bytes/s */
+    size_t window = 8;
+    std::vector<std::deque<std::pair<uint64_t, double>>> q; /* token, bytes left */
+    std::vector<uint64_t> carried;                          /* bytes per lane */
+    std::vector<std::vector<double>> handed;                /* when, per lane */
+    int stall_lane = -1;                                    /* delivers nothing ... */
+    double stall_from = 0, stall_to = 0;                    /* ... in this interval */
+    icbc_stripe_t *st = nullptr;
+    double now = 0;
+    int done = 0;
+
+    static icbc_status_t send_chunk(void *ctx, int, int lane, const icbc_stripe_chunk_t *c,
+                                    const void *, uint64_t token)
+    {
+        Sim *s = static_cast<Sim *>(ctx);
+        if (s->q[lane].size() >= s->window)
+            return ICBC_ERR_BUSY;
+        s->q[lane].push_back({ token, (double) c->len });
+        s->carried[lane] += c->len;
+        s->handed[lane].push_back(s->now);
+        return ICBC_OK;
+    }
+    static int lanes(void *ctx, int)
+    {
+        return (int) static_cast<Sim *>(ctx)->rate.size();
+    }
+    static void send_complete(void *ctx, void *, icbc_status_t st, const char *)
+    {
+        EXPECT_EQ(ICBC_OK, st);
+        static_cast<Sim *>(ctx)->done++;
+    }
+    static void recv_complete(void *, void *, icbc_status_t, const char *)
+    {
+    }
+
+    /* Bytes per second of one striped send of SIZE bytes. */
+    double run(std::vector<double> rates, icbc_stripe_placement_t placement, size_t size)
+    {
+        rate = rates;
+        q.assign(rate.size(), {});
+        carried.assign(rate.size(), 0);
+        handed.assign(rate.size(), {});
+        icbc_stripe_config_t cfg = { 256 << 10, 0, 0, 0, placement, 0.02 };
+        icbc_stripe_ops_t ops = {
+            send_chunk, lanes, send_complete, recv_complete, nullptr, nullptr
+        };
+        EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
+        std::vector<char> buf(size);
+        uint64_t cookie;
+        icbc_stripe_cts_t cts = { 0, 1, 256 << 10 };
+        const double dt = 0.0002;
+        now = dt; /* the engine's clock starts with the run */
+        EXPECT_EQ(ICBC_OK, icbc_stripe_send_start(st, 1, buf.data(), size, nullptr, now, &cookie));
+        EXPECT_EQ(ICBC_OK, icbc_stripe_cts(st, 1, cookie, &cts, now));
+        while (done == 0 && now < 100) {
+            now += dt;
+            for (size_t l = 0; l < q.size(); l++) {
+                bool stalled = (int) l == stall_lane && now >= stall_from && now < stall_to;
+                double budget = stalled ? 0 : rate[l] * dt;
+                while (budget > 0 && !q[l].empty()) {
+                    auto &h = q[l].front();
+                    double take = std::min(budget, h.second);
+                    h.second -= take;
+                    budget -= take;
+                    if (h.second <= 0) {
+                        uint64_t token = h.first;
+                        q[l].pop_front();
+                        icbc_stripe_chunk_sent(st, token, 1, now);
+                    }
+                }
+            }
+            icbc_stripe_progress(st, now);
+        }
+        icbc_stripe_destroy(st);
+        return done ? size / now : 0;
+    }
+};
+
+const double MB = 1e6;
+
+TEST(StripePlacement, AdaptiveFillsLanesOfUnequalRates)
+{
+    std::vector<double> rates = { 100 * MB, 100 * MB, 100 * MB, 25 * MB };
+    Sim rr, win, ad;
+    double r_rr = rr.run(rates, ICBC_STRIPE_PLACE_ROUND_ROBIN, 64 << 20);
+    double r_win = win.run(rates, ICBC_STRIPE_PLACE_WINDOW, 64 << 20);
+    double r_ad = ad.run(rates, ICBC_STRIPE_PLACE_ADAPTIVE, 64 << 20);
+    printf("64 MiB over lanes of 100, 100, 100, 25 MB/s (sum 325): round-robin %.0f MB/s, "
+           "window %.0f MB/s, adaptive %.0f MB/s; adaptive gave the slow lane %.1f%% of the "
+           "bytes\n",
+           r_rr / MB, r_win / MB, r_ad / MB, 100.0 * ad.carried[3] / (64 << 20));
+    /* round-robin is held to 4 x the slowest lane */
+    EXPECT_LE(r_rr, 1.02 * 4 * 25 * MB);
+    EXPECT_GE(r_rr, 0.95 * 4 * 25 * MB);
+    /* adaptive delivers close to the sum of the rates */
+    EXPECT_GE(r_ad, 0.9 * 325 * MB);
+    EXPECT_GT(r_ad, r_win);
+    /* the slow lane's share is about a quarter of another's */
+    double slow = (double) ad.carried[3], fast = (double) ad.carried[0];
+    EXPECT_GT(slow / fast, 0.15);
+    EXPECT_LT(slow / fast, 0.35);
+}
+
+TEST(StripePlacement, AdaptiveKeepsUpWithRoundRobinOverEqualLanes)
+{
+    std::vector<double> rates(4, 100 * MB);
+    Sim rr, ad;
+    double r_rr = rr.run(rates, ICBC_STRIPE_PLACE_ROUND_ROBIN, 64 << 20);
+    double r_ad = ad.run(rates, ICBC_STRIPE_PLACE_ADAPTIVE, 64 << 20);
+    printf("64 MiB over 4 lanes of 100 MB/s: round-robin %.0f MB/s, adaptive %.0f MB/s\n",
+           r_rr / MB, r_ad / MB);
+    EXPECT_GE(r_ad, 0.98 * r_rr);
+}
+
+TEST(StripePlacement, AStalledLaneGetsNoChunksUntilItMovesAgain)
+{
+    Sim s;
+    s.stall_lane = 3;
+    s.stall_from = 0.05;
+    s.stall_to = 0.25;
+    double r = s.run(std::vector<double>(4, 100 * MB), ICBC_STRIPE_PLACE_ADAPTIVE, 128 << 20);
+    int during = 0, after = 0;
+    for (double t : s.handed[3]) {
+        /* its rate is measured in windows of 20 ms: two of them to see it stall */
+        if (t > s.stall_from + 0.04 && t < s.stall_to)
+            during++;
+        if (t >= s.stall_to)
+            after++;
+    }
+    printf("lane 3 stalled from 50 to 250 ms: %d chunks handed to it during the stall (after "
+           "40 ms), %d after it; %.0f MB/s in all\n",
+           during, after, r / MB);
+    EXPECT_EQ(0, during);
+    EXPECT_GT(after, 0) << "a lane that moves again is used again";
+    EXPECT_GT(r, 0);
+}
+
+TEST(StripePlacement, LaneStatsAndNames)
+{
+    Sim s;
+    s.run({ 50 * MB, 10 * MB }, ICBC_STRIPE_PLACE_ADAPTIVE, 8 << 20);
+    EXPECT_STREQ("adaptive", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_ADAPTIVE));
+    EXPECT_STREQ("round-robin", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_ROUND_ROBIN));
+    EXPECT_STREQ("window", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_WINDOW));
+    icbc_stripe_config_t bad = { CHUNK, 0, 0, 0, (icbc_stripe_placement_t) 7, 0 };
+    icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
+                              Side::recv_complete, Side::place, Side::confirm };
+    icbc_stripe_t *st = nullptr;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&bad, &ops, nullptr, &st));
 }
 
 #ifndef NDEBUG
