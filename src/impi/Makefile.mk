@@ -6,8 +6,10 @@ libicbc_la_SOURCES += \
     src/impi/server.c \
     src/impi/daemon.c \
     src/impi/layout.c \
-    src/impi/client.c
-include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h
+    src/impi/client.c \
+    src/impi/hostconn.c
+include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h \
+    src/impi/impi_hostconn.h
 
 bin_PROGRAMS += impi-server
 impi_server_SOURCES = src/impi/server_main.c

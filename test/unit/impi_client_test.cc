@@ -20,6 +20,7 @@
 #include "icbc_bytes.h"
 #include "impi_client.h"
 #include "impi_daemon.h"
+#include "impi_hostconn.h"
 
 namespace
 {
@@ -262,6 +263,56 @@ TEST_F(Layout, CheckNamesALabelThatNeverCame)
     add_all(IMPI_P_PID);
     EXPECT_EQ(ICBC_ERR_INVALID, impi_layout_check(&l, err, sizeof(err)));
     EXPECT_STREQ("start-up ended without P_PID", err);
+}
+
+TEST_F(Layout, AcceptedHostConnectionsAreHeldToTheLayout)
+{
+    cl = { Client(0, { 1, 1 }), Client(1, { 2 }) };
+    add_all();
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    auto rank = [](uint32_t r) {
+        Bytes b(4);
+        icbc_put32(b.data(), r);
+        return b;
+    };
+    auto v4 = [](const char *a) {
+        uint32_t x;
+        inet_pton(AF_INET, a, &x);
+        return x;
+    };
+    std::vector<uint8_t> connected(3, 0);
+    int host = -7;
+    /* host 2 (client 1's only host, 10.0.1.0) connects to host 1 */
+    ASSERT_EQ(ICBC_OK, impi_host_accept_check(&l, 1, rank(2).data(), v4("10.0.1.0"),
+                                              connected.data(), &host, err, sizeof(err)))
+        << err;
+    EXPECT_EQ(2, host);
+    EXPECT_TRUE(impi_host_connects(2, 1));
+    EXPECT_FALSE(impi_host_connects(1, 2));
+    struct Case {
+        const char *name;
+        uint32_t rank;
+        const char *from;
+        bool already;
+        const char *words;
+    } cases[] = {
+        { "not a host of the job", 3, "10.0.1.0", false, "names host 3; the job has 3 hosts" },
+        { "a lower host", 0, "10.0.0.0", false, "does not connect to host 1" },
+        { "itself", 1, "10.0.0.1", false, "does not connect to host 1" },
+        { "another address", 2, "10.9.9.9", false,
+          "from 10.9.9.9 names host 2, which advertised 10.0.1.0" },
+        { "twice", 2, "10.0.1.0", true, "a second connection from host 2 (10.0.1.0)" },
+    };
+    for (auto &k : cases) {
+        SCOPED_TRACE(k.name);
+        connected[2] = k.already;
+        err[0] = '\0';
+        EXPECT_EQ(ICBC_ERR_INVALID,
+                  impi_host_accept_check(&l, 1, rank(k.rank).data(), v4(k.from), connected.data(),
+                                         &host, err, sizeof(err)));
+        EXPECT_EQ(-1, host);
+        EXPECT_NE(std::string::npos, std::string(err).find(k.words)) << err;
+    }
 }
 
 TEST(ImpiLocal, HostsMustAddUpToTheProcesses)
