@@ -14,7 +14,8 @@ FUZZ_TARGETS = \
     test/fuzz/impi_pkt_fuzz \
     test/fuzz/impi_layout_fuzz \
     test/fuzz/router_admit_fuzz \
-    test/fuzz/impi_hostconn_fuzz
+    test/fuzz/impi_hostconn_fuzz \
+    test/fuzz/impi_rx_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
@@ -41,6 +42,8 @@ EXTRA_DIST += \
     test/fuzz/impi_layout_fuzz.c \
     test/fuzz/router_admit_fuzz.c \
     test/fuzz/impi_hostconn_fuzz.c \
+    test/fuzz/impi_rx_fuzz.c \
+    test/fuzz/impi_fuzz_layout.h \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
 
@@ -108,8 +111,15 @@ test/fuzz/router_admit_fuzz: $(top_srcdir)/test/fuzz/router_admit_fuzz.c \
     $(top_srcdir)/src/icbc/icbc_route.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_hostconn_fuzz: $(top_srcdir)/test/fuzz/impi_hostconn_fuzz.c \
+    $(top_srcdir)/test/fuzz/impi_fuzz_layout.h \
     $(top_srcdir)/src/impi/hostconn.c $(top_srcdir)/src/impi/layout.c \
     $(top_srcdir)/src/impi/impi_hostconn.h $(top_srcdir)/src/impi/impi_client.h \
+    $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+test/fuzz/impi_rx_fuzz: $(top_srcdir)/test/fuzz/impi_rx_fuzz.c \
+    $(top_srcdir)/test/fuzz/impi_fuzz_layout.h $(top_srcdir)/src/impi/rx.c \
+    $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/proto.c \
+    $(top_srcdir)/src/impi/impi_rx.h $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 else

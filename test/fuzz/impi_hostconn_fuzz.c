@@ -19,57 +19,8 @@
 
 #include "fuzz_check.h"
 #include "icbc_bytes.h"
+#include "impi_fuzz_layout.h"
 #include "impi_hostconn.h"
-
-#define NCLIENTS 3
-
-static impi_layout_t layout;
-
-static void build_layout(void)
-{
-    static const uint32_t per_client[NCLIENTS][3] = { { 1, 2, 0 }, { 3, 0, 0 }, { 1, 1, 1 } };
-    impi_host_t hosts[NCLIENTS][3];
-    impi_proc_t procs[NCLIENTS][8];
-    impi_local_t local[NCLIENTS];
-    int n;
-    const uint32_t *labels = impi_layout_labels(&n);
-    char err[256];
-
-    memset(hosts, 0, sizeof(hosts));
-    memset(procs, 0, sizeof(procs));
-    for (int c = 0; c < NCLIENTS; c++) {
-        uint32_t nh = 0, np = 0;
-        for (int h = 0; h < 3 && per_client[c][h]; h++, nh++) {
-            impi_host_t *ho = &hosts[c][h];
-            ho->addr[12] = 10;
-            ho->addr[14] = (uint8_t) c;
-            ho->addr[15] = (uint8_t) h;
-            ho->port = 6000 + (uint32_t) h;
-            ho->nprocs = per_client[c][h];
-            for (uint32_t k = 0; k < per_client[c][h]; k++, np++) {
-                memcpy(procs[c][np].host, ho->addr, 16);
-                procs[c][np].pid = np;
-            }
-        }
-        local[c] = (impi_local_t){ nh, np, hosts[c], procs[c], 0, 0, -1, -1 };
-    }
-    FUZZ_CHECK(impi_layout_init(&layout, NCLIENTS) == ICBC_OK);
-    for (int i = 0; i < n; i++) {
-        uint8_t buf[1024];
-        size_t len = 0;
-        for (int c = 0; c < NCLIENTS; c++) {
-            uint8_t *part;
-            size_t plen;
-            FUZZ_CHECK(impi_local_part(&local[c], labels[i], &part, &plen) == ICBC_OK);
-            memcpy(buf + len, part, plen);
-            len += plen;
-            free(part);
-        }
-        FUZZ_CHECK(impi_layout_add(&layout, labels[i], (1u << NCLIENTS) - 1, buf, len, err,
-                                   sizeof(err)) == ICBC_OK);
-    }
-    FUZZ_CHECK(impi_layout_check(&layout, err, sizeof(err)) == ICBC_OK);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -21,6 +21,7 @@
 #include "impi_client.h"
 #include "impi_daemon.h"
 #include "impi_hostconn.h"
+#include "impi_rx.h"
 
 namespace
 {
@@ -312,6 +313,136 @@ TEST_F(Layout, AcceptedHostConnectionsAreHeldToTheLayout)
                                          &host, err, sizeof(err)));
         EXPECT_EQ(-1, host);
         EXPECT_NE(std::string::npos, std::string(err).find(k.words)) << err;
+    }
+}
+
+/* ---- packets from another host ------------------------------------------ */
+
+struct Rx : Layout {
+    impi_rx_t rx{};
+    struct Got {
+        impi_pkt_hdr_t hdr;
+        int src, dest;
+        Bytes payload;
+    };
+    std::vector<Got> got;
+
+    void SetUp() override
+    {
+        /* host 0 is this one (client 0: ranks 0, 1), host 2 the peer
+         * (client 1: ranks 3, 4) */
+        cl = { Client(0, { 2, 1 }), Client(1, { 2 }) };
+        add_all();
+        ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+        ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, &l, 0, 2));
+    }
+    void TearDown() override
+    {
+        impi_rx_free(&rx);
+        Layout::TearDown();
+    }
+    static void on_pkt(void *arg, const impi_rx_pkt_t *p)
+    {
+        static_cast<Rx *>(arg)->got.push_back(
+            { *p->hdr, p->src, p->dest, Bytes(p->payload, p->payload + p->len) });
+    }
+    Bytes pkt(uint32_t type, int64_t src_pid, int src_client, int64_t dst_pid, int dst_client,
+              const Bytes &payload = {}, uint64_t msglen = 0)
+    {
+        impi_pkt_hdr_t h{};
+        h.type = type;
+        h.len = (uint32_t) payload.size();
+        h.src.host[12] = 10;
+        h.src.host[14] = (uint8_t) src_client;
+        h.src.pid = src_pid;
+        h.dest.host[12] = 10;
+        h.dest.host[14] = (uint8_t) dst_client;
+        h.dest.pid = dst_pid;
+        h.msglen = msglen ? msglen : payload.size();
+        h.tag = 7;
+        Bytes b(IMPI_PKT_HDR_SIZE);
+        impi_pkt_hdr_pack(&h, b.data());
+        b.insert(b.end(), payload.begin(), payload.end());
+        return b;
+    }
+    icbc_status_t feed(const Bytes &b, size_t step)
+    {
+        for (size_t i = 0; i < b.size(); i += step) {
+            icbc_status_t st = impi_rx_feed(&rx, b.data() + i, std::min(step, b.size() - i), on_pkt,
+                                            this, err, sizeof(err));
+            if (st != ICBC_OK)
+                return st;
+        }
+        return ICBC_OK;
+    }
+};
+
+TEST_F(Rx, PacketsArriveWholeInAnyPieces)
+{
+    Bytes data(1000);
+    for (size_t i = 0; i < data.size(); i++)
+        data[i] = (uint8_t) i;
+    /* client 1's processes have pids 1000, 1001; client 0's host 0 has 0, 1 */
+    Bytes stream = pkt(IMPI_PK_DATA, 1001, 1, 1, 0, data);
+    Bytes ack = pkt(IMPI_PK_SYNCACK, 1000, 1, 0, 0);
+    Bytes fini(IMPI_PKT_HDR_SIZE);
+    impi_pkt_hdr_t f{};
+    f.type = IMPI_PK_FINI;
+    f.len = 128; /* LAM's bogus length of a control packet */
+    f.src.pid = f.dest.pid = -1;
+    impi_pkt_hdr_pack(&f, fini.data());
+    stream.insert(stream.end(), ack.begin(), ack.end());
+    stream.insert(stream.end(), fini.begin(), fini.end());
+    for (size_t step : { (size_t) 1, (size_t) 7, (size_t) 128, stream.size() }) {
+        SCOPED_TRACE(step);
+        got.clear();
+        ASSERT_EQ(ICBC_OK, feed(stream, step)) << err;
+        ASSERT_EQ(3u, got.size());
+        EXPECT_EQ(4, got[0].src);
+        EXPECT_EQ(1, got[0].dest);
+        EXPECT_EQ(data, got[0].payload);
+        EXPECT_EQ(7, got[0].hdr.tag);
+        EXPECT_EQ((uint32_t) IMPI_PK_SYNCACK, got[1].hdr.type);
+        EXPECT_EQ(3, got[1].src);
+        EXPECT_EQ(0, got[1].dest);
+        EXPECT_TRUE(got[1].payload.empty());
+        EXPECT_EQ((uint32_t) IMPI_PK_FINI, got[2].hdr.type);
+        EXPECT_EQ(-1, got[2].src);
+        EXPECT_TRUE(got[2].payload.empty()) << "FINI's claimed length was read as payload";
+    }
+}
+
+TEST_F(Rx, PacketsThePeerMayNotSendEndTheConnection)
+{
+    struct Case {
+        const char *name;
+        Bytes bytes;
+        const char *words;
+    } cases[] = {
+        { "a process of another host", pkt(IMPI_PK_DATA, 0, 0, 0, 0, Bytes(4)),
+          "from process 0, which is not one of that host's" },
+        { "an unknown pid", pkt(IMPI_PK_DATA, 1005, 1, 0, 0, Bytes(4)),
+          "from process 1005, which is not one of that host's" },
+        { "for a process elsewhere", pkt(IMPI_PK_SYNCACK, 1000, 1, 2, 0),
+          "for process 2, which is not one of this host's" },
+        { "beyond DATALEN", pkt(IMPI_PK_DATA, 1000, 1, 0, 0, Bytes(65537)), "65537 payload bytes" },
+        { "beyond its message", pkt(IMPI_PK_DATASYNC, 1000, 1, 0, 0, Bytes(8), 4),
+          "8 payload bytes of a 4-byte message" },
+        { "an unknown type", pkt(9, 1000, 1, 0, 0), "packet of type 9" },
+    };
+    for (auto &k : cases) {
+        SCOPED_TRACE(k.name);
+        impi_rx_free(&rx);
+        ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, &l, 0, 2));
+        got.clear();
+        err[0] = '\0';
+        EXPECT_EQ(ICBC_ERR_INVALID, feed(k.bytes, 64));
+        EXPECT_TRUE(got.empty());
+        EXPECT_NE(std::string::npos, std::string(err).find("IMPI host 2: ")) << err;
+        EXPECT_NE(std::string::npos, std::string(err).find(k.words)) << err;
+        /* and nothing more is taken from it */
+        EXPECT_EQ(ICBC_ERR_INVALID, feed(pkt(IMPI_PK_SYNCACK, 1000, 1, 0, 0), 128));
+        EXPECT_TRUE(got.empty());
     }
 }
 
