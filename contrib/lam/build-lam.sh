@@ -5,7 +5,8 @@
 #   contrib/lam/build-lam.sh [--builddir DIR] [--prefix DIR] [--jobs N]
 #
 # Debian's source package `lam` (apt-get source, deb-src enabled when
-# missing), built 32-bit: LAM's 64-bit build fails inside MPI_Init on
+# missing; its orig tarball alone when the Debian part cannot be fetched),
+# built 32-bit: LAM's 64-bit build fails inside MPI_Init on
 # `mpirun -client` runs, the 32-bit one is a working IMPI client. No source
 # edits; C++ sources that predate today's headers get them with -include.
 # Steps (each skipped when done): packages (gcc-multilib g++-multilib),
@@ -69,7 +70,13 @@ if [ -z "$src" ]; then
         run_logged deb-src sed -i 's/^Types: deb$/Types: deb deb-src/' /etc/apt/sources.list.d/debian.sources
         run_logged apt-update apt-get update -q
     fi
-    (cd "$builddir" && run_logged source apt-get source -q lam)
+    # the orig tarball alone will do when the Debian part cannot be fetched
+    (cd "$builddir" && apt-get source -q lam > "$logs/source.log" 2>&1) || true
+    src=$(find "$builddir" -maxdepth 1 -type d -name 'lam-7.1.4*' | head -n 1)
+    if [ -z "$src" ] && [ -f "$builddir/lam_7.1.4.orig.tar.gz" ]; then
+        step "source: Debian's part not fetched; the orig tarball (log: $logs/source.log)"
+        (cd "$builddir" && run_logged untar tar xzf lam_7.1.4.orig.tar.gz)
+    fi
     src=$(find "$builddir" -maxdepth 1 -type d -name 'lam-7.1.4*' | head -n 1)
     [ -n "$src" ] || { echo "build-lam: no lam-7.1.4 directory after apt-get source" >&2; exit 1; }
 fi
