@@ -449,6 +449,40 @@ def _tool(path, module, argv, summary):
     return rc or 0
 
 
+def run_main(prog, usage, parse, make, argv):
+    """The life of one benchmark run: options (exit 2 when bad, the USAGE text
+    for --help), set-up, then BENCH.start(), runs() and report() with
+    BENCH.cleanup() whatever happens. Exit status 1 when a run gave no valid
+    data after its retry or the report says so, 130 when interrupted."""
+    try:
+        o = parse(argv)
+        if o.help:
+            sys.stdout.write(usage)
+            return 0
+        bench = make(o, argv)
+        bench.setup()
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
+    try:
+        bench.start()
+        bench.runs()
+        fail = bench.report()
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        bench.cleanup()
+    if bench.runner.failed_runs or fail:
+        print(f"{prog}: {bench.runner.failed_runs} run(s) gave no valid data after a retry; "
+              f"see {bench.runner.events_path}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def tee(summary, text):
     print(text, flush=True)
     with open(summary, "a") as f:

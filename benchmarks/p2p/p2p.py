@@ -13,7 +13,6 @@ benchmarks/README.md.
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 
@@ -287,6 +286,14 @@ class P2P:
         t.detail = (t.detail + ", " if t.detail else "") + f"host busy {self.busy}% before"
         return t
 
+    def start(self):
+        self.bed.up()
+        self.check_bed()
+
+    def cleanup(self):
+        self.runner.stop()
+        self.bed.down()
+
     def report(self):
         o = self.o
         load_end = engine.loadavg()
@@ -342,35 +349,7 @@ class P2P:
 
 
 def main(argv):
-    try:
-        o = options(argv)
-        if o.help:
-            sys.stdout.write(USAGE)
-            return 0
-        bench = P2P(o, argv)
-        bench.setup()
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
-    try:
-        bench.bed.up()
-        bench.check_bed()
-        bench.runs()
-        fail = bench.report()
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        bench.runner.stop()
-        bench.bed.down()
-    if bench.runner.failed_runs or fail:
-        print(f"{PROG}: {bench.runner.failed_runs} run(s) gave no valid data after a retry; "
-              f"see {bench.runner.events_path}", file=sys.stderr)
-        return 1
-    return 0
+    return engine.run_main(PROG, USAGE, options, P2P, argv)
 
 
 if __name__ == "__main__":

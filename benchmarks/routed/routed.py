@@ -640,6 +640,14 @@ class Routed:
 
     # ---- report ---------------------------------------------------------------------------
 
+    def start(self):
+        self.bed.up()
+
+    def cleanup(self):
+        self.runner.stop()
+        self.stop_routers("cleanup")
+        self.bed.down()
+
     def report(self):
         o = self.o
         load_end = engine.loadavg()
@@ -804,35 +812,7 @@ class Routed:
 
 
 def main(argv):
-    try:
-        o = options(argv)
-        if o.help:
-            sys.stdout.write(USAGE)
-            return 0
-        bench = Routed(o, argv)
-        bench.setup()
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
-    try:
-        bench.bed.up()
-        bench.runs()
-        fail = bench.report()
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        bench.runner.stop()
-        bench.stop_routers("cleanup")
-        bench.bed.down()
-    if bench.runner.failed_runs or fail:
-        print(f"{PROG}: {bench.runner.failed_runs} run(s) gave no valid data after a retry; "
-              f"see {bench.runner.events_path}", file=sys.stderr)
-        return 1
-    return 0
+    return engine.run_main(PROG, USAGE, options, Routed, argv)
 
 
 if __name__ == "__main__":
