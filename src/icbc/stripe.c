@@ -14,7 +14,7 @@
 /* Failover: where each unit (chunk) of a send is. A lane number (below
  * ICBC_STRIPE_LANES_MAX) once the lane reported it sent. */
 #define UNIT_NEW 255    /* not handed out yet (at or beyond next) */
-#define UNIT_TODO 254   /* to be handed out again */
+#define UNIT_RESEND 254 /* to be handed out again */
 #define UNIT_FLYING 253 /* with a lane, not reported yet */
 
 /* Receives completed not long ago, to confirm again when chunks of theirs
@@ -39,12 +39,12 @@ typedef struct {
     int next_free;
     int blocked_prev, blocked_next; /* queue of BLOCKED sends */
     /* failover */
-    uint8_t *where;  /* owned: per unit, UNIT_* or the lane it went by */
-    uint32_t nunits; /* units of the message */
-    uint32_t todo;   /* units marked UNIT_TODO */
-    uint32_t rescan; /* no UNIT_TODO below this unit */
-    uint32_t resent; /* units handed out again, to bound a lane that loses all */
-    int confirmed;   /* the receiver has it all */
+    uint8_t *where;     /* owned: per unit, UNIT_* or the lane it went by */
+    uint32_t nunits;    /* units of the message */
+    uint32_t to_resend; /* units marked UNIT_RESEND */
+    uint32_t rescan;    /* no UNIT_RESEND below this unit */
+    uint32_t resent;    /* units handed out again, to bound a lane that loses all */
+    int confirmed;      /* the receiver has it all */
 } send_t;
 
 typedef struct {
@@ -452,7 +452,7 @@ static int lane_down(const icbc_stripe_t *st, int lane)
 
 static int send_has_work(const send_t *s)
 {
-    return s->error == ICBC_OK && !s->confirmed && (s->todo > 0 || s->next < s->size);
+    return s->error == ICBC_OK && !s->confirmed && (s->to_resend > 0 || s->next < s->size);
 }
 
 /* Ends the send once no lane holds a chunk of it and it needs nothing
@@ -476,12 +476,12 @@ static void send_settle(icbc_stripe_t *st, int i)
 }
 
 /* Failover: unit U goes again. */
-static void mark_todo(send_t *s, uint32_t u)
+static void mark_resend(send_t *s, uint32_t u)
 {
-    if (s->where[u] == UNIT_TODO)
+    if (s->where[u] == UNIT_RESEND)
         return;
-    s->where[u] = UNIT_TODO;
-    s->todo++;
+    s->where[u] = UNIT_RESEND;
+    s->to_resend++;
     if (u < s->rescan)
         s->rescan = u;
 }
@@ -524,7 +524,7 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
         } else if (!s->confirmed) {
             /* lost, or on a lane since lost: the chunk goes again */
             st->stats.chunks_lost++;
-            mark_todo(s, u);
+            mark_resend(s, u);
             send_schedule(st, i);
         }
     } else if (!ok) {
@@ -537,9 +537,9 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
  * Returns 0 when there is none. */
 static int next_unit(send_t *s, uint32_t *u, int *again)
 {
-    if (s->todo > 0) {
+    if (s->to_resend > 0) {
         for (; s->rescan < s->nunits; s->rescan++) {
-            if (s->where[s->rescan] == UNIT_TODO) {
+            if (s->where[s->rescan] == UNIT_RESEND) {
                 *u = s->rescan;
                 *again = 1;
                 return 1;
@@ -712,7 +712,7 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             st->lanes[lane].inflight -= c.len;
             flight_free(st, fi);
             if (s->where != NULL)
-                s->where[u] = again ? UNIT_TODO : UNIT_NEW;
+                s->where[u] = again ? UNIT_RESEND : UNIT_NEW;
             if (rc != ICBC_ERR_BUSY) {
                 refused++;
                 if (s->where == NULL)
@@ -725,7 +725,7 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             st->stats.chunks_sent++;
             if (again) {
                 st->stats.chunks_resent++;
-                s->todo--;
+                s->to_resend--;
                 if (s->rescan == u) /* unless a report inside the call marked one below */
                     s->rescan = u + 1;
             } else {
@@ -790,7 +790,7 @@ void icbc_stripe_lane_lost(icbc_stripe_t *st, int lane, double now)
          * still holds are marked when it reports them */
         for (uint32_t u = 0; u < s->nunits; u++) {
             if (s->where[u] == (uint8_t) lane) {
-                mark_todo(s, u);
+                mark_resend(s, u);
                 lost++;
             }
         }
@@ -1123,7 +1123,7 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
                 "    send %d.%u to rank %d: %s, %zu bytes, %zu handed to lanes, %d chunk(s) "
                 "out, %u to send again%s%s, quiet for %.1f s\n",
                 i, s->gen, s->peer, icbc_stripe_send_state_str(s->state), s->size, s->next,
-                s->outstanding, s->todo, s->error ? ", failed: " : "", s->error ? s->why : "",
+                s->outstanding, s->to_resend, s->error ? ", failed: " : "", s->error ? s->why : "",
                 now - s->t_last);
     }
     fprintf(f, "  striped receives: %d active\n", st->stats.active_slots);
