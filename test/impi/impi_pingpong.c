@@ -1,0 +1,470 @@
+/*
+ * One IMPI client of one host with one process, built from libicbc's IMPI
+ * parts alone (impi_client, impi_hostconn, impi_rx, impi_p2p): it starts
+ * through impi-server, connects to the other hosts, and ping-pongs with
+ * world rank --peer. The other side is test/impi/lam_pingpong.c run by
+ * LAM/MPI 7.1.4 (test/pytest/test_impi_lam.py), or another impi_pingpong.
+ *
+ *   impi_pingpong --server ADDR:PORT --client K --host ADDR --peer R
+ *                 [--sizes N,N,...] [--iters N] [--sync] [--timeout S]
+ *
+ * For each size and iteration the lower world rank sends first; each side
+ * checks every byte it receives (pattern(size, iteration) one way,
+ * pattern(size, iteration + 1000) back), with --sync the first send of
+ * each iteration is synchronous. Prints one line per size (bytes,
+ * iterations, microseconds per round trip) and exits 0, or names what went
+ * wrong and exits 1.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "icbc_bytes.h"
+#include "icbc_clock.h"
+#include "impi_client.h"
+#include "impi_hostconn.h"
+#include "impi_p2p.h"
+#include "impi_rx.h"
+
+#define TAG 17
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "impi_pingpong: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/* ---- connections to the other hosts ------------------------------------- */
+
+typedef struct conn {
+    int fd;
+    impi_rx_t rx;
+    uint8_t *out; /* bytes not yet written */
+    size_t out_len, out_cap;
+    int fini_in;
+} conn_t;
+
+static impi_layout_t layout;
+static int self_host, self_rank;
+static conn_t *conns; /* per host */
+static impi_p2p_t *p2p;
+static double deadline_ms;
+
+static void out_append(conn_t *c, const void *b, size_t n)
+{
+    if (c->out_len + n > c->out_cap) {
+        c->out_cap = 2 * (c->out_len + n);
+        c->out = realloc(c->out, c->out_cap);
+        if (!c->out)
+            die("out of memory");
+    }
+    memcpy(c->out + c->out_len, b, n);
+    c->out_len += n;
+}
+
+static void flush(conn_t *c)
+{
+    while (c->out_len > 0) {
+        ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0)
+            die("writing to an IMPI host: %s", strerror(errno));
+        memmove(c->out, c->out + n, c->out_len - (size_t) n);
+        c->out_len -= (size_t) n;
+    }
+}
+
+static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+{
+    (void) arg;
+    if (host < 0 || host >= layout.nhosts_total || conns[host].fd < 0)
+        return ICBC_ERR_INVALID;
+    out_append(&conns[host], hdr, IMPI_PKT_HDR_SIZE);
+    if (len)
+        out_append(&conns[host], payload, len);
+    flush(&conns[host]);
+    return ICBC_OK;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+typedef struct arrival {
+    impi_msg_t m;
+    uint8_t *bytes; /* the head's bytes */
+    struct arrival *next;
+} arrival_t;
+
+static arrival_t *unexpected, **unexpected_tail = &unexpected;
+static uint8_t *long_buf; /* the long message being received */
+static uint64_t long_drqid, long_len;
+static int long_done;
+static int send_done_flag;
+static uint64_t first_cid = UINT64_MAX; /* the context id the peer uses */
+
+static void on_arrived(void *arg, const impi_msg_t *m)
+{
+    arrival_t *a = calloc(1, sizeof(*a));
+
+    (void) arg;
+    if (!a || !(a->bytes = malloc(m->len ? m->len : 1)))
+        die("out of memory");
+    a->m = *m;
+    memcpy(a->bytes, m->payload, m->len);
+    a->m.payload = a->bytes;
+    *unexpected_tail = a;
+    unexpected_tail = &a->next;
+    if (first_cid == UINT64_MAX)
+        first_cid = m->cid;
+}
+
+static void on_data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *b, size_t len,
+                    int last)
+{
+    (void) arg;
+    if (drqid != long_drqid || offset + len > long_len)
+        die("long-message bytes for drqid %llu at %llu", (unsigned long long) drqid,
+            (unsigned long long) offset);
+    memcpy(long_buf + offset, b, len);
+    long_done = last;
+}
+
+static void on_send_done(void *arg, uint64_t srqid)
+{
+    (void) arg;
+    (void) srqid;
+    send_done_flag = 1;
+}
+
+static void on_fini(void *arg, int host)
+{
+    (void) arg;
+    conns[host].fini_in = 1;
+}
+
+static const impi_p2p_ops_t ops = { emit, on_arrived, on_data, on_send_done, NULL, on_fini };
+
+static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
+{
+    char err[256];
+    int host = *(int *) arg;
+
+    if (impi_p2p_packet(p2p, host, pkt, err, sizeof(err)) != ICBC_OK)
+        die("%s", err);
+}
+
+/* Moves bytes both ways for at most WAIT_MS. */
+static void progress(int wait_ms)
+{
+    struct pollfd pfd[64];
+    int idx[64], n = 0;
+
+    if (icbc_clock_ms() > deadline_ms)
+        die("no progress before the time limit");
+    for (int h = 0; h < layout.nhosts_total && n < 64; h++) {
+        if (conns[h].fd < 0)
+            continue;
+        pfd[n].fd = conns[h].fd;
+        pfd[n].events = POLLIN | (conns[h].out_len ? POLLOUT : 0);
+        idx[n++] = h;
+    }
+    if (poll(pfd, (nfds_t) n, wait_ms) < 0 && errno != EINTR)
+        die("poll: %s", strerror(errno));
+    for (int i = 0; i < n; i++) {
+        conn_t *c = &conns[idx[i]];
+        if (pfd[i].revents & POLLOUT)
+            flush(c);
+        if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+            static uint8_t buf[1 << 16];
+            char err[256];
+            ssize_t r = recv(c->fd, buf, sizeof(buf), 0);
+            if (r < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (r <= 0) {
+                if (c->fini_in)
+                    continue;
+                die("IMPI host %d closed its connection", idx[i]);
+            }
+            if (impi_rx_feed(&c->rx, buf, (size_t) r, on_packet, &idx[i], err, sizeof(err)) !=
+                ICBC_OK)
+                die("%s", err);
+        }
+    }
+}
+
+static void pattern(uint8_t *b, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t) (i * 131 + (size_t) seed * 7 + (i >> 8));
+}
+
+static void send_msg(int dest, const uint8_t *buf, size_t len, int sync, uint64_t cid)
+{
+    static uint64_t srqid = 1;
+    impi_send_t s = { .src = self_rank, .dest = dest, .lsrank = self_rank, .tag = TAG,
+                      .cid = cid, .srqid = srqid++, .buf = buf, .len = len, .sync = sync };
+
+    send_done_flag = 0;
+    if (impi_p2p_send(p2p, &s) != ICBC_OK)
+        die("send of %zu bytes to rank %d refused", len, dest);
+    while (!send_done_flag)
+        progress(100);
+}
+
+/* Receives the next message from SRC with TAG into BUF (LEN bytes exactly). */
+static void recv_msg(int src, uint8_t *buf, size_t len)
+{
+    arrival_t *a;
+
+    for (;;) {
+        arrival_t **pp = &unexpected;
+        for (a = unexpected; a; pp = &a->next, a = a->next)
+            if (a->m.src == src && a->m.tag == TAG)
+                break;
+        if (a) {
+            *pp = a->next;
+            if (unexpected_tail == &a->next)
+                unexpected_tail = pp;
+            break;
+        }
+        progress(100);
+    }
+    if (a->m.msglen != len)
+        die("a message of %llu bytes from rank %d where %zu were due",
+            (unsigned long long) a->m.msglen, src, len);
+    memcpy(buf, a->bytes, a->m.len);
+    if (a->m.kind != IMPI_MSG_SHORT) {
+        uint64_t drqid = 0;
+        long_buf = buf;
+        long_len = len;
+        long_done = 0;
+        if (impi_p2p_matched(p2p, &a->m, &drqid) != ICBC_OK)
+            die("matching a message from rank %d", src);
+        long_drqid = drqid;
+        if (a->m.kind == IMPI_MSG_LONG_HEAD)
+            while (!long_done)
+                progress(100);
+    }
+    free(a->bytes);
+    free(a);
+}
+
+/* ---- start-up and connections ------------------------------------------ */
+
+static int listen_on(const char *addr, uint16_t *port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t sl = sizeof(sa);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    inet_pton(AF_INET, addr, &sa.sin_addr);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) || listen(fd, 64) ||
+        getsockname(fd, (struct sockaddr *) &sa, &sl))
+        die("listening on %s: %s", addr, strerror(errno));
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void connect_hosts(int lfd, const char *self_addr)
+{
+    uint8_t *connected = calloc((size_t) layout.nhosts_total, 1);
+    int want_accept = layout.nhosts_total - 1 - self_host;
+    char err[256];
+
+    /* the higher host connects, from the address it advertised */
+    for (int h = 0; h < self_host; h++) {
+        struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET };
+        int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+        uint8_t rank[IMPI_HOST_RANK_SIZE];
+        inet_pton(AF_INET, self_addr, &me.sin_addr);
+        uint32_t v4 = impi_host_v4(&layout.hosts[h]);
+        memcpy(&to.sin_addr, &v4, 4);
+        to.sin_port = htons((uint16_t) layout.hosts[h].port);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *) &me, sizeof(me)) ||
+            connect(fd, (struct sockaddr *) &to, sizeof(to)))
+            die("connecting to IMPI host %d: %s", h, strerror(errno));
+        icbc_put32(rank, (uint32_t) self_host);
+        if (send(fd, rank, sizeof(rank), MSG_NOSIGNAL) != sizeof(rank))
+            die("sending the host rank to IMPI host %d", h);
+        conns[h].fd = fd;
+        connected[h] = 1;
+    }
+    while (want_accept > 0) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        uint8_t rank[IMPI_HOST_RANK_SIZE];
+        int host, one = 1;
+        int fd = accept(lfd, (struct sockaddr *) &from, &fl);
+        if (fd < 0)
+            die("accept: %s", strerror(errno));
+        if (recv(fd, rank, sizeof(rank), MSG_WAITALL) != sizeof(rank)) {
+            close(fd);
+            continue;
+        }
+        if (impi_host_accept_check(&layout, self_host, rank, from.sin_addr.s_addr, connected,
+                                   &host, err, sizeof(err)) != ICBC_OK) {
+            fprintf(stderr, "impi_pingpong: refused: %s\n", err);
+            close(fd);
+            continue;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        conns[host].fd = fd;
+        connected[host] = 1;
+        want_accept--;
+    }
+    for (int h = 0; h < layout.nhosts_total; h++)
+        if (h != self_host) {
+            fcntl(conns[h].fd, F_SETFL, O_NONBLOCK);
+            if (impi_rx_init(&conns[h].rx, &layout, self_host, h) != ICBC_OK)
+                die("out of memory");
+        }
+    free(connected);
+}
+
+int main(int argc, char **argv)
+{
+    const char *server = NULL, *host_addr = "127.0.0.1", *sizes_arg = "0,4,1000,65536,100000";
+    int client = -1, peer = -1, iters = 10, sync = 0;
+    double timeout_s = 120;
+    static const struct option opts[] = {
+        { "server", 1, 0, 's' }, { "client", 1, 0, 'c' }, { "host", 1, 0, 'h' },
+        { "peer", 1, 0, 'p' },   { "sizes", 1, 0, 'z' },  { "iters", 1, 0, 'i' },
+        { "sync", 0, 0, 'y' },   { "timeout", 1, 0, 't' }, { 0, 0, 0, 0 }
+    };
+    int o;
+
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': server = optarg; break;
+        case 'c': client = atoi(optarg); break;
+        case 'h': host_addr = optarg; break;
+        case 'p': peer = atoi(optarg); break;
+        case 'z': sizes_arg = optarg; break;
+        case 'i': iters = atoi(optarg); break;
+        case 'y': sync = 1; break;
+        case 't': timeout_s = atof(optarg); break;
+        default: return 2;
+        }
+    }
+    if (!server || client < 0 || peer < 0) {
+        fprintf(stderr, "usage: impi_pingpong --server ADDR:PORT --client K --host ADDR --peer R "
+                        "[--sizes N,...] [--iters N] [--sync] [--timeout S]\n");
+        return 2;
+    }
+    deadline_ms = icbc_clock_ms() + timeout_s * 1000;
+
+    uint16_t port;
+    int lfd = listen_on(host_addr, &port);
+    impi_host_t me = { .port = port, .nprocs = 1 };
+    impi_proc_t proc = { .pid = getpid() };
+    inet_pton(AF_INET, host_addr, me.addr + 12);
+    memcpy(proc.host, me.addr, 16);
+    impi_local_t local = { .nhosts = 1, .nprocs = 1, .hosts = &me, .procs = &proc,
+                           .coll_xsize = -1, .coll_maxlinear = -1 };
+    impi_client_params_t params = { .server = server, .client = client,
+                                    .timeout_ms = (int) (timeout_s * 1000) };
+    impi_client_t *ic;
+    char err[512];
+    if (impi_client_startup(&params, &local, &ic, &layout, err, sizeof(err)) != ICBC_OK)
+        die("%s", err);
+    self_host = layout.first_host[client];
+    self_rank = layout.hosts[self_host].first_rank;
+    if (peer >= layout.nprocs_total || peer == self_rank)
+        die("--peer %d: the job has ranks 0..%d and this process is %d", peer,
+            layout.nprocs_total - 1, self_rank);
+    fprintf(stderr, "impi_pingpong: world rank %d of %d, host %d of %d, DATALEN %u\n", self_rank,
+            layout.nprocs_total, self_host, layout.nhosts_total, layout.datalen);
+    conns = calloc((size_t) layout.nhosts_total, sizeof(*conns));
+    for (int h = 0; h < layout.nhosts_total; h++)
+        conns[h].fd = -1;
+    connect_hosts(lfd, host_addr);
+    if (impi_p2p_create(&layout, self_host, &ops, NULL, &p2p) != ICBC_OK)
+        die("impi_p2p_create");
+
+    int first = self_rank < peer;
+    char *sizes = strdup(sizes_arg);
+    for (char *tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
+        size_t n = strtoul(tok, NULL, 10);
+        uint8_t *out = malloc(n ? n : 1), *in = malloc(n ? n : 1), *want = malloc(n ? n : 1);
+        double t0 = 0;
+        for (int it = 0; it < iters; it++) {
+            if (it == 1)
+                t0 = icbc_clock_ms();
+            /* the peer's context id once it is known (LAM: MPI_COMM_WORLD's) */
+            uint64_t cid = first_cid == UINT64_MAX ? 0 : first_cid;
+            if (first) {
+                pattern(out, n, it);
+                send_msg(peer, out, n, sync, cid);
+                recv_msg(peer, in, n);
+                pattern(want, n, it + 1000);
+            } else {
+                recv_msg(peer, in, n);
+                pattern(want, n, it);
+                if (memcmp(in, want, n))
+                    die("%zu bytes from rank %d, iteration %d: wrong data", n, peer, it);
+                pattern(out, n, it + 1000);
+                send_msg(peer, out, n, sync, first_cid);
+                continue;
+            }
+            if (memcmp(in, want, n))
+                die("%zu bytes back from rank %d, iteration %d: wrong data", n, peer, it);
+        }
+        double us = iters > 1 ? (icbc_clock_ms() - t0) * 1000 / (iters - 1) : 0;
+        printf("%zu bytes %d iterations %.1f us per round trip\n", n, iters, us);
+        fflush(stdout);
+        free(out);
+        free(in);
+        free(want);
+    }
+    free(sizes);
+
+    /* FINI to every host, then wait for theirs */
+    for (int h = 0; h < layout.nhosts_total; h++)
+        if (h != self_host && impi_p2p_fini(p2p, h) != ICBC_OK)
+            die("FINI to host %d", h);
+    for (;;) {
+        int all = 1, pending = 0;
+        for (int h = 0; h < layout.nhosts_total; h++) {
+            if (h == self_host)
+                continue;
+            all &= conns[h].fini_in;
+            pending |= conns[h].out_len > 0;
+        }
+        if (all && !pending)
+            break;
+        progress(100);
+    }
+    for (int h = 0; h < layout.nhosts_total; h++)
+        if (h != self_host) {
+            close(conns[h].fd);
+            impi_rx_free(&conns[h].rx);
+            free(conns[h].out);
+        }
+    impi_p2p_destroy(p2p);
+    if (impi_client_fini(ic) != ICBC_OK)
+        die("FINI to the IMPI server");
+    impi_layout_free(&layout);
+    close(lfd);
+    return 0;
+}
