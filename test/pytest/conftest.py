@@ -26,6 +26,8 @@ def pytest_addoption(parser):
     parser.addoption("--prefix", default=os.path.join(TOP, "_install"),
                      help="installed ICBC (default ./_install)")
     parser.addoption("--keep", action="store_true", help="leave the testbeds up")
+    parser.addoption("--build", default=os.path.join(TOP, "_build"),
+                     help="the build directory of libicbc and its tools (default ./_build)")
     g = parser.getgroup("mpich", "MPICH's test suite across two clusters (test_mpich_clusters.py)")
     g.addoption("--mpich-dirs", default="pt2pt coll comm datatype rma part",
                 help="its test/mpi directories (default: %(default)s)")

@@ -1,0 +1,271 @@
+"""IMPI interoperation with LAM/MPI 7.1.4, a real and independent IMPI
+implementation (../shared/docs/impi-notes.md section 5), through our
+impi-server:
+
+* two LAM clients: LAM's start-up, host connections and messages through
+  our server;
+* LAM as one client and test/impi/impi_pingpong (libicbc's IMPI start-up,
+  host connections, packets and flow control) as the other, each side
+  first: ping-pong at 0 B .. 1 MiB (the short protocol, the long one above
+  DATALEN = 65536), standard and synchronous sends, every byte checked on
+  both sides; LAM with 1, 2 and 4 processes.
+
+LAM is built once (contrib/lam/build-lam.sh, cached in _build/lam); the
+cases are skipped with the reason only where its 32-bit build cannot be
+made. LAM refuses to run as root: it runs as the user nobody with its own
+HOME and TMPDIR per universe, started as impi-notes.md says (lamboot, then
+mpirun -client RANK ADDR:PORT, IMPI_AUTH_NONE=1, IMPI_HOST_NAME set to the
+address the client advertises).
+
+    python3 -m pytest test/pytest/test_impi_lam.py [--build DIR]
+"""
+import os
+import pwd
+import shutil
+import subprocess
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+
+SIZES = "0,4,1000,65536,100000,1048576"
+ITERS = 3
+# LAM advertises 127.0.0.1 and connects from it (it does not bind); our
+# client advertises 127.0.0.2 and binds to it before it connects, so each
+# side recognises the other's connections by their source address.
+LAM_ADDR = "127.0.0.1"
+ICBC_ADDR = "127.0.0.2"
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="session")
+def build_dir(request):
+    d = os.path.abspath(request.config.getoption("--build"))
+    for exe in ("impi-server", "test/impi/impi_pingpong"):
+        if not os.access(os.path.join(d, exe), os.X_OK):
+            pytest.fail(f"no {exe} in {d}: build libicbc first (./quickstart.sh build)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def lam(build_dir):
+    """LAM/MPI's prefix, built once."""
+    log = os.path.join(TOP, "_build", "lam-build.log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w") as f:
+        r = subprocess.run([os.path.join(TOP, "contrib", "lam", "build-lam.sh")],
+                           stdout=subprocess.PIPE, stderr=f, text=True, timeout=3600)
+    if r.returncode != 0:
+        if subprocess.run(["bash", "-c", "echo 'int main(void){return 0;}' | "
+                           "gcc -m32 -x c - -o /dev/null"], capture_output=True).returncode:
+            pytest.skip("32-bit programs cannot be built here (gcc -m32 fails), so LAM/MPI "
+                        f"7.1.4 cannot be built; see {log}")
+        pytest.fail(f"contrib/lam/build-lam.sh failed; see {log}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+class Universe:
+    """A LAM universe of the user nobody on this host."""
+
+    def __init__(self, lam, work, name):
+        self.lam = lam
+        self.dir = os.path.join(work, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(os.path.join(self.dir, "tmp"))
+        nobody = pwd.getpwnam("nobody")
+        self.uid, self.gid = nobody.pw_uid, nobody.pw_gid
+        for root, dirs, files in os.walk(self.dir):
+            os.chown(root, self.uid, self.gid)
+        os.chmod(os.path.dirname(self.dir), 0o755)
+        with open(os.path.join(self.dir, "hosts"), "w") as f:
+            f.write("localhost\n")
+        self.env = {"PATH": os.path.join(lam, "bin") + ":/usr/bin:/bin",
+                    "HOME": self.dir, "TMPDIR": os.path.join(self.dir, "tmp"),
+                    "LAMRSH": "ssh -x", "IMPI_AUTH_NONE": "1", "IMPI_HOST_NAME": LAM_ADDR}
+
+    def run(self, args, **kw):
+        return subprocess.Popen(args, env=self.env, cwd=self.dir, user=self.uid, group=self.gid,
+                                extra_groups=[], **kw)
+
+    def boot(self):
+        # lamboot's daemon keeps its stdout open: a file, never a pipe
+        with open(os.path.join(self.dir, "lamboot.log"), "w") as log:
+            p = self.run(["lamboot", "hosts"], stdout=log, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+            assert p.wait(timeout=60) == 0, open(os.path.join(self.dir, "lamboot.log")).read()
+
+    def halt(self):
+        for cmd in (["lamhalt"], ["lamwipe", "hosts"]):
+            try:
+                self.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL).wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture(scope="session")
+def lam_prog(lam, build_dir):
+    """test/impi/lam_pingpong.c built with LAM's mpicc, where nobody can run it."""
+    d = os.path.join(build_dir, "test-impi-lam")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    exe = os.path.join(d, "lam_pingpong")
+    r = subprocess.run([os.path.join(lam, "bin", "mpicc"), "-O2", "-o", exe,
+                        os.path.join(TOP, "test", "impi", "lam_pingpong.c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return exe
+
+
+def start_server(build_dir, nclients, work, args=()):
+    out = open(os.path.join(work, "impi-server.out"), "w+")
+    err = open(os.path.join(work, "impi-server.err"), "w+")
+    p = subprocess.Popen([os.path.join(build_dir, "impi-server"), "-server", str(nclients),
+                          "-host", LAM_ADDR, "-timeout", str(TIMEOUT)] + list(args),
+                         stdout=out, stderr=err)
+    for _ in range(100):
+        out.seek(0)
+        line = out.readline().strip()
+        if line:
+            return p, line, err
+        time.sleep(0.05)
+    p.kill()
+    pytest.fail("impi-server printed no address")
+
+
+def finish(procs, timeout=TIMEOUT):
+    """Waits for every process; kills what is left at the time limit."""
+    end = time.time() + timeout
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, end - time.time())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append("timeout")
+    return codes
+
+
+@pytest.fixture
+def work(build_dir, request):
+    w = os.path.join(build_dir, "test-impi-lam", request.node.name.replace("/", "_"))
+    shutil.rmtree(w, ignore_errors=True)
+    os.makedirs(w)
+    os.chmod(w, 0o755)
+    return w
+
+
+def lam_mpirun(u, client, server, np, prog, me, peer, sync, work):
+    out = open(os.path.join(work, f"lam-client{client}.log"), "w")
+    return u.run(["mpirun", "-client", str(client), server, "-np", str(np), prog,
+                  str(me), str(peer), SIZES, str(ITERS), str(sync)],
+                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), out.name
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+@pytest.mark.parametrize("np", [1, 2, 4])
+@pytest.mark.parametrize("sync", [0, 1], ids=["send", "ssend"])
+def test_icbc_client_with_lam(build_dir, lam, lam_prog, work, lam_first, np, sync):
+    """ICBC's IMPI parts and LAM ping-pong through our impi-server; the lower
+    world rank sends first, so each order of the clients tests one
+    direction first."""
+    u = Universe(lam, work, "lam")
+    u.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work)
+        lam_client = 0 if lam_first else 1
+        icbc_client = 1 - lam_client
+        # world ranks: client 0's processes first
+        lam_me = 0 if lam_first else 1
+        icbc_rank = np if lam_first else 0
+        pl, lam_log = lam_mpirun(u, lam_client, addr, np, lam_prog, lam_me, icbc_rank, sync,
+                                 work)
+        icbc_log = os.path.join(work, "icbc.log")
+        with open(icbc_log, "w") as f:
+            pi = subprocess.Popen([os.path.join(build_dir, "test", "impi", "impi_pingpong"),
+                                   "--server", addr, "--client", str(icbc_client),
+                                   "--host", ICBC_ADDR, "--peer", str(lam_me),
+                                   "--sizes", SIZES, "--iters", str(ITERS),
+                                   "--timeout", str(TIMEOUT)] + (["--sync"] if sync else []),
+                                  stdout=f, stderr=subprocess.STDOUT)
+            codes = finish([pi, pl, server])
+        logs = {n: open(p).read() for n, p in
+                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        # every size went both ways and was checked on both sides
+        for n in SIZES.split(","):
+            assert f"\n{n} bytes {ITERS} iterations" in "\n" + logs["icbc"], report
+            assert f"rank {lam_me}: {n} bytes x {ITERS} with rank {icbc_rank}: ok" \
+                in logs["lam"], report
+    finally:
+        u.halt()
+
+
+@pytest.mark.parametrize("auth", ["none", "key"])
+def test_two_lam_clients_through_our_server(build_dir, lam, lam_prog, work, auth):
+    """LAM's own start-up, host connections and messages, with our server
+    in the middle: two universes, one per client, each advertising its own
+    address. LAM recognises an accepted connection by its source address and
+    connects without binding, so from 127.0.0.1 here: the connecting client
+    (1) advertises 127.0.0.1, the accepting one (0) 127.0.0.2."""
+    u0 = Universe(lam, work, "lam0")
+    u1 = Universe(lam, work, "lam1")
+    u0.env["IMPI_HOST_NAME"] = ICBC_ADDR
+    args = []
+    if auth == "key":
+        # LAM's IMPI_AUTH_KEY, a decimal number, in the server's key file
+        key = os.path.join(work, "impi.key")
+        with open(key, "w") as f:
+            f.write("1234567890123\n")
+        os.chmod(key, 0o600)
+        args = ["-auth", "key:" + key]
+        for u in (u0, u1):
+            del u.env["IMPI_AUTH_NONE"]
+            u.env["IMPI_AUTH_KEY"] = "1234567890123"
+    u0.boot()
+    u1.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work, args)
+        p0, log0 = lam_mpirun(u0, 0, addr, 1, lam_prog, 0, 1, 0, work)
+        p1, log1 = lam_mpirun(u1, 1, addr, 1, lam_prog, 1, 0, 0, work)
+        codes = finish([p0, p1, server])
+        logs = {n: open(p).read() for n, p in
+                (("client0", log0), ("client1", log1), ("server", server_err.name))}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+        assert codes == [0, 0, 0], f"exit codes client 0, client 1, impi-server: {codes}\n{report}"
+        for n in SIZES.split(","):
+            assert f"rank 0: {n} bytes x {ITERS} with rank 1: ok" in logs["client0"], report
+            assert f"rank 1: {n} bytes x {ITERS} with rank 0: ok" in logs["client1"], report
+    finally:
+        u0.halt()
+        u1.halt()
+
+
+def test_lam_with_the_wrong_key_is_refused(build_dir, lam, lam_prog, work):
+    """impi-server -auth key:FILE refuses a LAM client with another key,
+    names it, and goes on waiting (a stranger cannot end a start-up)."""
+    u = Universe(lam, work, "lam")
+    key = os.path.join(work, "impi.key")
+    with open(key, "w") as f:
+        f.write("42\n")
+    os.chmod(key, 0o600)
+    del u.env["IMPI_AUTH_NONE"]
+    u.env["IMPI_AUTH_KEY"] = "43"
+    u.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work, ["-auth", "key:" + key])
+        p, log = lam_mpirun(u, 0, addr, 1, lam_prog, 0, 1, 0, work)
+        code = finish([p], timeout=60)[0]
+        time.sleep(0.5)
+        alive = server.poll() is None
+        server.kill()
+        server.wait()
+        report = f"--- lam\n{open(log).read()}\n--- server\n{open(server_err.name).read()}"
+        assert code not in (0, "timeout"), report
+        assert "sent the wrong key" in open(server_err.name).read(), report
+        assert alive, "impi-server ended at a stranger's wrong key\n" + report
+    finally:
+        u.halt()
