@@ -13,7 +13,9 @@
  * pattern(size, iteration + 1000) back), with --sync the first send of
  * each iteration is synchronous. Prints one line per size (bytes,
  * iterations, microseconds per round trip) and exits 0, or names what went
- * wrong and exits 1.
+ * wrong and exits 1. At the end it takes part in the barrier on
+ * MPI_COMM_WORLD that IMPI requires of MPI_Finalize (LAM's IMPI_Finalize:
+ * the clients' masters, linear up to 4 of them), then sends FINI.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +39,14 @@
 #include "impi_rx.h"
 
 #define TAG 17
+/* MPI_COMM_WORLD's context ids as LAM/MPI puts them on the wire: 0 for
+ * point-to-point, 1 for IMPI collectives (pt2pt + 1, IMPI section 4.3) */
+#define WORLD_CID 0
+#define WORLD_COLL_CID 1
+/* the IMPI barrier's tag (LAM's IMPI_BARRIER_TAG) and the largest number of
+ * clients' masters it joins linearly (IMPI_MAX_LINEAR_BARRIER) */
+#define IMPI_BARRIER_TAG 110
+#define MAX_LINEAR_BARRIER 4
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -119,7 +129,6 @@ static uint8_t *long_buf; /* the long message being received */
 static uint64_t long_drqid, long_len;
 static int long_done;
 static int send_done_flag;
-static uint64_t first_cid = UINT64_MAX; /* the context id the peer uses */
 
 static void on_arrived(void *arg, const impi_msg_t *m)
 {
@@ -133,8 +142,6 @@ static void on_arrived(void *arg, const impi_msg_t *m)
     a->m.payload = a->bytes;
     *unexpected_tail = a;
     unexpected_tail = &a->next;
-    if (first_cid == UINT64_MAX)
-        first_cid = m->cid;
 }
 
 static void on_data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *b, size_t len,
@@ -217,10 +224,10 @@ static void pattern(uint8_t *b, size_t n, int seed)
         b[i] = (uint8_t) (i * 131 + (size_t) seed * 7 + (i >> 8));
 }
 
-static void send_msg(int dest, const uint8_t *buf, size_t len, int sync, uint64_t cid)
+static void send_msg(int dest, int tag, uint64_t cid, const uint8_t *buf, size_t len, int sync)
 {
     static uint64_t srqid = 1;
-    impi_send_t s = { .src = self_rank, .dest = dest, .lsrank = self_rank, .tag = TAG,
+    impi_send_t s = { .src = self_rank, .dest = dest, .lsrank = self_rank, .tag = tag,
                       .cid = cid, .srqid = srqid++, .buf = buf, .len = len, .sync = sync };
 
     send_done_flag = 0;
@@ -230,15 +237,16 @@ static void send_msg(int dest, const uint8_t *buf, size_t len, int sync, uint64_
         progress(100);
 }
 
-/* Receives the next message from SRC with TAG into BUF (LEN bytes exactly). */
-static void recv_msg(int src, uint8_t *buf, size_t len)
+/* Receives the next message from SRC with TAG on CID into BUF (LEN bytes
+ * exactly). */
+static void recv_msg(int src, int tag, uint64_t cid, uint8_t *buf, size_t len)
 {
     arrival_t *a;
 
     for (;;) {
         arrival_t **pp = &unexpected;
         for (a = unexpected; a; pp = &a->next, a = a->next)
-            if (a->m.src == src && a->m.tag == TAG)
+            if (a->m.src == src && a->m.tag == tag && a->m.cid == cid)
                 break;
         if (a) {
             *pp = a->next;
@@ -251,7 +259,8 @@ static void recv_msg(int src, uint8_t *buf, size_t len)
     if (a->m.msglen != len)
         die("a message of %llu bytes from rank %d where %zu were due",
             (unsigned long long) a->m.msglen, src, len);
-    memcpy(buf, a->bytes, a->m.len);
+    if (a->m.len)
+        memcpy(buf, a->bytes, a->m.len);
     if (a->m.kind != IMPI_MSG_SHORT) {
         uint64_t drqid = 0;
         long_buf = buf;
@@ -266,6 +275,27 @@ static void recv_msg(int src, uint8_t *buf, size_t len)
     }
     free(a->bytes);
     free(a);
+}
+
+/* The IMPI barrier on MPI_COMM_WORLD, this process being its client's
+ * master (its only process): rank 0 hears from every other master, then
+ * answers each. */
+static void barrier_world(void)
+{
+    int nmasters = layout.nclients;
+
+    if (nmasters > MAX_LINEAR_BARRIER)
+        die("the barrier of %d clients' masters is a tree; only the linear one is built here",
+            nmasters);
+    if (self_rank == 0) {
+        for (int c = 1; c < nmasters; c++)
+            recv_msg(layout.first_rank[c], IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0);
+        for (int c = 1; c < nmasters; c++)
+            send_msg(layout.first_rank[c], IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0, 0);
+    } else {
+        send_msg(0, IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0, 0);
+        recv_msg(0, IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0);
+    }
 }
 
 /* ---- start-up and connections ------------------------------------------ */
@@ -411,20 +441,18 @@ int main(int argc, char **argv)
         for (int it = 0; it < iters; it++) {
             if (it == 1)
                 t0 = icbc_clock_ms();
-            /* the peer's context id once it is known (LAM: MPI_COMM_WORLD's) */
-            uint64_t cid = first_cid == UINT64_MAX ? 0 : first_cid;
             if (first) {
                 pattern(out, n, it);
-                send_msg(peer, out, n, sync, cid);
-                recv_msg(peer, in, n);
+                send_msg(peer, TAG, WORLD_CID, out, n, sync);
+                recv_msg(peer, TAG, WORLD_CID, in, n);
                 pattern(want, n, it + 1000);
             } else {
-                recv_msg(peer, in, n);
+                recv_msg(peer, TAG, WORLD_CID, in, n);
                 pattern(want, n, it);
                 if (memcmp(in, want, n))
                     die("%zu bytes from rank %d, iteration %d: wrong data", n, peer, it);
                 pattern(out, n, it + 1000);
-                send_msg(peer, out, n, sync, first_cid);
+                send_msg(peer, TAG, WORLD_CID, out, n, sync);
                 continue;
             }
             if (memcmp(in, want, n))
@@ -438,6 +466,8 @@ int main(int argc, char **argv)
         free(want);
     }
     free(sizes);
+
+    barrier_world();
 
     /* FINI to every host, then wait for theirs */
     for (int h = 0; h < layout.nhosts_total; h++)
