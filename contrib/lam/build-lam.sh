@@ -45,7 +45,10 @@ run_logged() { # name command...
     fi
 }
 
-if [ -x "$prefix/bin/laminfo" ] && "$prefix/bin/laminfo" 2>/dev/null | grep -q 'IMPI support: yes'; then
+# laminfo's whole output first: grep -q would end the pipe early (pipefail)
+has_impi() { local out; out=$("$prefix/bin/laminfo" 2>/dev/null) && grep -q 'IMPI support: yes' <<< "$out"; }
+
+if [ -x "$prefix/bin/laminfo" ] && has_impi; then
     step "LAM/MPI with IMPI support is installed in $prefix"
     echo "$prefix"
     exit 0
@@ -91,7 +94,7 @@ step "make -j$jobs (log: $logs/make.log)"
 (cd "$src" && run_logged make make -j"$jobs")
 step "install into $prefix (log: $logs/install.log)"
 (cd "$src" && run_logged install make install)
-if ! "$prefix/bin/laminfo" 2>/dev/null | grep -q 'IMPI support: yes'; then
+if ! has_impi; then
     echo "build-lam: $prefix/bin/laminfo does not report IMPI support" >&2
     exit 1
 fi

@@ -76,6 +76,19 @@ static int self_host, self_rank;
 static conn_t *conns; /* per host */
 static impi_p2p_t *p2p;
 static double deadline_ms;
+static int trace; /* IMPI_PINGPONG_TRACE=1: every packet on stderr */
+
+static void trace_pkt(const char *dir, int host, const uint8_t *hdr)
+{
+    impi_pkt_hdr_t h;
+
+    if (!trace)
+        return;
+    impi_pkt_hdr_parse(hdr, layout.datalen, &h);
+    fprintf(stderr, "%s host %d: type %u len %u msglen %llu srqid %llu drqid %llu tag %d cid %llu\n",
+            dir, host, h.type, h.len, (unsigned long long) h.msglen, (unsigned long long) h.srqid,
+            (unsigned long long) h.drqid, h.tag, (unsigned long long) h.cid);
+}
 
 static void out_append(conn_t *c, const void *b, size_t n)
 {
@@ -109,6 +122,7 @@ static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *p
     (void) arg;
     if (host < 0 || host >= layout.nhosts_total || conns[host].fd < 0)
         return ICBC_ERR_INVALID;
+    trace_pkt("to", host, hdr);
     out_append(&conns[host], hdr, IMPI_PKT_HDR_SIZE);
     if (len)
         out_append(&conns[host], payload, len);
@@ -174,7 +188,10 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
     char err[256];
     int host = *(int *) arg;
+    uint8_t raw[IMPI_PKT_HDR_SIZE];
 
+    impi_pkt_hdr_pack(pkt->hdr, raw);
+    trace_pkt("from", host, raw);
     if (impi_p2p_packet(p2p, host, pkt, err, sizeof(err)) != ICBC_OK)
         die("%s", err);
 }
@@ -403,6 +420,7 @@ int main(int argc, char **argv)
         return 2;
     }
     deadline_ms = icbc_clock_ms() + timeout_s * 1000;
+    trace = getenv("IMPI_PINGPONG_TRACE") && atoi(getenv("IMPI_PINGPONG_TRACE"));
 
     uint16_t port;
     int lfd = listen_on(host_addr, &port);
