@@ -62,8 +62,7 @@ typedef struct impi_p2p_ops {
     /* Packet HDR (IMPI_PKT_HDR_SIZE bytes) and LEN payload bytes for host
      * HOST. Both are taken (copied or written) before it returns; an error
      * fails the call that emitted. */
-    icbc_status_t (*emit)(void *arg, int host, const uint8_t *hdr, const void *payload,
-                          size_t len);
+    icbc_status_t (*emit)(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len);
     /* The first packet of a message. */
     void (*arrived)(void *arg, const impi_msg_t *msg);
     /* LEN more bytes of the long message DRQID, at OFFSET of the message;

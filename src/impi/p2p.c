@@ -22,10 +22,10 @@ typedef struct send_op {
 
 /* Between one process of this host and one process of the job. */
 typedef struct pair {
-    uint32_t unacked;  /* packets sent, not yet acknowledged by PROTOACK */
-    uint32_t received; /* packets received since the last PROTOACK we sent */
+    uint32_t unacked;       /* packets sent, not yet acknowledged by PROTOACK */
+    uint32_t received;      /* packets received since the last PROTOACK we sent */
     send_op_t *head, *tail; /* sends in flight, in the order they started */
-    int busy, again; /* in pair_progress; a send_done callback started another send */
+    int busy, again;        /* in pair_progress; a send_done callback started another send */
 } pair_t;
 
 /* A long message being received. */
@@ -92,9 +92,8 @@ static int host_of(const impi_layout_t *l, int rank)
 icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_p2p_ops_t *ops,
                               void *arg, impi_p2p_t **out)
 {
-    if (self < 0 || self >= layout->nhosts_total || layout->ackmark == 0 ||
-        layout->hiwater == 0 || layout->datalen == 0 || !ops->emit || !ops->arrived ||
-        !ops->data || !ops->send_done)
+    if (self < 0 || self >= layout->nhosts_total || layout->ackmark == 0 || layout->hiwater == 0 ||
+        layout->datalen == 0 || !ops->emit || !ops->arrived || !ops->data || !ops->send_done)
         return ICBC_ERR_INVALID;
     impi_p2p_t *p = calloc(1, sizeof(*p));
     if (!p)
@@ -263,8 +262,8 @@ icbc_status_t impi_p2p_send(impi_p2p_t *p, const impi_send_t *s)
 {
     const impi_layout_t *l = p->layout;
 
-    if (!is_local(p, s->src) || s->dest < 0 || s->dest >= l->nprocs_total ||
-        is_local(p, s->dest) || (s->len > 0 && !s->buf))
+    if (!is_local(p, s->src) || s->dest < 0 || s->dest >= l->nprocs_total || is_local(p, s->dest) ||
+        (s->len > 0 && !s->buf))
         return ICBC_ERR_INVALID;
     pair_t *pr = pair_of(p, s->src, s->dest);
     for (send_op_t *op = pr->head; op; op = op->next)
@@ -372,7 +371,8 @@ static icbc_status_t on_data(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt, 
         p->ops.data(p->arg, drqid, offset, pkt->payload, pkt->len, last);
         return ICBC_OK;
     }
-    return refuse(err, errlen, host, "DATA of a %llu-byte message for drqid %llu, which names no "
+    return refuse(err, errlen, host,
+                  "DATA of a %llu-byte message for drqid %llu, which names no "
                   "long message being received",
                   (unsigned long long) h->msglen, (unsigned long long) h->drqid);
 }
@@ -380,8 +380,8 @@ static icbc_status_t on_data(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt, 
 static void deliver_head(impi_p2p_t *p, const impi_rx_pkt_t *pkt, impi_msg_kind_t kind)
 {
     const impi_pkt_hdr_t *h = pkt->hdr;
-    impi_msg_t m = { kind,       pkt->src, pkt->dest, h->lsrank,   h->tag,
-                     h->cid,     h->srqid, h->msglen, pkt->payload, pkt->len };
+    impi_msg_t m = { kind,   pkt->src, pkt->dest, h->lsrank,    h->tag,
+                     h->cid, h->srqid, h->msglen, pkt->payload, pkt->len };
 
     p->ops.arrived(p->arg, &m);
 }
@@ -407,8 +407,10 @@ static icbc_status_t on_syncack(impi_p2p_t *p, int host, const impi_rx_pkt_t *pk
         op->state = SEND_BODY;
         return pair_progress(p, pkt->dest, pkt->src);
     }
-    return refuse(err, errlen, host, "SYNCACK for send %llu, which no send from process %d to %d "
-                  "waits for", (unsigned long long) h->srqid, pkt->dest, pkt->src);
+    return refuse(err, errlen, host,
+                  "SYNCACK for send %llu, which no send from process %d to %d "
+                  "waits for",
+                  (unsigned long long) h->srqid, pkt->dest, pkt->src);
 }
 
 icbc_status_t impi_p2p_packet(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt, char *err,
@@ -423,8 +425,8 @@ icbc_status_t impi_p2p_packet(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt,
         return ICBC_OK;
     }
     if (!is_local(p, pkt->dest) || pkt->src < 0 || pkt->src >= p->layout->nprocs_total)
-        return refuse(err, errlen, host, "packet from process %d to %d, not to this host",
-                      pkt->src, pkt->dest);
+        return refuse(err, errlen, host, "packet from process %d to %d, not to this host", pkt->src,
+                      pkt->dest);
     if (h->type == IMPI_PK_PROTOACK) {
         /* from the receiver, for what our process (its destination) sent */
         pair_t *pr = pair_of(p, pkt->dest, pkt->src);
@@ -449,8 +451,7 @@ icbc_status_t impi_p2p_packet(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt,
     case IMPI_PK_DATASYNC:
         deliver_head(p, pkt, pkt->len == h->msglen ? IMPI_MSG_SHORT_SYNC : IMPI_MSG_LONG_HEAD);
         return ICBC_OK;
-    case IMPI_PK_SYNCACK:
-        return on_syncack(p, host, pkt, err, errlen);
+    case IMPI_PK_SYNCACK: return on_syncack(p, host, pkt, err, errlen);
     case IMPI_PK_CANCEL: {
         int yes = p->ops.cancel && p->ops.cancel(p->arg, pkt->src, h->srqid);
         return answer(p, yes ? IMPI_PK_CANCELYES : IMPI_PK_CANCELNO, pkt->dest, pkt->src, h->srqid,
@@ -460,8 +461,7 @@ icbc_status_t impi_p2p_packet(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt,
     case IMPI_PK_CANCELNO:
         /* this engine sends no CANCEL */
         return refuse(err, errlen, host, "an answer to a CANCEL that was never sent");
-    default:
-        return refuse(err, errlen, host, "packet of unknown type %u", h->type);
+    default: return refuse(err, errlen, host, "packet of unknown type %u", h->type);
     }
 }
 

@@ -85,8 +85,9 @@ static void trace_pkt(const char *dir, int host, const uint8_t *hdr)
     if (!trace)
         return;
     impi_pkt_hdr_parse(hdr, layout.datalen, &h);
-    fprintf(stderr, "%s host %d: type %u len %u msglen %llu srqid %llu drqid %llu tag %d cid %llu\n",
-            dir, host, h.type, h.len, (unsigned long long) h.msglen, (unsigned long long) h.srqid,
+    fprintf(stderr,
+            "%s host %d: type %u len %u msglen %llu srqid %llu drqid %llu tag %d cid %llu\n", dir,
+            host, h.type, h.len, (unsigned long long) h.msglen, (unsigned long long) h.srqid,
             (unsigned long long) h.drqid, h.tag, (unsigned long long) h.cid);
 }
 
@@ -244,8 +245,15 @@ static void pattern(uint8_t *b, size_t n, int seed)
 static void send_msg(int dest, int tag, uint64_t cid, const uint8_t *buf, size_t len, int sync)
 {
     static uint64_t srqid = 1;
-    impi_send_t s = { .src = self_rank, .dest = dest, .lsrank = self_rank, .tag = tag,
-                      .cid = cid, .srqid = srqid++, .buf = buf, .len = len, .sync = sync };
+    impi_send_t s = { .src = self_rank,
+                      .dest = dest,
+                      .lsrank = self_rank,
+                      .tag = tag,
+                      .cid = cid,
+                      .srqid = srqid++,
+                      .buf = buf,
+                      .len = len,
+                      .sync = sync };
 
     send_done_flag = 0;
     if (impi_p2p_send(p2p, &s) != ICBC_OK)
@@ -369,8 +377,8 @@ static void connect_hosts(int lfd, const char *self_addr)
             close(fd);
             continue;
         }
-        if (impi_host_accept_check(&layout, self_host, rank, from.sin_addr.s_addr, connected,
-                                   &host, err, sizeof(err)) != ICBC_OK) {
+        if (impi_host_accept_check(&layout, self_host, rank, from.sin_addr.s_addr, connected, &host,
+                                   err, sizeof(err)) != ICBC_OK) {
             fprintf(stderr, "impi_pingpong: refused: %s\n", err);
             close(fd);
             continue;
@@ -394,11 +402,11 @@ int main(int argc, char **argv)
     const char *server = NULL, *host_addr = "127.0.0.1", *sizes_arg = "0,4,1000,65536,100000";
     int client = -1, peer = -1, iters = 10, sync = 0;
     double timeout_s = 120;
-    static const struct option opts[] = {
-        { "server", 1, 0, 's' }, { "client", 1, 0, 'c' }, { "host", 1, 0, 'h' },
-        { "peer", 1, 0, 'p' },   { "sizes", 1, 0, 'z' },  { "iters", 1, 0, 'i' },
-        { "sync", 0, 0, 'y' },   { "timeout", 1, 0, 't' }, { 0, 0, 0, 0 }
-    };
+    static const struct option opts[] = { { "server", 1, 0, 's' }, { "client", 1, 0, 'c' },
+                                          { "host", 1, 0, 'h' },   { "peer", 1, 0, 'p' },
+                                          { "sizes", 1, 0, 'z' },  { "iters", 1, 0, 'i' },
+                                          { "sync", 0, 0, 'y' },   { "timeout", 1, 0, 't' },
+                                          { 0, 0, 0, 0 } };
     int o;
 
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -428,9 +436,14 @@ int main(int argc, char **argv)
     impi_proc_t proc = { .pid = getpid() };
     inet_pton(AF_INET, host_addr, me.addr + 12);
     memcpy(proc.host, me.addr, 16);
-    impi_local_t local = { .nhosts = 1, .nprocs = 1, .hosts = &me, .procs = &proc,
-                           .coll_xsize = -1, .coll_maxlinear = -1 };
-    impi_client_params_t params = { .server = server, .client = client,
+    impi_local_t local = { .nhosts = 1,
+                           .nprocs = 1,
+                           .hosts = &me,
+                           .procs = &proc,
+                           .coll_xsize = -1,
+                           .coll_maxlinear = -1 };
+    impi_client_params_t params = { .server = server,
+                                    .client = client,
                                     .timeout_ms = (int) (timeout_s * 1000) };
     impi_client_t *ic;
     char err[512];

@@ -67,8 +67,9 @@ int main(int argc, char **argv)
                     pattern(want, n, it);
                 }
                 if (memcmp(in, want, n) != 0) {
-                    fprintf(stderr, "lam_pingpong: %d bytes from rank %d, iteration %d: wrong data\n",
-                            n, peer, it);
+                    fprintf(stderr,
+                            "lam_pingpong: %d bytes from rank %d, iteration %d: wrong data\n", n,
+                            peer, it);
                     MPI_Abort(MPI_COMM_WORLD, 1);
                 }
                 if (rank > peer) {

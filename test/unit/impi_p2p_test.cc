@@ -52,7 +52,9 @@ struct Host {
     std::vector<uint64_t> cancel_asked;
     std::function<void(uint64_t)> on_done;
 
-    Host(Wire *w, int h) : wire(w), self(h) {}
+    Host(Wire *w, int h) : wire(w), self(h)
+    {
+    }
 
     static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload,
                               size_t len)
@@ -73,8 +75,7 @@ struct Host {
         h->heads.push_back(*m);
         h->head_bytes.emplace_back(m->payload, m->payload + m->len);
     }
-    static void data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *b, size_t len,
-                     int)
+    static void data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *b, size_t len, int)
     {
         Host *h = static_cast<Host *>(arg);
         Bytes &msg = h->longs[drqid];
@@ -113,8 +114,8 @@ struct Host {
     }
 };
 
-const impi_p2p_ops_t ops = { Host::emit, Host::arrived, Host::data,
-                             Host::send_done, Host::cancel, Host::fini };
+const impi_p2p_ops_t ops = { Host::emit,      Host::arrived, Host::data,
+                             Host::send_done, Host::cancel,  Host::fini };
 
 Bytes pattern(size_t n, int seed)
 {
@@ -192,8 +193,7 @@ struct P2p : ::testing::Test {
         while (step())
             ;
     }
-    impi_send_t send(int src, int dest, const Bytes &buf, uint64_t srqid, int sync = 0,
-                     int tag = 7)
+    impi_send_t send(int src, int dest, const Bytes &buf, uint64_t srqid, int sync = 0, int tag = 7)
     {
         impi_send_t s{};
         s.src = src;
