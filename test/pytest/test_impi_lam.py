@@ -24,6 +24,7 @@ address the client advertises).
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import time
 
@@ -51,14 +52,41 @@ def build_dir(request):
     return d
 
 
+def reachable_by_others(path):
+    """Whether a user other than root can reach PATH (every directory on the
+    way searchable by others): LAM runs as nobody."""
+    path = os.path.abspath(path)
+    while True:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+# LAM's build, its programs and universes where nobody can reach them: in
+# the build directory, or under /var/tmp when the checkout is private
+# (e.g. under /root).
+SHARED = "/var/tmp/icbc-lam"
+
+
+def nobody_dir(build_dir):
+    return build_dir if reachable_by_others(build_dir) else SHARED
+
+
 @pytest.fixture(scope="session")
 def lam(build_dir):
     """LAM/MPI's prefix, built once."""
-    log = os.path.join(TOP, "_build", "lam-build.log")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
+    log = os.path.join(build_dir, "lam-build.log")
+    cmd = [os.path.join(TOP, "contrib", "lam", "build-lam.sh")]
+    if nobody_dir(build_dir) == SHARED:
+        os.makedirs(SHARED, exist_ok=True)
+        os.chmod(SHARED, 0o755)
+        cmd += ["--builddir", os.path.join(SHARED, "build"),
+                "--prefix", os.path.join(SHARED, "install")]
     with open(log, "w") as f:
-        r = subprocess.run([os.path.join(TOP, "contrib", "lam", "build-lam.sh")],
-                           stdout=subprocess.PIPE, stderr=f, text=True, timeout=3600)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True, timeout=3600)
     if r.returncode != 0:
         if subprocess.run(["bash", "-c", "echo 'int main(void){return 0;}' | "
                            "gcc -m32 -x c - -o /dev/null"], capture_output=True).returncode:
@@ -110,7 +138,7 @@ class Universe:
 @pytest.fixture(scope="session")
 def lam_prog(lam, build_dir):
     """test/impi/lam_pingpong.c built with LAM's mpicc, where nobody can run it."""
-    d = os.path.join(build_dir, "test-impi-lam")
+    d = os.path.join(nobody_dir(build_dir), "test-impi-lam")
     os.makedirs(d, exist_ok=True)
     os.chmod(d, 0o755)
     exe = os.path.join(d, "lam_pingpong")
@@ -152,7 +180,7 @@ def finish(procs, timeout=TIMEOUT):
 
 @pytest.fixture
 def work(build_dir, request):
-    w = os.path.join(build_dir, "test-impi-lam", request.node.name.replace("/", "_"))
+    w = os.path.join(nobody_dir(build_dir), "test-impi-lam", request.node.name.replace("/", "_"))
     shutil.rmtree(w, ignore_errors=True)
     os.makedirs(w)
     os.chmod(w, 0o755)
