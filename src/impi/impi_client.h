@@ -95,6 +95,16 @@ icbc_status_t impi_layout_add(impi_layout_t *layout, uint32_t label, uint32_t ma
  * defaults of labels no client gave and the flow-control marks. */
 icbc_status_t impi_layout_check(impi_layout_t *layout, char *err, size_t errlen);
 
+/* The layout as bytes, to hand it from the process that ran start-up to
+ * the others of its client (same program, same machine kind: the fields are
+ * in host order). *BUF is malloc'd. */
+icbc_status_t impi_layout_pack(const impi_layout_t *layout, uint8_t **buf, size_t *len);
+/* A layout from impi_layout_pack's bytes; ICBC_ERR_INVALID with the reason
+ * in ERR when LEN or the counts do not add up. The caller frees it with
+ * impi_layout_free. */
+icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *layout, char *err,
+                                 size_t errlen);
+
 /* The bytes this client gives for LABEL (in *BUF, malloc'd, *LEN bytes).
  * ICBC_ERR_INVALID: LOCAL is inconsistent (its hosts' process counts do not
  * add up to nprocs). */

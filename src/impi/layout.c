@@ -472,3 +472,99 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
     *len = n;
     return ICBC_OK;
 }
+
+/* ---- the layout handed on inside a client -------------------------------- */
+
+/* What impi_layout_pack writes before the hosts and processes. */
+typedef struct {
+    uint32_t magic;
+    int32_t nclients, nhosts_total, nprocs_total;
+    uint32_t nhosts[IMPI_MAX_CLIENTS], nprocs[IMPI_MAX_CLIENTS];
+    uint32_t version_major, version_minor, datalen;
+    int32_t tagub, coll_xsize, coll_maxlinear;
+    uint32_t ackmark, hiwater, labels_seen;
+} packed_layout_t;
+#define PACKED_LAYOUT_MAGIC 0x494c4159u /* "ILAY" */
+
+icbc_status_t impi_layout_pack(const impi_layout_t *l, uint8_t **buf, size_t *len)
+{
+    packed_layout_t h;
+    size_t hosts = sizeof(*l->hosts) * (size_t) l->nhosts_total;
+    size_t procs = sizeof(*l->procs) * (size_t) l->nprocs_total;
+
+    memset(&h, 0, sizeof(h));
+    h.magic = PACKED_LAYOUT_MAGIC;
+    h.nclients = l->nclients;
+    h.nhosts_total = l->nhosts_total;
+    h.nprocs_total = l->nprocs_total;
+    memcpy(h.nhosts, l->nhosts, sizeof(h.nhosts));
+    memcpy(h.nprocs, l->nprocs, sizeof(h.nprocs));
+    h.version_major = l->version_major;
+    h.version_minor = l->version_minor;
+    h.datalen = l->datalen;
+    h.tagub = l->tagub;
+    h.coll_xsize = l->coll_xsize;
+    h.coll_maxlinear = l->coll_maxlinear;
+    h.ackmark = l->ackmark;
+    h.hiwater = l->hiwater;
+    h.labels_seen = l->labels_seen;
+
+    *len = sizeof(h) + hosts + procs;
+    *buf = malloc(*len);
+    if (*buf == NULL)
+        return ICBC_ERR_NO_MEMORY;
+    memcpy(*buf, &h, sizeof(h));
+    memcpy(*buf + sizeof(h), l->hosts, hosts);
+    memcpy(*buf + sizeof(h) + hosts, l->procs, procs);
+    return ICBC_OK;
+}
+
+icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, char *err,
+                                 size_t errlen)
+{
+    packed_layout_t h;
+    const uint8_t *p = buf;
+    icbc_status_t st;
+
+    memset(l, 0, sizeof(*l));
+    if (len < sizeof(h))
+        return fail(err, errlen, "packed layout: %zu bytes, shorter than its header", len);
+    memcpy(&h, p, sizeof(h));
+    if (h.magic != PACKED_LAYOUT_MAGIC)
+        return fail(err, errlen, "packed layout: bad magic 0x%08x", h.magic);
+    st = impi_layout_init(l, h.nclients);
+    if (st != ICBC_OK)
+        return fail(err, errlen, "packed layout: %d clients", h.nclients);
+    memcpy(l->nhosts, h.nhosts, sizeof(l->nhosts));
+    memcpy(l->nprocs, h.nprocs, sizeof(l->nprocs));
+    for (int c = 0; c < l->nclients; c++)
+        if (l->nhosts[c] < 1 || l->nhosts[c] > IMPI_HOSTS_MAX || l->nprocs[c] < 1 ||
+            l->nprocs[c] > IMPI_PROCS_MAX)
+            return fail(err, errlen, "packed layout: client %d has %u hosts, %u processes", c,
+                        l->nhosts[c], l->nprocs[c]);
+    if ((st = alloc_hosts(l, err, errlen)) != ICBC_OK ||
+        (st = alloc_procs(l, err, errlen)) != ICBC_OK) {
+        impi_layout_free(l);
+        return st;
+    }
+    if (l->nhosts_total != h.nhosts_total || l->nprocs_total != h.nprocs_total ||
+        len != sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total +
+                   sizeof(*l->procs) * (size_t) l->nprocs_total) {
+        impi_layout_free(l);
+        return fail(err, errlen, "packed layout: %zu bytes do not hold %d hosts and %d processes",
+                    len, h.nhosts_total, h.nprocs_total);
+    }
+    memcpy(l->hosts, p + sizeof(h), sizeof(*l->hosts) * (size_t) l->nhosts_total);
+    memcpy(l->procs, p + sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total,
+           sizeof(*l->procs) * (size_t) l->nprocs_total);
+    l->version_major = h.version_major;
+    l->version_minor = h.version_minor;
+    l->datalen = h.datalen;
+    l->tagub = h.tagub;
+    l->coll_xsize = h.coll_xsize;
+    l->coll_maxlinear = h.coll_maxlinear;
+    l->ackmark = h.ackmark;
+    l->hiwater = h.hiwater;
+    l->labels_seen = h.labels_seen;
+    return ICBC_OK;
+}

@@ -89,6 +89,49 @@ TEST_F(Layout, TwoClientsLayOutTheWorldInImpiOrder)
     EXPECT_EQ(0u, l.version_minor);
 }
 
+TEST_F(Layout, PackedLayoutUnpacksToTheSameJob)
+{
+    cl = { Client(0, { 2, 1 }, 0, 12), Client(1, { 3 }, 32768, 0) };
+    add_all();
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    uint8_t *buf = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, impi_layout_pack(&l, &buf, &len));
+
+    impi_layout_t u{};
+    ASSERT_EQ(ICBC_OK, impi_layout_unpack(buf, len, &u, err, sizeof(err))) << err;
+    EXPECT_EQ(l.nclients, u.nclients);
+    EXPECT_EQ(l.nhosts_total, u.nhosts_total);
+    EXPECT_EQ(l.nprocs_total, u.nprocs_total);
+    for (int c = 0; c <= l.nclients; c++) {
+        EXPECT_EQ(l.first_rank[c], u.first_rank[c]);
+        EXPECT_EQ(l.first_host[c], u.first_host[c]);
+    }
+    for (int h = 0; h < l.nhosts_total; h++) {
+        EXPECT_EQ(0, memcmp(l.hosts[h].addr, u.hosts[h].addr, 16));
+        EXPECT_EQ(l.hosts[h].port, u.hosts[h].port);
+        EXPECT_EQ(l.hosts[h].first_rank, u.hosts[h].first_rank);
+        EXPECT_EQ(l.hosts[h].client, u.hosts[h].client);
+    }
+    for (int r = 0; r < l.nprocs_total; r++)
+        EXPECT_EQ(l.procs[r].pid, u.procs[r].pid);
+    EXPECT_EQ(32768u, u.datalen);
+    EXPECT_EQ(l.ackmark, u.ackmark);
+    EXPECT_EQ(l.coll_maxlinear, u.coll_maxlinear);
+    impi_layout_free(&u);
+
+    /* a byte short, a byte long, and a header alone are refused with the reason */
+    for (size_t bad : { len - 1, len + 1, (size_t) 8 }) {
+        std::vector<uint8_t> b(buf, buf + std::min(bad, len));
+        b.resize(bad, 0);
+        err[0] = '\0';
+        EXPECT_EQ(ICBC_ERR_INVALID, impi_layout_unpack(b.data(), b.size(), &u, err, sizeof(err)));
+        EXPECT_NE(nullptr, strstr(err, "packed layout")) << err;
+        impi_layout_free(&u);
+    }
+    free(buf);
+}
+
 TEST_F(Layout, OptionalLabelsAClientSkipsTakeItsDefaults)
 {
     cl = { Client(0, { 1 }, 4096), Client(1, { 1 }, 2048) };
