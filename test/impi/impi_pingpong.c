@@ -6,14 +6,17 @@
  * LAM/MPI 7.1.4 (test/pytest/test_impi_lam.py), or another impi_pingpong.
  *
  *   impi_pingpong --server ADDR:PORT --client K --host ADDR --peer R
- *                 [--sizes N,N,...] [--iters N] [--sync] [--timeout S]
+ *                 [--sizes N,N,...] [--iters N] [--sync] [--coll] [--timeout S]
  *
  * For each size and iteration the lower world rank sends first; each side
  * checks every byte it receives (pattern(size, iteration) one way,
  * pattern(size, iteration + 1000) back), with --sync the first send of
  * each iteration is synchronous. Prints one line per size (bytes,
  * iterations, microseconds per round trip) and exits 0, or names what went
- * wrong and exits 1. At the end it takes part in the barrier on
+ * wrong and exits 1. --coll then runs the collectives of
+ * test/impi/lam_coll.c (Barrier; Bcast and Reduce from every root;
+ * Allreduce) with the global phase of impi_coll, and prints "rank R: coll
+ * ok" (--peer may then be left out, with --sizes ""). At the end it takes part in the barrier on
  * MPI_COMM_WORLD that IMPI requires of MPI_Finalize (LAM's IMPI_Finalize:
  * the clients' masters, linear up to 4 of them), then sends FINI.
  */
@@ -34,6 +37,7 @@
 #include "icbc_bytes.h"
 #include "icbc_clock.h"
 #include "impi_client.h"
+#include "impi_coll.h"
 #include "impi_hostconn.h"
 #include "impi_p2p.h"
 #include "impi_rx.h"
@@ -43,10 +47,6 @@
  * point-to-point, 1 for IMPI collectives (pt2pt + 1, IMPI section 4.3) */
 #define WORLD_CID 0
 #define WORLD_COLL_CID 1
-/* the IMPI barrier's tag (LAM's IMPI_BARRIER_TAG) and the largest number of
- * clients' masters it joins linearly (IMPI_MAX_LINEAR_BARRIER) */
-#define IMPI_BARRIER_TAG 110
-#define MAX_LINEAR_BARRIER 4
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -302,25 +302,113 @@ static void recv_msg(int src, int tag, uint64_t cid, uint8_t *buf, size_t len)
     free(a);
 }
 
-/* The IMPI barrier on MPI_COMM_WORLD, this process being its client's
- * master (its only process): rank 0 hears from every other master, then
- * answers each. */
+/* ---- collectives on MPI_COMM_WORLD (this process is its client's master) */
+
+static int *world_client; /* the client of each world rank */
+
+static impi_coll_group_t world_group(void)
+{
+    impi_coll_group_t g = { layout.nprocs_total, world_client, layout.coll_maxlinear };
+    return g;
+}
+
+/* Ints on the wire: LAM/MPI 7.1.4 sends its native (little-endian x86)
+ * representation, not external32. */
+static int32_t get_int(const uint8_t *b)
+{
+    return (int32_t) ((uint32_t) b[0] | (uint32_t) b[1] << 8 | (uint32_t) b[2] << 16 |
+                      (uint32_t) b[3] << 24);
+}
+
+static void put_int(uint8_t *b, int32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t) ((uint32_t) v >> (8 * i));
+}
+
+/* Runs STEPS with TAG on context CID on BUF (LEN bytes); a reduction adds
+ * ints. */
+static void run_steps(const impi_coll_step_t *steps, int n, int tag, uint64_t cid, uint8_t *buf,
+                      size_t len)
+{
+    uint8_t *tmp = malloc(len ? len : 1);
+
+    for (int k = 0; k < n; k++) {
+        if (steps[k].op == IMPI_COLL_SEND) {
+            send_msg(steps[k].peer, tag, cid, buf, len, 0);
+        } else if (steps[k].op == IMPI_COLL_RECV) {
+            recv_msg(steps[k].peer, tag, cid, buf, len);
+        } else {
+            recv_msg(steps[k].peer, tag, cid, tmp, len);
+            for (size_t i = 0; i + 4 <= len; i += 4)
+                put_int(buf + i, get_int(buf + i) + get_int(tmp + i));
+        }
+    }
+    free(tmp);
+}
+
 static void barrier_world(void)
 {
-    int nmasters = layout.nclients;
+    impi_coll_group_t g = world_group();
+    impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
 
-    if (nmasters > MAX_LINEAR_BARRIER)
-        die("the barrier of %d clients' masters is a tree; only the linear one is built here",
-            nmasters);
-    if (self_rank == 0) {
-        for (int c = 1; c < nmasters; c++)
-            recv_msg(layout.first_rank[c], IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0);
-        for (int c = 1; c < nmasters; c++)
-            send_msg(layout.first_rank[c], IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0, 0);
-    } else {
-        send_msg(0, IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0, 0);
-        recv_msg(0, IMPI_BARRIER_TAG, WORLD_COLL_CID, NULL, 0);
+    run_steps(steps, impi_coll_barrier(&g, self_rank, steps), IMPI_TAG_BARRIER, WORLD_COLL_CID,
+              NULL, 0);
+}
+
+static void bcast_world(uint8_t *buf, size_t len, int root)
+{
+    impi_coll_group_t g = world_group();
+    impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
+
+    run_steps(steps, impi_coll_bcast(&g, self_rank, root, steps), IMPI_TAG_BCAST, WORLD_COLL_CID,
+              buf, len);
+}
+
+/* LAM/MPI 7.1.4's reduce never switches to the collective context id: its
+ * global phase goes on the point-to-point one. */
+static void reduce_world(uint8_t *buf, size_t len, int root)
+{
+    impi_coll_group_t g = world_group();
+    impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
+
+    run_steps(steps, impi_coll_reduce(&g, self_rank, root, steps), IMPI_TAG_REDUCE, WORLD_CID, buf,
+              len);
+}
+
+/* The collectives of test/impi/lam_coll.c, with the same values. */
+#define NINTS 4
+static void coll_world(void)
+{
+    int size = layout.nprocs_total;
+    uint8_t v[4 * NINTS], s[4 * NINTS];
+
+    barrier_world();
+    for (int root = 0; root < size; root++) {
+        for (int i = 0; i < NINTS; i++)
+            put_int(v + 4 * i, root == self_rank ? root * 100 + i : -1);
+        bcast_world(v, sizeof(v), root);
+        for (int i = 0; i < NINTS; i++)
+            if (get_int(v + 4 * i) != root * 100 + i)
+                die("bcast from root %d: int %d is %d", root, i, get_int(v + 4 * i));
+        for (int i = 0; i < NINTS; i++)
+            put_int(s + 4 * i, (self_rank + 1) * (i + 1));
+        reduce_world(s, sizeof(s), root);
+        if (root == self_rank)
+            for (int i = 0; i < NINTS; i++)
+                if (get_int(s + 4 * i) != (i + 1) * size * (size + 1) / 2)
+                    die("reduce to root %d: int %d is %d", root, i, get_int(s + 4 * i));
     }
+    /* Allreduce as LAM composes it: reduce to rank 0, bcast from it */
+    for (int i = 0; i < NINTS; i++)
+        put_int(s + 4 * i, (self_rank + 1) * (i + 1));
+    reduce_world(s, sizeof(s), 0);
+    bcast_world(s, sizeof(s), 0);
+    for (int i = 0; i < NINTS; i++)
+        if (get_int(s + 4 * i) != (i + 1) * size * (size + 1) / 2)
+            die("allreduce: int %d is %d", i, get_int(s + 4 * i));
+    printf("rank %d: coll ok\n", self_rank);
+    fflush(stdout);
 }
 
 /* ---- start-up and connections ------------------------------------------ */
@@ -400,13 +488,13 @@ static void connect_hosts(int lfd, const char *self_addr)
 int main(int argc, char **argv)
 {
     const char *server = NULL, *host_addr = "127.0.0.1", *sizes_arg = "0,4,1000,65536,100000";
-    int client = -1, peer = -1, iters = 10, sync = 0;
+    int client = -1, peer = -1, iters = 10, sync = 0, coll = 0;
     double timeout_s = 120;
-    static const struct option opts[] = { { "server", 1, 0, 's' }, { "client", 1, 0, 'c' },
-                                          { "host", 1, 0, 'h' },   { "peer", 1, 0, 'p' },
-                                          { "sizes", 1, 0, 'z' },  { "iters", 1, 0, 'i' },
-                                          { "sync", 0, 0, 'y' },   { "timeout", 1, 0, 't' },
-                                          { 0, 0, 0, 0 } };
+    static const struct option opts[] = { { "server", 1, 0, 's' },  { "client", 1, 0, 'c' },
+                                          { "host", 1, 0, 'h' },    { "peer", 1, 0, 'p' },
+                                          { "sizes", 1, 0, 'z' },   { "iters", 1, 0, 'i' },
+                                          { "sync", 0, 0, 'y' },    { "coll", 0, 0, 'o' },
+                                          { "timeout", 1, 0, 't' }, { 0, 0, 0, 0 } };
     int o;
 
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -418,13 +506,14 @@ int main(int argc, char **argv)
         case 'z': sizes_arg = optarg; break;
         case 'i': iters = atoi(optarg); break;
         case 'y': sync = 1; break;
+        case 'o': coll = 1; break;
         case 't': timeout_s = atof(optarg); break;
         default: return 2;
         }
     }
-    if (!server || client < 0 || peer < 0) {
+    if (!server || client < 0 || (peer < 0 && !coll)) {
         fprintf(stderr, "usage: impi_pingpong --server ADDR:PORT --client K --host ADDR --peer R "
-                        "[--sizes N,...] [--iters N] [--sync] [--timeout S]\n");
+                        "[--sizes N,...] [--iters N] [--sync] [--coll] [--timeout S]\n");
         return 2;
     }
     deadline_ms = icbc_clock_ms() + timeout_s * 1000;
@@ -451,7 +540,7 @@ int main(int argc, char **argv)
         die("%s", err);
     self_host = layout.first_host[client];
     self_rank = layout.hosts[self_host].first_rank;
-    if (peer >= layout.nprocs_total || peer == self_rank)
+    if (peer >= layout.nprocs_total || peer == self_rank || (peer < 0 && !coll))
         die("--peer %d: the job has ranks 0..%d and this process is %d", peer,
             layout.nprocs_total - 1, self_rank);
     fprintf(stderr, "impi_pingpong: world rank %d of %d, host %d of %d, DATALEN %u\n", self_rank,
@@ -462,6 +551,10 @@ int main(int argc, char **argv)
     connect_hosts(lfd, host_addr);
     if (impi_p2p_create(&layout, self_host, &ops, NULL, &p2p) != ICBC_OK)
         die("impi_p2p_create");
+    world_client = malloc(sizeof(int) * (size_t) layout.nprocs_total);
+    for (int h = 0; h < layout.nhosts_total; h++)
+        for (uint32_t k = 0; k < layout.hosts[h].nprocs; k++)
+            world_client[layout.hosts[h].first_rank + (int) k] = layout.hosts[h].client;
 
     int first = self_rank < peer;
     char *sizes = strdup(sizes_arg);
@@ -498,6 +591,8 @@ int main(int argc, char **argv)
     }
     free(sizes);
 
+    if (coll)
+        coll_world();
     barrier_world();
 
     /* FINI to every host, then wait for theirs */

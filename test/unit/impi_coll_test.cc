@@ -32,7 +32,7 @@ struct Sim {
     std::vector<std::vector<impi_coll_step_t>> steps;
     std::vector<Payload> state;
     std::map<std::pair<int, int>, std::deque<Payload>> wire; /* (from, to) */
-    std::vector<int> order_of_events;                       /* ranks, as steps complete */
+    std::vector<int> order_of_events;                        /* ranks, as steps complete */
 
     explicit Sim(std::vector<int> c, int maxlinear = 4) : client(std::move(c))
     {
@@ -152,8 +152,8 @@ TEST_P(ImpiColl, BarrierMasterZeroHearsFromEveryMasterBeforeAnswering)
     EXPECT_EQ((size_t) (nc > 1 ? nc : 0), first.size());
     for (auto &f : first)
         for (auto &l : last)
-            EXPECT_LT(f.second, l.second) << "rank " << l.first << " left before rank "
-                                           << f.first << " arrived";
+            EXPECT_LT(f.second, l.second)
+                << "rank " << l.first << " left before rank " << f.first << " arrived";
 }
 
 TEST_P(ImpiColl, BcastGivesEveryMasterTheRootsValue)
