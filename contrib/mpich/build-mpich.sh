@@ -95,6 +95,7 @@ ln -sfn "$top/src/icbc" "$nm/core"
 ln -sfn "$top/src/bt_lib" "$nm/bt_lib"
 ln -sfn "$top/src/mx_router" "$nm/mx_router"
 ln -sfn "$top/src/router" "$nm/router"
+ln -sfn "$top/src/impi" "$nm/impi"
 for l in "$nm"/*; do   # drop links to files that no longer exist
     [ -L "$l" ] && [ ! -e "$l" ] && rm -f "$l"
 done

@@ -30,6 +30,11 @@ static inline int impi_host_connects(int self, int peer)
 /* The IPv4 address of host H (bytes 12..15 of its 16-byte address), in
  * network order. */
 uint32_t impi_host_v4(const impi_host_t *h);
+/* Whether hosts A and B advertised one IPv4 address. */
+static inline int impi_host_v4_equal(const impi_host_t *a, const impi_host_t *b)
+{
+    return impi_host_v4(a) == impi_host_v4(b);
+}
 
 /* The first bytes of a connection host SELF accepted: RANK (4 bytes) is the
  * connecting host's rank, SRC_V4 the connection's source address (network

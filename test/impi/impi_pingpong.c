@@ -7,6 +7,7 @@
  *
  *   impi_pingpong --server ADDR:PORT --client K --host ADDR --peer R
  *                 [--sizes N,N,...] [--iters N] [--sync] [--coll] [--timeout S]
+ *                 [--hostile type|len|proc|cid]
  *
  * For each size and iteration the lower world rank sends first; each side
  * checks every byte it receives (pattern(size, iteration) one way,
@@ -16,7 +17,12 @@
  * wrong and exits 1. --coll then runs the collectives of
  * test/impi/lam_coll.c (Barrier; Bcast and Reduce from every root;
  * Allreduce) with the global phase of impi_coll, and prints "rank R: coll
- * ok" (--peer may then be left out, with --sizes ""). At the end it takes part in the barrier on
+ * ok" (--peer may then be left out, with --sizes ""). --hostile sends
+ * PEER's host one packet it must refuse (an unknown type, a payload beyond
+ * DATALEN, a source process that is not this host's, a context id no MPICH
+ * communicator has) once connected, and instead of the rest expects that
+ * host to close the connection: prints "hostile KIND: closed by the peer"
+ * and exits 0, or exits 1 when it stays open. At the end it takes part in the barrier on
  * MPI_COMM_WORLD that IMPI requires of MPI_Finalize (LAM's IMPI_Finalize:
  * the clients' masters, linear up to 4 of them), then sends FINI.
  */
@@ -485,16 +491,68 @@ static void connect_hosts(int lfd, const char *self_addr)
     free(connected);
 }
 
+/* One packet host HOST must refuse, then its connection must close. */
+static int hostile(const char *kind, int host, int peer_rank)
+{
+    impi_pkt_hdr_t h;
+    uint8_t raw[IMPI_PKT_HDR_SIZE + 16];
+    size_t n = IMPI_PKT_HDR_SIZE;
+
+    memset(&h, 0, sizeof(h));
+    memset(raw, 0, sizeof(raw));
+    h.type = IMPI_PK_DATA;
+    h.src = layout.procs[self_rank];
+    h.dest = layout.procs[peer_rank];
+    h.srqid = 1;
+    h.msglen = 16;
+    h.len = 16;
+    h.lsrank = self_rank;
+    h.tag = 1;
+    if (!strcmp(kind, "type")) {
+        h.type = 99;
+        h.len = 0;
+    } else if (!strcmp(kind, "len")) {
+        h.msglen = h.len = layout.datalen + 1;
+    } else if (!strcmp(kind, "proc")) {
+        h.src.pid = -12345;
+    } else if (!strcmp(kind, "cid")) {
+        h.cid = 1u << 20;
+    } else {
+        die("--hostile %s: type, len, proc or cid", kind);
+    }
+    impi_pkt_hdr_pack(&h, raw);
+    if (h.type == IMPI_PK_DATA && h.len == 16)
+        n += 16;
+    if (send(conns[host].fd, raw, n, MSG_NOSIGNAL) != (ssize_t) n)
+        die("sending the hostile packet: %s", strerror(errno));
+    for (;;) {
+        struct pollfd p = { conns[host].fd, POLLIN, 0 };
+        uint8_t buf[4096];
+        if (icbc_clock_ms() > deadline_ms)
+            die("hostile %s: host %d kept its connection open", kind, host);
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t r = recv(conns[host].fd, buf, sizeof(buf), 0);
+        if (r <= 0) {
+            printf("hostile %s: closed by the peer\n", kind);
+            fflush(stdout);
+            return 0;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *server = NULL, *host_addr = "127.0.0.1", *sizes_arg = "0,4,1000,65536,100000";
     int client = -1, peer = -1, iters = 10, sync = 0, coll = 0;
+    const char *hostile_kind = NULL;
     double timeout_s = 120;
-    static const struct option opts[] = { { "server", 1, 0, 's' },  { "client", 1, 0, 'c' },
-                                          { "host", 1, 0, 'h' },    { "peer", 1, 0, 'p' },
-                                          { "sizes", 1, 0, 'z' },   { "iters", 1, 0, 'i' },
-                                          { "sync", 0, 0, 'y' },    { "coll", 0, 0, 'o' },
-                                          { "timeout", 1, 0, 't' }, { 0, 0, 0, 0 } };
+    static const struct option opts[] = {
+        { "server", 1, 0, 's' },  { "client", 1, 0, 'c' }, { "host", 1, 0, 'h' },
+        { "peer", 1, 0, 'p' },    { "sizes", 1, 0, 'z' },  { "iters", 1, 0, 'i' },
+        { "sync", 0, 0, 'y' },    { "coll", 0, 0, 'o' },   { "timeout", 1, 0, 't' },
+        { "hostile", 1, 0, 'x' }, { 0, 0, 0, 0 }
+    };
     int o;
 
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -508,6 +566,7 @@ int main(int argc, char **argv)
         case 'y': sync = 1; break;
         case 'o': coll = 1; break;
         case 't': timeout_s = atof(optarg); break;
+        case 'x': hostile_kind = optarg; break;
         default: return 2;
         }
     }
@@ -551,6 +610,12 @@ int main(int argc, char **argv)
     connect_hosts(lfd, host_addr);
     if (impi_p2p_create(&layout, self_host, &ops, NULL, &p2p) != ICBC_OK)
         die("impi_p2p_create");
+    if (hostile_kind) {
+        int ph = 0;
+        while (ph + 1 < layout.nhosts_total && layout.hosts[ph + 1].first_rank <= peer)
+            ph++;
+        return hostile(hostile_kind, ph, peer);
+    }
     world_client = malloc(sizeof(int) * (size_t) layout.nprocs_total);
     for (int h = 0; h < layout.nhosts_total; h++)
         for (uint32_t k = 0; k < layout.hosts[h].nprocs; k++)

@@ -135,18 +135,27 @@ class Universe:
                 pass
 
 
-@pytest.fixture(scope="session")
-def lam_prog(lam, build_dir):
-    """test/impi/lam_pingpong.c built with LAM's mpicc, where nobody can run it."""
+def lam_mpicc(lam, build_dir, name):
+    """test/impi/NAME.c built with LAM's mpicc, where nobody can run it."""
     d = os.path.join(nobody_dir(build_dir), "test-impi-lam")
     os.makedirs(d, exist_ok=True)
     os.chmod(d, 0o755)
-    exe = os.path.join(d, "lam_pingpong")
+    exe = os.path.join(d, name)
     r = subprocess.run([os.path.join(lam, "bin", "mpicc"), "-O2", "-o", exe,
-                        os.path.join(TOP, "test", "impi", "lam_pingpong.c")],
+                        os.path.join(TOP, "test", "impi", name + ".c")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return exe
+
+
+@pytest.fixture(scope="session")
+def lam_prog(lam, build_dir):
+    return lam_mpicc(lam, build_dir, "lam_pingpong")
+
+
+@pytest.fixture(scope="session")
+def lam_coll(lam, build_dir):
+    return lam_mpicc(lam, build_dir, "lam_coll")
 
 
 def start_server(build_dir, nclients, work, args=()):
@@ -234,6 +243,102 @@ def test_icbc_client_with_lam(build_dir, lam, lam_prog, work, lam_first, np, syn
             assert f"\n{n} bytes {ITERS} iterations" in "\n" + logs["icbc"], report
             assert f"rank {lam_me}: {n} bytes x {ITERS} with rank {icbc_rank}: ok" \
                 in logs["lam"], report
+    finally:
+        u.halt()
+
+
+@pytest.fixture(scope="session")
+def icbc_pingpong(prefix, build_dir):
+    """test/impi/lam_pingpong.c built with ICBC's mpicc: the same program on
+    both sides of the IMPI job."""
+    d = os.path.join(build_dir, "test-impi-lam")
+    os.makedirs(d, exist_ok=True)
+    exe = os.path.join(d, "icbc_pingpong")
+    r = subprocess.run([os.path.join(prefix, "bin", "mpicc"), "-O2", "-o", exe,
+                        os.path.join(TOP, "test", "impi", "lam_pingpong.c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+@pytest.mark.parametrize("np", [1, 2, 4])
+@pytest.mark.parametrize("sync", [0, 1], ids=["send", "ssend"])
+def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_first, np,
+                           sync):
+    """An ICBC job (our mpiexec, the netmod's IMPI path) and a LAM client
+    ping-pong through our impi-server with the same program on both sides
+    (lam_pingpong.c), every size of IMPI's short and long protocols both
+    ways, every byte checked on both sides, then MPI_Finalize's IMPI barrier
+    and FINI. SYNC: the ICBC side's first send of each iteration is
+    MPI_Ssend (LAM's own MPI_Ssend across clients never completes in 7.1.4,
+    see test_icbc_client_with_lam). The ICBC job advertises 127.0.0.2
+    (MPIR_CVAR_CH4_ICBC_IMPI_HOST): on one host LAM tells the clients' hosts
+    apart only by address, and it has 127.0.0.1."""
+    u = Universe(lam, work, "lam")
+    u.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work)
+        lam_client = 0 if lam_first else 1
+        icbc_client = 1 - lam_client
+        lam_me = 0 if lam_first else 1
+        icbc_rank = np if lam_first else 0
+        pl, lam_log = lam_mpirun(u, lam_client, addr, np, lam_prog, lam_me, icbc_rank, 0, work)
+        icbc_log = os.path.join(work, "icbc.log")
+        with open(icbc_log, "w") as f:
+            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", "1",
+                                   "-genv", "ICBC_IMPI_SERVER", addr,
+                                   "-genv", "ICBC_IMPI_CLIENT", str(icbc_client),
+                                   "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR,
+                                   icbc_pingpong, str(icbc_rank), str(lam_me), SIZES, str(ITERS),
+                                   str(sync)],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            codes = finish([pi, pl, server])
+        logs = {n: open(p).read() for n, p in
+                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        for n in SIZES.split(","):
+            assert f"rank {icbc_rank}: {n} bytes x {ITERS} with rank {lam_me}: ok" \
+                in logs["icbc"], report
+            assert f"rank {lam_me}: {n} bytes x {ITERS} with rank {icbc_rank}: ok" \
+                in logs["lam"], report
+    finally:
+        u.halt()
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+@pytest.mark.parametrize("np", [1, 2, 4])
+def test_collectives_with_lam(build_dir, lam, lam_coll, work, lam_first, np):
+    """Barrier, Bcast and Reduce (MPI_SUM of ints) from every root, and
+    Allreduce, on MPI_COMM_WORLD across a LAM client and libicbc's IMPI
+    parts (impi_coll's global phase), results checked on every rank."""
+    u = Universe(lam, work, "lam")
+    u.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work)
+        lam_client = 0 if lam_first else 1
+        lam_log = os.path.join(work, "lam.log")
+        with open(lam_log, "w") as out:
+            pl = u.run(["mpirun", "-client", str(lam_client), addr, "-np", str(np), lam_coll],
+                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        icbc_log = os.path.join(work, "icbc.log")
+        with open(icbc_log, "w") as f:
+            pi = subprocess.Popen([os.path.join(build_dir, "test", "impi", "impi_pingpong"),
+                                   "--server", addr, "--client", str(1 - lam_client),
+                                   "--host", ICBC_ADDR, "--coll", "--sizes", "",
+                                   "--timeout", str(TIMEOUT)],
+                                  stdout=f, stderr=subprocess.STDOUT)
+            codes = finish([pi, pl, server])
+        logs = {n: open(p).read() for n, p in
+                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        icbc_rank = np if lam_first else 0
+        lam_ranks = range(np) if lam_first else range(1, np + 1)
+        assert f"rank {icbc_rank}: coll ok" in logs["icbc"], report
+        for r in lam_ranks:
+            assert f"rank {r}: coll ok" in logs["lam"], report
     finally:
         u.halt()
 

@@ -4,7 +4,8 @@ if BUILD_CH4_NETMOD_ICBC
 AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/core \
                -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/bt_lib \
                -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/mx_router \
-               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/router
+               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/router \
+               -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/impi
 
 mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_init.c \
@@ -17,6 +18,16 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_tcp.c \
                     src/mpid/ch4/netmod/icbc/icbc_router_embed.c \
                     src/mpid/ch4/netmod/icbc/icbc_dump.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_world.c \
+                    src/mpid/ch4/netmod/icbc/icbc_path_impi.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_coll.c \
+                    src/mpid/ch4/netmod/icbc/impi/coll.c \
+                    src/mpid/ch4/netmod/icbc/impi/hostconn.c \
+                    src/mpid/ch4/netmod/icbc/impi/rx.c \
+                    src/mpid/ch4/netmod/icbc/impi/p2p.c \
+                    src/mpid/ch4/netmod/icbc/impi/proto.c \
+                    src/mpid/ch4/netmod/icbc/impi/layout.c \
+                    src/mpid/ch4/netmod/icbc/impi/client.c \
                     src/mpid/ch4/netmod/icbc/core/status.c \
                     src/mpid/ch4/netmod/icbc/core/log.c \
                     src/mpid/ch4/netmod/icbc/core/bcard.c \

@@ -90,6 +90,11 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
 
     MPIR_FUNC_ENTER;
 
+    if (amreq->xkind == MPIDI_ICBC_XKIND_IMPI) {
+        /* matched head of a long IMPI message: ask for the rest */
+        mpi_errno = MPIDI_ICBC_impi_matched(rreq);
+        goto fn_exit;
+    }
     if (amreq->xkind) {
         /* matched RTS of a striped message: answer with a receive slot */
         mpi_errno = MPIDI_ICBC_xfer_matched(rreq);

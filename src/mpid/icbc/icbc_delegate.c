@@ -5,6 +5,7 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
+#include "icbc_impi.h"
 
 int MPIDI_ICBC_comm_set_hints(MPIR_Comm *comm_ptr, MPIR_Info *info)
 {
@@ -18,7 +19,7 @@ int MPIDI_ICBC_mpi_comm_commit_pre_hook(MPIR_Comm *comm)
 
 int MPIDI_ICBC_mpi_comm_commit_post_hook(MPIR_Comm *comm)
 {
-    return MPI_SUCCESS;
+    return MPIDI_ICBC_impi_comm_committed(comm);
 }
 
 int MPIDI_ICBC_mpi_comm_free_hook(MPIR_Comm *comm)

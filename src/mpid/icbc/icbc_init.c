@@ -8,6 +8,7 @@
 #include "mpidu_bc.h"
 #include "core/icbc_bcard.h"
 #include "icbc_xfer.h"
+#include "icbc_impi.h"
 
 #include <net/if.h>
 #include <sched.h>
@@ -324,6 +325,36 @@ void MPIDI_ICBC_progress_idle(void)
     nanosleep(&ts, NULL);
 }
 
+/* An IMPI job: the cards of this client's processes, in PMI order, each in
+ * a slot of *RECV_LEN bytes of *TABLE (MPL_free'd by the caller). MPICH's
+ * card table spans MPI_COMM_WORLD, which is larger than what PMI knows. */
+static int gather_client_cards(const char *card, size_t card_len, void **table, int *recv_len)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int n = MPIDI_ICBC_impi.pmi_size, len = (int) card_len, *lens = NULL, max = 0;
+    char *padded = NULL;
+
+    lens = MPL_malloc(sizeof(int) * n, MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(lens == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    mpi_errno = MPIR_pmi_allgather(&len, sizeof(len), lens, sizeof(len), MPIR_PMI_DOMAIN_ALL);
+    MPIR_ERR_CHECK(mpi_errno);
+    for (int i = 0; i < n; i++)
+        max = MPL_MAX(max, lens[i]);
+    padded = MPL_calloc(1, max, MPL_MEM_ADDRESS);
+    *table = MPL_malloc((size_t) max * n, MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(padded == NULL || *table == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    memcpy(padded, card, card_len);
+    mpi_errno = MPIR_pmi_allgather(padded, max, *table, max, MPIR_PMI_DOMAIN_ALL);
+    MPIR_ERR_CHECK(mpi_errno);
+    *recv_len = max;
+fn_exit:
+    MPL_free(lens);
+    MPL_free(padded);
+    return mpi_errno;
+fn_fail:
+    goto fn_exit;
+}
+
 /* Exchange business cards and fill the peer table. */
 static int exchange_cards(void)
 {
@@ -362,10 +393,16 @@ static int exchange_cards(void)
     if (MPIR_CVAR_CH4_ICBC_FAULT_INJECT && !strcmp(MPIR_CVAR_CH4_ICBC_FAULT_INJECT, "bcard"))
         card[0] ^= 0xff; /* break the magic */
 
-    mpi_errno = MPIDU_bc_table_create(rank, size, MPIR_Process.node_map, card, (int) card_len,
-                                      FALSE, FALSE, &table, &recv_len);
-    MPIR_ERR_CHECK(mpi_errno);
-    table_created = 1;
+    if (MPIDI_ICBC_impi.active) {
+        /* the cards of this client's processes only, over its own PMI */
+        mpi_errno = gather_client_cards(card, card_len, &table, &recv_len);
+        MPIR_ERR_CHECK(mpi_errno);
+    } else {
+        mpi_errno = MPIDU_bc_table_create(rank, size, MPIR_Process.node_map, card, (int) card_len,
+                                          FALSE, FALSE, &table, &recv_len);
+        MPIR_ERR_CHECK(mpi_errno);
+        table_created = 1;
+    }
 
     MPIR_ERR_CHKANDJUMP(icbc_peer_table_init(&MPIDI_ICBC_global.peers, size) != ICBC_OK, mpi_errno,
                         MPI_ERR_OTHER, "**nomem");
@@ -373,9 +410,21 @@ static int exchange_cards(void)
         icbc_bcard_t bc;
         char why[128];
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        int slot = MPIDI_ICBC_impi.active ? r - MPIDI_ICBC_impi.first_rank : r;
 
         MPIDI_ICBC_AV(&MPIDIU_get_av(0, r)).peer = r;
-        if (icbc_bcard_parse((char *) table + (size_t) r * recv_len, recv_len, &bc, why,
+        if (MPIDI_ICBC_impi_foreign(r)) {
+            int client, host;
+            char name[ICBC_BCARD_MAX_NAME + 1];
+
+            MPIDI_ICBC_impi_where(r, &client, &host);
+            snprintf(name, sizeof(name), "impi-client%d-host%d", client, host);
+            MPIR_ERR_CHKANDJUMP(icbc_peer_set_address(peer, name, NULL, 0) != ICBC_OK, mpi_errno,
+                                MPI_ERR_OTHER, "**nomem");
+            peer->path = ICBC_PATH_IMPI;
+            continue;
+        }
+        if (icbc_bcard_parse((char *) table + (size_t) slot * recv_len, recv_len, &bc, why,
                              sizeof(why)) != ICBC_OK) {
             MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_bcard", "**icbc_bcard %d %s", r,
                                  why);
@@ -393,7 +442,8 @@ static int exchange_cards(void)
     /* Paths to other clusters; registration with the routers. The job id
      * comes from rank 0's card, exactly its encoded bytes: what pads a slot
      * of the table differs between nodes. */
-    icbc_peer_t *peer0 = icbc_peer_get(&MPIDI_ICBC_global.peers, 0);
+    icbc_peer_t *peer0 = icbc_peer_get(&MPIDI_ICBC_global.peers,
+                                       MPIDI_ICBC_impi.active ? MPIDI_ICBC_impi.first_rank : 0);
     size_t card0_len = icbc_bcard_size_tcp(peer0->node, peer0->fabric_addr_len, peer0->ntcp);
     MPIR_Assert(card0_len <= (size_t) recv_len);
     mpi_errno = MPIDI_ICBC_path_init_world(table, card0_len);
@@ -402,6 +452,8 @@ static int exchange_cards(void)
 fn_exit:
     if (table_created)
         MPIDU_bc_table_destroy();
+    else
+        MPL_free(table);
     MPL_free(card);
     if (addr)
         ucp_worker_release_address(MPIDI_ICBC_global.worker, addr);
@@ -450,6 +502,9 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p)
                          "destination is not in the icbc peer table");
     MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
                          "**icbc_peer %d %s", peer->rank, "connection failed earlier");
+    MPIR_ERR_CHKANDJUMP2(peer->path == ICBC_PATH_IMPI, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank,
+                         "it is a process of another IMPI client, reached by IMPI only");
     if (peer->ep) {
         *ep_p = peer->ep;
         goto fn_exit;
@@ -489,6 +544,7 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
 
     MPIDI_ICBC_path_finalize();
     MPIDI_ICBC_xfer_finalize();
+    MPIDI_ICBC_impi_finalize();
     MPIDI_ICBC_router_embed_stop();
 
     if (peers->size > 0) {

@@ -12,6 +12,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_impi.h"
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -103,6 +104,7 @@ int MPIDI_ICBC_path_init_local(void)
     memset(&P, 0, sizeof(P));
     P.ops[ICBC_PATH_ROUTED] = &MPIDI_ICBC_path_routed_ops;
     P.ops[ICBC_PATH_TCP_DIRECT] = &MPIDI_ICBC_path_tcp_ops;
+    P.ops[ICBC_PATH_IMPI] = &MPIDI_ICBC_path_impi_ops;
     P.cluster = -1;
     P.policy = ICBC_RF_POLICY_AGGREGATE;
     st = icbc_routerfile_load_env(&P.rf, err, sizeof(err));
@@ -178,6 +180,10 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
     for (int r = 0; r < size; r++) {
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
         peer->cluster = P.cluster;
+        if (peer->path == ICBC_PATH_IMPI) {
+            peer->cluster = -1; /* another IMPI client: in no cluster of the router file */
+            continue;
+        }
         if (P.rf) {
             peer->cluster = icbc_routerfile_find_host(P.rf, peer->node);
             if (peer->cluster < 0) {
@@ -204,6 +210,10 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
     if (P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1 &&
         (any_routed || P.nrouters > 0)) {
         mpi_errno = MPIDI_ICBC_path_routed_open();
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    if (MPIDI_ICBC_impi.active) {
+        mpi_errno = MPIDI_ICBC_path_impi_open();
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int k = 0; k < ICBC_PATH_KINDS; k++)

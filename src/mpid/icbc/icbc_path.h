@@ -15,10 +15,11 @@
  * written there (in one piece or streamed), MPIDI_ICBC_xrecv_end.
  *
  * Implementations: icbc_path_routed.c (through the routers), icbc_path_tcp.c
- * (bt_lib connections). A path whose peer is another MPI (IMPI) speaks that
- * MPI's protocol instead of ours: it sets am_isend and send_hdr and takes
- * MPI messages whole; the others leave them NULL and get the ICBC protocol
- * (whole messages and the striping rendezvous) over their lanes.
+ * (bt_lib connections), icbc_path_impi.c (processes of other IMPI clients).
+ * A path whose peer is another MPI (IMPI) speaks that MPI's protocol
+ * instead of ours: it sets am_isend and send_hdr and takes MPI messages
+ * whole; the others leave them NULL and get the ICBC protocol (whole
+ * messages and the striping rendezvous) over their lanes.
  */
 #ifndef ICBC_PATH_H_INCLUDED
 #define ICBC_PATH_H_INCLUDED
@@ -62,6 +63,7 @@ typedef struct MPIDI_ICBC_path_ops {
 
 extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops;
 extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops;
+extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_impi_ops;
 
 /* What the paths share, set up by icbc_path.c. */
 typedef struct {
@@ -118,5 +120,6 @@ void MPIDI_ICBC_path_done_fire(void *done, icbc_status_t status);
 int MPIDI_ICBC_path_routed_open(void);
 int MPIDI_ICBC_path_tcp_listen(void);
 int MPIDI_ICBC_path_tcp_open(int size);
+int MPIDI_ICBC_path_impi_open(void);
 
 #endif /* ICBC_PATH_H_INCLUDED */

@@ -29,6 +29,10 @@
 /* amreq->xkind of a receive matched through an RTS */
 #define MPIDI_ICBC_XKIND_NONE 0
 #define MPIDI_ICBC_XKIND_STRIPE 1
+/* IMPI path (icbc_path_impi.c): a long message's receive, and sends */
+#define MPIDI_ICBC_XKIND_IMPI 2
+#define MPIDI_ICBC_XKIND_IMPI_SEND 3
+#define MPIDI_ICBC_XKIND_IMPI_SSEND 4
 
 typedef struct {
     icbc_stripe_t *stripe;
@@ -107,6 +111,13 @@ void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len, c
 /* UCX delivery of a routed message (from a router's endpoint). */
 ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
                                   size_t len, int is_rndv);
+
+/* MPIDIG's receive layout of RREQ, trimmed to the message (icbc_am_recv.c). */
+void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
+                                MPI_Aint *p_data_sz);
+/* A long IMPI message matched a receive: SYNCACK, its first bytes in place
+ * (icbc_path_impi.c). */
+int MPIDI_ICBC_impi_matched(MPIR_Request *rreq);
 
 /* CTS for a matched RTS (also MPIDIG's data-copy callback). */
 int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq);

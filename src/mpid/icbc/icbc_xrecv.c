@@ -17,10 +17,6 @@
 
 #define X MPIDI_ICBC_xfer
 
-/* MPIDIG's receive layout of RREQ, trimmed to the message (icbc_am_recv.c). */
-void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
-                                MPI_Aint *p_data_sz);
-
 /* A receive whose payload came through this netmod completes (see
  * icbc_am_recv.c). */
 static void recv_mark_remote(MPIR_Request *rreq)

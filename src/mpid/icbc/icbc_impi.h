@@ -1,0 +1,49 @@
+/*
+ * An ICBC job as one client of an IMPI job (docs/impi.md).
+ *
+ * Started with ICBC_IMPI_SERVER=ADDR:PORT and ICBC_IMPI_CLIENT=K (and
+ * ICBC_IMPI_KEY=N when the server has a key), the job runs IMPI start-up
+ * inside MPI_Init, before MPICH sizes its tables (MPIR_pmi_world_join,
+ * contrib/mpich/patches/0004): its process of PMI rank 0 speaks to
+ * impi-server for the client, every process is one IMPI host, and
+ * MPI_COMM_WORLD becomes the IMPI world in IMPI order (client, host,
+ * process). The job's own processes keep their PMI order, from world rank
+ * first_rank of this client on.
+ */
+#ifndef ICBC_IMPI_H_INCLUDED
+#define ICBC_IMPI_H_INCLUDED
+
+#include "impi/impi_client.h"
+
+typedef struct {
+    int active;           /* this job is an IMPI client */
+    int client;           /* its client rank */
+    int first_rank;       /* world rank of its PMI rank 0 */
+    int pmi_rank, pmi_size;
+    impi_layout_t layout; /* the whole job */
+    impi_client_t *conn;  /* PMI rank 0: the connection to impi-server */
+    int listen_fd;        /* this host's IMPI port; -1: none */
+} MPIDI_ICBC_impi_t;
+
+extern MPIDI_ICBC_impi_t MPIDI_ICBC_impi;
+
+/* Whether world rank R belongs to another client of the IMPI job. */
+static inline int MPIDI_ICBC_impi_foreign(int r)
+{
+    return MPIDI_ICBC_impi.active && (r < MPIDI_ICBC_impi.first_rank ||
+                                      r >= MPIDI_ICBC_impi.first_rank + MPIDI_ICBC_impi.pmi_size);
+}
+
+/* The client and host of world rank R (an IMPI job). */
+void MPIDI_ICBC_impi_where(int r, int *client, int *host);
+
+/* A communicator was committed: on MPI_COMM_SELF of an IMPI job, the
+ * attribute whose deletion runs the barrier IMPI requires of MPI_Finalize
+ * (icbc_impi_coll.c). */
+int MPIDI_ICBC_impi_comm_committed(MPIR_Comm *comm);
+
+/* At MPI_Finalize, once every process of this job is past its last
+ * message: PMI rank 0 tells impi-server FINI; every process closes its port. */
+void MPIDI_ICBC_impi_finalize(void);
+
+#endif /* ICBC_IMPI_H_INCLUDED */

@@ -1,0 +1,772 @@
+/*
+ * The IMPI path: peers that are processes of another IMPI client
+ * (icbc_impi.h, docs/impi.md). Every process of this job is one IMPI host
+ * with one TCP connection to every host of the other clients, set up at
+ * MPI_Init: the higher host connects, from the address it advertised, and
+ * names itself; an accepted connection is held to the job's layout before
+ * it carries anything (impi_host_accept_check). MPI messages become IMPI
+ * packets, whose protocol libicbc keeps (src/impi/p2p.c):
+ *
+ *   MPIDIG_SEND, short     DATA; synchronous: DATASYNC, done at its SYNCACK
+ *   MPIDIG_SEND, long      DATASYNC with the first DATALEN bytes, the rest as
+ *                          DATA once the receiver's SYNCACK came
+ *   MPIDIG_SSEND_ACK       the SYNCACK of the synchronous message it answers
+ *   a short arrival        to MPIDIG as an eager MPIDIG_SEND
+ *   a long head            to MPIDIG as a rendezvous; once matched, SYNCACK,
+ *                          and the DATA packets land at their offsets
+ *
+ * Matching stays MPIDIG's. An MPI message carries MPICH's context id and
+ * the sender's rank in the communicator (IMPI's cid and lsrank), so
+ * MPI_COMM_WORLD's point-to-point and collective ids are 0 and 1, as LAM/MPI
+ * puts them on the wire. One-sided and other MPIDIG messages have no IMPI
+ * packet: an MPI error. The port faces the WAN: a packet the layout or the
+ * protocol does not allow closes the connection with a message naming the
+ * host, and its processes fail like a lost peer.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_xfer.h"
+#include "icbc_impi.h"
+#include "impi/impi_hostconn.h"
+#include "impi/impi_p2p.h"
+#include "impi/impi_rx.h"
+#include "core/icbc_bytes.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+    int fd; /* -1: no connection (a host of this client) */
+    impi_rx_t rx;
+    uint8_t *out; /* bytes not yet written: out[out_off .. out_len) */
+    size_t out_off, out_len, out_cap;
+    int fini_in, failed;
+} conn_t;
+
+/* A message that arrived and waits for MPIDIG: a synchronous short one
+ * until its match is acknowledged, a long one until its last byte. */
+typedef struct {
+    int used;
+    impi_msg_t msg;
+    uint8_t *head; /* a long head's bytes until matched */
+    MPIR_Request *rreq;
+    uint64_t drqid; /* a long one, once matched */
+    int host;
+} arrival_t;
+
+static struct {
+    int open;
+    int self_host;
+    conn_t *conns; /* per host of the job */
+    struct pollfd *pfd;
+    int *pfd_host;
+    int npfd;
+    impi_p2p_t *p2p;
+    arrival_t *arrivals;
+    int narrivals;
+    MPIR_Request **sends; /* in flight */
+    int nsends, sends_cap;
+} IH; /* the IMPI host this process is */
+
+static int impi_error(int rank, const char *why)
+{
+    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank, why);
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static int flush_out(conn_t *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0)
+            return -1;
+        c->out_off += (size_t) n;
+    }
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    return 0;
+}
+
+static void host_failed(int host, const char *why);
+
+static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+{
+    conn_t *c;
+    size_t need;
+
+    if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].fd < 0 ||
+        IH.conns[host].failed)
+        return ICBC_ERR_PEER_FAILED;
+    c = &IH.conns[host];
+    need = c->out_len + IMPI_PKT_HDR_SIZE + len;
+    if (need > c->out_cap) {
+        size_t cap = MPL_MAX(2 * c->out_cap, need);
+        uint8_t *p = MPL_realloc(c->out, cap, MPL_MEM_BUFFER);
+        if (p == NULL)
+            return ICBC_ERR_NO_MEMORY;
+        c->out = p;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, hdr, IMPI_PKT_HDR_SIZE);
+    if (len)
+        memcpy(c->out + c->out_len + IMPI_PKT_HDR_SIZE, payload, len);
+    c->out_len = need;
+    if (flush_out(c) != 0) {
+        host_failed(host, "writing to it failed");
+        return ICBC_ERR_PEER_FAILED;
+    }
+    return ICBC_OK;
+}
+
+/* ---- sends ------------------------------------------------------------- */
+
+static void sends_remove(MPIR_Request *sreq)
+{
+    for (int i = 0; i < IH.nsends; i++)
+        if (IH.sends[i] == sreq) {
+            IH.sends[i] = IH.sends[--IH.nsends];
+            return;
+        }
+}
+
+static void send_complete(MPIR_Request *sreq, int ok)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+    int sync = amreq->xkind == MPIDI_ICBC_XKIND_IMPI_SSEND;
+    MPIR_Request *ack_for = (MPIR_Request *) (uintptr_t) amreq->xcookie;
+
+    sends_remove(sreq);
+    amreq->xkind = MPIDI_ICBC_XKIND_NONE;
+    if (!ok)
+        sreq->status.MPI_ERROR = impi_error(amreq->xpeer, "its IMPI host connection was lost");
+    /* a synchronous send is matched once the receiver's SYNCACK came:
+     * MPIDIG's own acknowledgement, delivered here (also when the send
+     * failed: the request must complete, with its error) */
+    if (sync) {
+        MPIDIG_ssend_ack_msg_t ack = { .sreq_ptr = ack_for };
+        uint32_t attr = 0;
+        MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
+        MPIDIG_global.target_msg_cbs[MPIDIG_SSEND_ACK](&ack, NULL, 0, attr, NULL);
+    }
+    MPIDI_ICBC_am_isend_done_common(sreq);
+}
+
+static void on_send_done(void *arg, uint64_t srqid)
+{
+    send_complete((MPIR_Request *) (uintptr_t) srqid, 1);
+}
+
+static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                         const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
+                         int dst_vci, MPIR_Request *sreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+    const MPIDIG_hdr_t *h = am_hdr;
+    int dt_contig;
+    size_t data_sz;
+    MPI_Aint dt_true_lb;
+    MPIR_Datatype *dt_ptr;
+    const void *payload = NULL;
+
+    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                         "**icbc_peer %d %s", peer->rank, "its IMPI host connection was lost");
+    MPIR_ERR_CHKANDJUMP2(handler_id != MPIDIG_SEND || am_hdr_sz < (MPI_Aint) sizeof(*h) ||
+                             (h->flags & MPIDIG_AM_SEND_FLAGS_RTS),
+                         mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                         "it is a process of another IMPI client, and IMPI carries point-to-point "
+                         "messages only (no one-sided operations)");
+    MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
+    MPL_pointer_attr_t attr;
+    MPIR_GPU_query_pointer_attr(data, &attr);
+    if (data_sz > 0 && dt_contig && attr.type != MPL_GPU_POINTER_DEV) {
+        payload = MPIR_get_contig_ptr(data, dt_true_lb);
+    } else if (data_sz > 0) {
+        MPI_Aint packed;
+        amreq->pack_buf = MPL_malloc(data_sz, MPL_MEM_BUFFER);
+        MPIR_ERR_CHKANDJUMP(amreq->pack_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, amreq->pack_buf, data_sz, &packed);
+        MPIR_ERR_CHECK(mpi_errno);
+        payload = amreq->pack_buf;
+    }
+    amreq->handler_id = handler_id;
+    amreq->xpeer = peer->rank;
+    amreq->xkind = (h->flags & MPIDIG_AM_SEND_FLAGS_SYNC) ? MPIDI_ICBC_XKIND_IMPI_SSEND
+                                                           : MPIDI_ICBC_XKIND_IMPI_SEND;
+    amreq->xcookie = (uint64_t) (uintptr_t) h->sreq_ptr;
+
+    if (IH.nsends == IH.sends_cap) {
+        int cap = MPL_MAX(64, 2 * IH.sends_cap);
+        MPIR_Request **p = MPL_realloc(IH.sends, sizeof(*p) * cap, MPL_MEM_OTHER);
+        MPIR_ERR_CHKANDJUMP(p == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        IH.sends = p;
+        IH.sends_cap = cap;
+    }
+    IH.sends[IH.nsends++] = sreq;
+
+    impi_send_t s = {
+        .src = MPIR_Process.rank,
+        .dest = peer->rank,
+        .lsrank = h->src_rank,
+        .tag = h->tag,
+        .cid = h->context_id,
+        .srqid = (uint64_t) (uintptr_t) sreq,
+        .buf = payload,
+        .len = data_sz,
+        .sync = (h->flags & MPIDIG_AM_SEND_FLAGS_SYNC) != 0,
+    };
+    if (impi_p2p_send(IH.p2p, &s) != ICBC_OK) {
+        sends_remove(sreq);
+        amreq->xkind = MPIDI_ICBC_XKIND_NONE;
+        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
+                             peer->rank, "its IMPI host connection was lost");
+    }
+fn_exit:
+    return mpi_errno;
+fn_fail:
+    goto fn_exit;
+}
+
+/* ---- arrivals ------------------------------------------------------------ */
+
+static int arrival_new(const impi_msg_t *m, int host)
+{
+    for (int i = 0; i < IH.narrivals; i++)
+        if (!IH.arrivals[i].used) {
+            memset(&IH.arrivals[i], 0, sizeof(IH.arrivals[i]));
+            IH.arrivals[i].used = 1;
+            IH.arrivals[i].msg = *m;
+            IH.arrivals[i].msg.payload = NULL;
+            IH.arrivals[i].host = host;
+            return i;
+        }
+    int n = MPL_MAX(64, 2 * IH.narrivals);
+    arrival_t *p = MPL_realloc(IH.arrivals, sizeof(*p) * n, MPL_MEM_OTHER);
+    if (p == NULL)
+        return -1;
+    memset(p + IH.narrivals, 0, sizeof(*p) * (n - IH.narrivals));
+    IH.arrivals = p;
+    IH.narrivals = n;
+    return arrival_new(m, host);
+}
+
+static void arrival_free(int i)
+{
+    MPL_free(IH.arrivals[i].head);
+    IH.arrivals[i].head = NULL;
+    IH.arrivals[i].used = 0;
+}
+
+static int cur_host = -1; /* the host whose packet is being handled */
+
+static void on_arrived(void *arg, const impi_msg_t *m)
+{
+    MPIDIG_hdr_t hdr;
+    uint32_t attr = 0;
+    int slot;
+
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.src_rank = m->lsrank;
+    hdr.tag = m->tag;
+    hdr.context_id = (MPIR_Context_id_t) m->cid;
+    hdr.data_sz = (MPI_Aint) m->msglen;
+    MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
+
+    if (m->kind == IMPI_MSG_SHORT) {
+        MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, (void *) m->payload, m->len, attr, NULL);
+        return;
+    }
+    slot = arrival_new(m, cur_host);
+    if (slot < 0) {
+        host_failed(cur_host, "out of memory for an arriving message");
+        return;
+    }
+    if (m->kind == IMPI_MSG_SHORT_SYNC) {
+        /* MPIDIG answers the match with MPIDIG_SSEND_ACK to this token */
+        hdr.flags = MPIDIG_AM_SEND_FLAGS_SYNC;
+        hdr.sreq_ptr = (MPIR_Request *) (uintptr_t) (slot + 1);
+        MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, (void *) m->payload, m->len, attr, NULL);
+        return;
+    }
+
+    /* a long head: a rendezvous; its bytes wait for the match */
+    arrival_t *a = &IH.arrivals[slot];
+    MPIR_Request *rreq = NULL;
+    a->head = MPL_malloc(m->len ? m->len : 1, MPL_MEM_BUFFER);
+    if (a->head == NULL) {
+        arrival_free(slot);
+        host_failed(cur_host, "out of memory for an arriving message");
+        return;
+    }
+    memcpy(a->head, m->payload, m->len);
+    attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
+    MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, NULL, (MPI_Aint) m->msglen, attr, &rreq);
+    if (rreq == NULL) { /* nobody wants it: take it and drop its bytes */
+        impi_p2p_matched(IH.p2p, &a->msg, &a->drqid);
+        MPL_free(a->head);
+        a->head = NULL;
+        return;
+    }
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    amreq->xkind = MPIDI_ICBC_XKIND_IMPI;
+    amreq->xpeer = m->src;
+    amreq->xcookie = (uint64_t) slot;
+    amreq->rndv_size = m->msglen;
+    if (MPIDIG_recv_initialized(rreq))
+        MPIDI_ICBC_impi_matched(rreq);
+    /* else MPIDIG calls MPIDI_ICBC_rndv_pull -> MPIDI_ICBC_impi_matched on match */
+}
+
+int MPIDI_ICBC_impi_matched(MPIR_Request *rreq)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
+    arrival_t *a = &IH.arrivals[amreq->xcookie];
+    int is_contig, is_gpu;
+    void *p_data;
+    MPI_Aint p_data_sz;
+
+    MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
+    amreq->xplace_iov = 0;
+    amreq->xplace_off = 0;
+    MPIDI_ICBC_xrecv_striped_place(NULL, rreq, 0, a->head, a->msg.len);
+    MPL_free(a->head);
+    a->head = NULL;
+    a->rreq = rreq;
+    if (impi_p2p_matched(IH.p2p, &a->msg, &a->drqid) != ICBC_OK)
+        host_failed(a->host, "cannot answer its long message");
+    return MPI_SUCCESS;
+}
+
+static void on_data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *bytes, size_t len,
+                    int last)
+{
+    for (int i = 0; i < IH.narrivals; i++) {
+        arrival_t *a = &IH.arrivals[i];
+        if (!a->used || a->head != NULL || a->msg.kind != IMPI_MSG_LONG_HEAD || a->drqid != drqid)
+            continue;
+        if (a->rreq)
+            MPIDI_ICBC_xrecv_striped_place(NULL, a->rreq, offset, bytes, len);
+        if (last) {
+            if (a->rreq)
+                MPIDI_ICBC_xrecv_striped_complete(NULL, a->rreq, ICBC_OK, NULL);
+            arrival_free(i);
+        }
+        return;
+    }
+}
+
+static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
+                         int src_vci, int dst_vci)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPIR_ERR_CHKANDJUMP2(handler_id != MPIDIG_SSEND_ACK ||
+                             am_hdr_sz < (MPI_Aint) sizeof(MPIDIG_ssend_ack_msg_t),
+                         mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                         "it is a process of another IMPI client, and IMPI carries point-to-point "
+                         "messages only (no one-sided operations)");
+    uintptr_t token = (uintptr_t) ((const MPIDIG_ssend_ack_msg_t *) am_hdr)->sreq_ptr;
+    int slot = (int) token - 1;
+    MPIR_Assert(slot >= 0 && slot < IH.narrivals && IH.arrivals[slot].used &&
+                IH.arrivals[slot].msg.src == peer->rank);
+    if (impi_p2p_matched(IH.p2p, &IH.arrivals[slot].msg, NULL) != ICBC_OK)
+        mpi_errno = impi_error(peer->rank, "its IMPI host connection was lost");
+    arrival_free(slot);
+fn_fail:
+    return mpi_errno;
+}
+
+/* ---- packets in and failures ---------------------------------------------- */
+
+static void on_fini(void *arg, int host)
+{
+    IH.conns[host].fini_in = 1;
+}
+
+static const impi_p2p_ops_t p2p_ops = {
+    .emit = emit,
+    .arrived = on_arrived,
+    .data = on_data,
+    .send_done = on_send_done,
+    .cancel = NULL, /* MPIDIG cannot take an unmatched message back: CANCELNO */
+    .fini = on_fini,
+};
+
+static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
+{
+    int host = (int) (intptr_t) arg;
+    char err[256];
+
+    if (IH.conns[host].failed)
+        return;
+    /* MPICH's context ids are 16 bits: any other names no communicator */
+    if ((pkt->hdr->type == IMPI_PK_DATA || pkt->hdr->type == IMPI_PK_DATASYNC) &&
+        pkt->hdr->drqid == 0 && pkt->hdr->cid > 0xffff) {
+        snprintf(err, sizeof(err), "a message for context %llu, which no communicator has",
+                 (unsigned long long) pkt->hdr->cid);
+        host_failed(host, err);
+        return;
+    }
+    cur_host = host;
+    if (impi_p2p_packet(IH.p2p, host, pkt, err, sizeof(err)) != ICBC_OK)
+        host_failed(host, err);
+    cur_host = -1;
+}
+
+/* Host HOST is gone or broke the protocol: its connection closes, its
+ * processes fail like lost peers (operations with them end in MPI errors),
+ * and the sends to them in flight end with an error. */
+static void host_failed(int host, const char *why)
+{
+    conn_t *c = &IH.conns[host];
+    const impi_host_t *h = &MPIDI_ICBC_impi.layout.hosts[host];
+
+    if (c->failed)
+        return;
+    c->failed = 1;
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (!MPIDI_ICBC_global.finalizing) {
+        char a[INET_ADDRSTRLEN];
+        uint32_t v4 = impi_host_v4(h);
+        inet_ntop(AF_INET, &v4, a, sizeof(a));
+        icbc_error("IMPI host %d (client %d, %s:%u): %s; its connection is closed", host,
+                   h->client, a, h->port, why);
+    }
+    for (uint32_t k = 0; k < h->nprocs; k++)
+        MPIDI_ICBC_xfer_peer_failed(h->first_rank + (int) k, why);
+    for (int i = 0; i < IH.nsends;) {
+        MPIR_Request *sreq = IH.sends[i];
+        int r = MPIDI_ICBC_AMREQ(sreq).xpeer;
+        if (r >= h->first_rank && r < h->first_rank + (int) h->nprocs)
+            send_complete(sreq, 0); /* removes it from IH.sends */
+        else
+            i++;
+    }
+    for (int i = 0; i < IH.narrivals; i++) {
+        arrival_t *a = &IH.arrivals[i];
+        if (!a->used || a->host != host)
+            continue;
+        if (a->rreq)
+            MPIDI_ICBC_xrecv_striped_complete(NULL, a->rreq, ICBC_ERR_PEER_FAILED,
+                                              "its IMPI host connection was lost");
+        arrival_free(i);
+    }
+}
+
+static int impi_progress(void)
+{
+    int events = 0;
+    static uint8_t buf[1 << 16];
+
+    if (!IH.open)
+        return 0;
+    for (int i = 0; i < IH.npfd; i++) {
+        conn_t *c = &IH.conns[IH.pfd_host[i]];
+        IH.pfd[i].fd = c->failed ? -1 : c->fd;
+        IH.pfd[i].events = POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
+        IH.pfd[i].revents = 0;
+    }
+    if (poll(IH.pfd, (nfds_t) IH.npfd, 0) <= 0)
+        return 0;
+    for (int i = 0; i < IH.npfd; i++) {
+        int host = IH.pfd_host[i];
+        conn_t *c = &IH.conns[host];
+        char err[256];
+
+        if (IH.pfd[i].revents == 0 || c->failed)
+            continue;
+        events++;
+        if ((IH.pfd[i].revents & POLLOUT) && flush_out(c) != 0) {
+            host_failed(host, "writing to it failed");
+            continue;
+        }
+        if (!(IH.pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        ssize_t r = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (r <= 0) {
+            if (c->fini_in) { /* it said FINI: the end is normal */
+                c->failed = 1;
+                close(c->fd);
+                c->fd = -1;
+                continue;
+            }
+            host_failed(host, r == 0 ? "it closed its connection" : strerror(errno));
+            continue;
+        }
+        if (impi_rx_feed(&c->rx, buf, (size_t) r, on_packet, (void *) (intptr_t) host, err,
+                         sizeof(err)) != ICBC_OK)
+            host_failed(host, err);
+    }
+    return events;
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+static int connect_host(int host, struct in_addr self_addr, double deadline, char *why,
+                        size_t whylen)
+{
+    const impi_host_t *h = &MPIDI_ICBC_impi.layout.hosts[host];
+    struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = self_addr };
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t) h->port) };
+    uint32_t v4 = impi_host_v4(h);
+    uint8_t rank[IMPI_HOST_RANK_SIZE];
+    int one = 1;
+
+    memcpy(&to.sin_addr, &v4, 4);
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(why, whylen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        /* from the address this host advertised: LAM knows a host by it */
+        if (bind(fd, (struct sockaddr *) &me, sizeof(me)) == 0 &&
+            connect(fd, (struct sockaddr *) &to, sizeof(to)) == 0) {
+            icbc_put32(rank, (uint32_t) IH.self_host);
+            if (send(fd, rank, sizeof(rank), MSG_NOSIGNAL) == (ssize_t) sizeof(rank))
+                return fd;
+        }
+        snprintf(why, whylen, "connecting to IMPI host %d (client %d): %s", host, h->client,
+                 strerror(errno));
+        close(fd);
+        if (icbc_clock_coarse() > deadline || (errno != ECONNREFUSED && errno != EINTR))
+            return -1;
+        usleep(100000); /* its host may not listen yet */
+    }
+}
+
+/* Reads exactly N bytes from FD before DEADLINE; -1: not in time. */
+static int read_exact(int fd, uint8_t *b, size_t n, double deadline)
+{
+    size_t have = 0;
+
+    while (have < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int ms = (int) ((deadline - icbc_clock_coarse()) * 1000);
+        if (ms <= 0 || poll(&p, 1, MPL_MIN(ms, 1000)) < 0)
+            return -1;
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        ssize_t r = recv(fd, b + have, n - have, 0);
+        if (r <= 0)
+            return -1;
+        have += (size_t) r;
+    }
+    return 0;
+}
+
+static int accept_hosts(int want, double deadline, char *why, size_t whylen)
+{
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    uint8_t *connected = MPL_calloc(l->nhosts_total, 1, MPL_MEM_OTHER);
+
+    if (connected == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    while (want > 0) {
+        struct pollfd p = { MPIDI_ICBC_impi.listen_fd, POLLIN, 0 };
+        int ms = (int) ((deadline - icbc_clock_coarse()) * 1000);
+        if (ms <= 0) {
+            snprintf(why, whylen, "%d IMPI host(s) of other clients did not connect in %d s", want,
+                     MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT);
+            MPL_free(connected);
+            return -1;
+        }
+        if (poll(&p, 1, MPL_MIN(ms, 1000)) <= 0)
+            continue;
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        int fd = accept(MPIDI_ICBC_impi.listen_fd, (struct sockaddr *) &from, &fl);
+        if (fd < 0)
+            continue;
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
+        uint8_t rank[IMPI_HOST_RANK_SIZE];
+        char err[256], a[INET_ADDRSTRLEN];
+        int host, one = 1;
+        inet_ntop(AF_INET, &from.sin_addr, a, sizeof(a));
+        if (read_exact(fd, rank, sizeof(rank), MPL_MIN(deadline, icbc_clock_coarse() + 10)) != 0) {
+            icbc_warn("refused an IMPI connection from %s: it did not name its host", a);
+            close(fd);
+            continue;
+        }
+        if (impi_host_accept_check(l, IH.self_host, rank, from.sin_addr.s_addr, connected, &host,
+                                   err, sizeof(err)) != ICBC_OK ||
+            l->hosts[host].client == MPIDI_ICBC_impi.client) {
+            icbc_warn("refused an IMPI connection from %s: %s", a,
+                      err[0] ? err : "a host of this client");
+            close(fd);
+            continue;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        IH.conns[host].fd = fd;
+        connected[host] = 1;
+        want--;
+    }
+    MPL_free(connected);
+    return 0;
+}
+
+int MPIDI_ICBC_path_impi_open(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
+    struct in_addr self_addr;
+    int want = 0, n = l->nhosts_total;
+    char why[512];
+
+    /* every process is one host, in PMI order */
+    IH.self_host = l->first_host[MPIDI_ICBC_impi.client] + MPIDI_ICBC_impi.pmi_rank;
+    uint32_t v4 = impi_host_v4(&l->hosts[IH.self_host]);
+    memcpy(&self_addr, &v4, 4);
+    IH.conns = MPL_calloc(n, sizeof(*IH.conns), MPL_MEM_OTHER);
+    IH.pfd = MPL_calloc(n, sizeof(*IH.pfd), MPL_MEM_OTHER);
+    IH.pfd_host = MPL_calloc(n, sizeof(*IH.pfd_host), MPL_MEM_OTHER);
+    MPIR_ERR_CHKANDJUMP(!IH.conns || !IH.pfd || !IH.pfd_host, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    for (int h = 0; h < n; h++)
+        IH.conns[h].fd = -1;
+
+    /* the higher host connects; a connection completes in the peer's
+     * backlog, so connecting to every lower host first cannot deadlock */
+    for (int h = 0; h < n; h++) {
+        if (l->hosts[h].client == MPIDI_ICBC_impi.client)
+            continue;
+        if (!impi_host_connects(IH.self_host, h)) {
+            want++;
+            continue;
+        }
+        IH.conns[h].fd = connect_host(h, self_addr, deadline, why, sizeof(why));
+        if (IH.conns[h].fd < 0)
+            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
+    }
+    if (accept_hosts(want, deadline, why, sizeof(why)) != 0)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
+    /* every host this one talks to is connected: the port closes */
+    close(MPIDI_ICBC_impi.listen_fd);
+    MPIDI_ICBC_impi.listen_fd = -1;
+
+    for (int h = 0; h < n; h++) {
+        if (IH.conns[h].fd < 0)
+            continue;
+        fcntl(IH.conns[h].fd, F_SETFL, O_NONBLOCK);
+        MPIR_ERR_CHKANDJUMP(impi_rx_init(&IH.conns[h].rx, l, IH.self_host, h) != ICBC_OK, mpi_errno,
+                            MPI_ERR_OTHER, "**nomem");
+        IH.pfd_host[IH.npfd++] = h;
+    }
+    MPIR_ERR_CHKANDJUMP(impi_p2p_create(l, IH.self_host, &p2p_ops, NULL, &IH.p2p) != ICBC_OK,
+                        mpi_errno, MPI_ERR_OTHER, "**nomem");
+    IH.open = 1;
+fn_fail:
+    return mpi_errno;
+}
+
+/* At MPI_Finalize, every process of this client past its last message:
+ * FINI to every host, and theirs awaited (bounded), then the connections
+ * close. */
+static void impi_finalize(void)
+{
+    double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
+
+    if (!IH.open)
+        return;
+    for (int i = 0; i < IH.npfd; i++)
+        if (!IH.conns[IH.pfd_host[i]].failed)
+            impi_p2p_fini(IH.p2p, IH.pfd_host[i]);
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < IH.npfd; i++) {
+            conn_t *c = &IH.conns[IH.pfd_host[i]];
+            if (!c->failed && (!c->fini_in || c->out_len > c->out_off))
+                done = 0;
+        }
+        if (done || icbc_clock_coarse() > deadline)
+            break;
+        impi_progress();
+        usleep(1000);
+    }
+    for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++) {
+        if (IH.conns[h].fd < 0)
+            continue;
+        close(IH.conns[h].fd);
+        impi_rx_free(&IH.conns[h].rx);
+        MPL_free(IH.conns[h].out);
+    }
+    impi_p2p_destroy(IH.p2p);
+    for (int i = 0; i < IH.narrivals; i++)
+        MPL_free(IH.arrivals[i].head);
+    MPL_free(IH.arrivals);
+    MPL_free(IH.sends);
+    MPL_free(IH.conns);
+    MPL_free(IH.pfd);
+    MPL_free(IH.pfd_host);
+    memset(&IH, 0, sizeof(IH));
+}
+
+static int impi_active(void)
+{
+    return IH.open;
+}
+
+static int impi_nlanes(icbc_peer_t *peer)
+{
+    return 1;
+}
+
+static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
+                          const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                          int *busy)
+{
+    /* the ICBC protocol never reaches another client's process */
+    return impi_error(peer->rank, "it is a process of another IMPI client");
+}
+
+static void impi_dump(FILE *f)
+{
+    fprintf(f, "  impi: host %d, %d connection(s), %d send(s) in flight, %zu send(s) pending\n",
+            IH.self_host, IH.npfd, IH.nsends, IH.p2p ? impi_p2p_sends_pending(IH.p2p) : (size_t) 0);
+    for (int i = 0; i < IH.npfd; i++) {
+        conn_t *c = &IH.conns[IH.pfd_host[i]];
+        fprintf(f, "  impi:   host %d: %zu byte(s) to write%s%s\n", IH.pfd_host[i],
+                c->out_len - c->out_off, c->fini_in ? ", FINI in" : "",
+                c->failed ? ", closed" : "");
+    }
+    for (int i = 0; i < IH.narrivals; i++)
+        if (IH.arrivals[i].used)
+            fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", IH.arrivals[i].msg.src,
+                    (unsigned long long) IH.arrivals[i].msg.msglen,
+                    IH.arrivals[i].head         ? "long, waiting for its match"
+                    : IH.arrivals[i].msg.kind == IMPI_MSG_LONG_HEAD ? "long, receiving"
+                                                                    : "synchronous, not matched");
+}
+
+const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_impi_ops = {
+    .name = "impi",
+    .send = impi_lane_send,
+    .nlanes = impi_nlanes,
+    .active = impi_active,
+    .progress = impi_progress,
+    .dump = impi_dump,
+    .finalize = impi_finalize,
+    .am_isend = impi_am_isend,
+    .send_hdr = impi_send_hdr,
+};

@@ -1,0 +1,194 @@
+/*
+ * One process of an ICBC job started as a client of an IMPI job
+ * (test/pytest/test_impi_clients.py): MPI_COMM_WORLD spans every client.
+ *
+ *   mpiexec -n K -genv ICBC_IMPI_SERVER ADDR:PORT -genv ICBC_IMPI_CLIENT C \
+ *       impi_world K0 K1 ...        (the process count of each client)
+ *
+ * Checks, every result on every rank:
+ *   - the world's size is the sum of the clients' counts, and this process's
+ *     world rank is its client's first rank plus its rank in its own job
+ *     (PMI_RANK);
+ *   - a ring over the whole world (every neighbour pair, across clients too);
+ *   - world rank 0 and the last rank (other clients when there are several)
+ *     exchange messages of 0, 4, 1000, 65536, 65537, 100000 and 1 MiB bytes
+ *     (IMPI's short and long protocol), standard and synchronous, and a
+ *     strided vector; messages with MPI_ANY_SOURCE and MPI_ANY_TAG;
+ *   - MPI_Barrier, MPI_Bcast from every root, MPI_Allreduce and
+ *     MPI_Comm_split on MPI_COMM_WORLD (MPICH's algorithms over the IMPI
+ *     path when every client is an ICBC job).
+ * Prints "impi_world: rank R of N (client C): ok" and exits 0, or names
+ * what was wrong and aborts.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "impi_world: rank %d: %s\n", rank, what);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static unsigned char pat(size_t i, int seed)
+{
+    return (unsigned char) (i * 131 + (size_t) seed * 7 + (i >> 9));
+}
+
+static void fill(unsigned char *b, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pat(i, seed);
+}
+
+static void check(const unsigned char *b, size_t n, int seed, const char *what)
+{
+    char msg[256];
+
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != pat(i, seed)) {
+            snprintf(msg, sizeof(msg), "%s: byte %zu of %zu is wrong", what, i, n);
+            fail(msg);
+        }
+}
+
+/* Rank A and rank B exchange every size, each way, standard and synchronous. */
+static void pingpong(int a, int b)
+{
+    static const size_t sizes[] = { 0, 4, 1000, 65536, 65537, 100000, 1 << 20 };
+    int peer = rank == a ? b : a;
+    unsigned char *buf = malloc(1 << 20);
+    char what[64];
+
+    if (rank != a && rank != b)
+        return;
+    for (int sync = 0; sync < 2; sync++)
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t n = sizes[k];
+            int seed = (int) k + 10 * sync;
+            snprintf(what, sizeof(what), "%s %zu bytes", sync ? "MPI_Ssend" : "MPI_Send", n);
+            if (rank == a) {
+                fill(buf, n, seed);
+                if (sync)
+                    MPI_Ssend(buf, (int) n, MPI_BYTE, peer, 100 + (int) k, MPI_COMM_WORLD);
+                else
+                    MPI_Send(buf, (int) n, MPI_BYTE, peer, 100 + (int) k, MPI_COMM_WORLD);
+                memset(buf, 0, n);
+                MPI_Recv(buf, (int) n, MPI_BYTE, peer, 200 + (int) k, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+                check(buf, n, seed + 1000, what);
+            } else {
+                MPI_Status st;
+                int count;
+                memset(buf, 0, n);
+                MPI_Recv(buf, 1 << 20, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                MPI_Get_count(&st, MPI_BYTE, &count);
+                if (st.MPI_SOURCE != peer || st.MPI_TAG != 100 + (int) k || count != (int) n)
+                    fail("status of a message from another client");
+                check(buf, n, seed, what);
+                fill(buf, n, seed + 1000);
+                MPI_Send(buf, (int) n, MPI_BYTE, peer, 200 + (int) k, MPI_COMM_WORLD);
+            }
+        }
+
+    /* a strided vector: every other int of 40000 */
+    MPI_Datatype vec;
+    int *v = calloc(80000, sizeof(int));
+    MPI_Type_vector(40000, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    if (rank == a) {
+        for (int i = 0; i < 80000; i++)
+            v[i] = i % 2 ? -1 : i;
+        MPI_Send(v, 1, vec, peer, 300, MPI_COMM_WORLD);
+    } else {
+        for (int i = 0; i < 80000; i++)
+            v[i] = -7;
+        MPI_Recv(v, 1, vec, peer, 300, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 80000; i++)
+            if (v[i] != (i % 2 ? -7 : i))
+                fail("strided vector from another client");
+    }
+    MPI_Type_free(&vec);
+    free(v);
+    free(buf);
+}
+
+int main(int argc, char **argv)
+{
+    int client = atoi(getenv("ICBC_IMPI_CLIENT") ? getenv("ICBC_IMPI_CLIENT") : "-1");
+    int job_rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
+    int total = 0, first = 0, mine = 0;
+    char msg[256];
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int c = 0; c + 1 < argc; c++) {
+        int k = atoi(argv[c + 1]);
+        if (c < client)
+            first += k;
+        if (c == client)
+            mine = k;
+        total += k;
+    }
+    if (client < 0 || job_rank < 0 || mine == 0)
+        fail("ICBC_IMPI_CLIENT, PMI_RANK or the client counts are missing");
+    if (size != total) {
+        snprintf(msg, sizeof(msg), "MPI_COMM_WORLD has %d processes, the clients %d", size, total);
+        fail(msg);
+    }
+    if (rank != first + job_rank) {
+        snprintf(msg, sizeof(msg), "world rank %d, expected %d (client %d, job rank %d)", rank,
+                 first + job_rank, client, job_rank);
+        fail(msg);
+    }
+
+    /* a ring over the whole world */
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, out = rank * 1000 + 7, in = -1;
+    MPI_Sendrecv(&out, 1, MPI_INT, next, 5, &in, 1, MPI_INT, prev, 5, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    if (in != prev * 1000 + 7)
+        fail("ring: wrong value from the previous rank");
+
+    if (size > 1)
+        pingpong(0, size - 1);
+
+    /* collectives on MPI_COMM_WORLD */
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int root = 0; root < size; root++) {
+        int b[3] = { -1, -1, -1 };
+        if (rank == root)
+            b[0] = root, b[1] = root * 3, b[2] = 42;
+        MPI_Bcast(b, 3, MPI_INT, root, MPI_COMM_WORLD);
+        if (b[0] != root || b[1] != root * 3 || b[2] != 42)
+            fail("MPI_Bcast across clients");
+    }
+    long s = rank + 1, sum = 0;
+    MPI_Allreduce(&s, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (sum != (long) size * (size + 1) / 2)
+        fail("MPI_Allreduce across clients");
+    MPI_Comm half;
+    int hrank, hsize;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
+    MPI_Comm_rank(half, &hrank);
+    MPI_Comm_size(half, &hsize);
+    if (hsize != (size + 1 - rank % 2) / 2)
+        fail("MPI_Comm_split across clients: size");
+    long hs = rank, hsum = 0;
+    MPI_Allreduce(&hs, &hsum, 1, MPI_LONG, MPI_SUM, half);
+    long want = 0;
+    for (int r = rank % 2; r < size; r += 2)
+        want += r;
+    if (hsum != want)
+        fail("MPI_Allreduce on a split communicator");
+    MPI_Comm_free(&half);
+
+    printf("impi_world: rank %d of %d (client %d): ok\n", rank, size, client);
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
