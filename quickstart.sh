@@ -129,6 +129,7 @@ tests() {
         "$top/test/pytest/test_mpich_clusters.py" --prefix "$prefix"
     run_suite impi-lam python3 -m pytest "$top/test/pytest/test_impi_lam.py" --build "$build"
     run_suite impi-clients python3 -m pytest "$top/test/pytest/test_impi_clients.py" --prefix "$prefix"
+    run_suite mpich-impi python3 -m pytest "$top/test/pytest/test_mpich_impi.py" --prefix "$prefix"
     run_suite mpi4py python3 "$top/test/mpi/mpi4py_suite.py" --prefix "$prefix" \
         --layout both --policies aggregate --csv "$logs/mpi4py-times.csv"
     [ -x "$top/test/mpich/run-testsuite.sh" ] && \

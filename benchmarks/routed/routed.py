@@ -29,7 +29,7 @@ from mpirun import router_stats  # noqa: E402
 
 PROG = "routed/run.sh"
 PARTS = ("latency", "bw", "stripe", "mbw", "alltoall", "paths", "stress")
-POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock")
+POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock", "impi")
 FAB_DEV = "fab0"
 
 USAGE = """\
@@ -68,8 +68,12 @@ Testbed (icbc-testbed up --clusters 2 ...):
 MPI and routers:
   --prefix PREFIX           MPICH+icbc install (default <repo>/_install)
   --policies "P ..."        series to run (default "aggregate static alltoall"; also tcp,
-                            and "stock": stock MPICH from --stock-prefix with UCX over
-                            ext0, direct TCP between the processes, as a reference)
+                            "stock": stock MPICH from --stock-prefix with UCX over
+                            ext0, direct TCP between the processes, as a reference, and
+                            "impi": the two ranks as two ICBC clients of an IMPI job,
+                            one mpiexec each, impi-server on a{M-1}'s WAN address
+                            (test/mpich/mpiexec_impi.py), messages as IMPI packets on a
+                            host connection; latency and bw parts only)
   --stock-prefix PREFIX     (default /usr)
   --router PATH             icbc-router (default: PATH, PREFIX/bin, <repo>/_build)
   --router-args "..."       extra icbc-router options, e.g. "--streams 4 --max-memory 64Mi";
@@ -532,7 +536,8 @@ class Routed:
         if s == "stock":
             env = [("UCX_TLS", "tcp,self"), ("UCX_NET_DEVICES", "ext0")]
         else:
-            env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)]
+            # an IMPI client lies in one cluster: the policy names no path it takes
+            env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)] if s != "impi" else []
             # with daemons, a router that died must not be replaced by one embedded in a rank
             if self.daemons:
                 env.append(("MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER", "0"))
@@ -540,7 +545,8 @@ class Routed:
             if y == "auto":
                 y = "1" if np + (2 * self.cur_r if self.daemons else 0) > os.cpu_count() else "0"
             env.append(("MPIR_CVAR_CH4_ICBC_YIELD", y))
-            env.append(("ICBC_ROUTERFILE", self.routerfile(r, s)))
+            env.append(("ICBC_ROUTERFILE", self.routerfile(r, s if s != "impi" else
+                                                           "aggregate")))
             env += [(k, v) for k, v in self.icbc.transport_env(FAB_DEV)
                     if k != "LD_LIBRARY_PATH"]
             if o.prefix != "/usr" and os.path.isdir(os.path.join(o.prefix, "lib")):
@@ -567,7 +573,11 @@ class Routed:
         self.run_no += 1
         w0 = self.wan_payload()
         tx0 = [self.bed.tx_bytes(n, "ext0") for n in self.nodes]
-        argv = [inst.mpiexec, "-n", str(np), "-hosts", hosts] + \
+        launcher = [inst.mpiexec]
+        if s == "impi":  # one client per cluster, through a fresh impi-server
+            launcher = [sys.executable, os.path.join(REPO, "test", "mpich", "mpiexec_impi.py"),
+                        "--prefix", o.prefix, "--hosts", hosts.replace(":1", "").replace(",", ";")]
+        argv = launcher + ["-n", str(np), "-hosts", hosts] + \
             engine.genv(self.series_env(s, r, np)) + [self.bins[(kind, prog)]] + opts.split()
         done_csv = r"^(paths (succeeded|FAILED)|No Errors|Found [0-9]+ errors)$"
         rc, secs, hung, timed_out = self.runner.mpiexec(argv, csv, err, done_csv)
@@ -628,6 +638,8 @@ class Routed:
                     if part == "paths" and rep > 1:
                         continue
                     for s in order:
+                        if s == "impi" and part not in ("latency", "bw"):
+                            continue
                         self.run_one(part, s, o.routers, rep)
             self.stop_routers("after the policy runs")
         if "stripe" in o.want:

@@ -26,6 +26,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      the per-device defaults below
   --no-net-defaults  do not set the per-device defaults
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
+  --impi "H;H"       run every test as an IMPI job of two ICBC clients, one on each
+                     of the ';'-separated testbed hosts (test/mpich/mpiexec_impi.py)
   --path-if IF       interface whose received bytes show that inter-node data
                      left shared memory (default fab0; ext0 across clusters)
   --retries N        run failed tests again up to N times; a later pass counts,
@@ -56,6 +58,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/test/mpich
 
 prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
+impi_hosts=
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
 dirs= nodes=2 timeout=120 retries= chunk=0
 extra_env=()
@@ -73,6 +76,7 @@ while [ $# -gt 0 ]; do
         --env) extra_env+=("${2:?}"); shift 2 ;;
         --no-net-defaults) net_defaults=0; shift ;;
         --testbed) tbname=${2:?}; shift 2 ;;
+        --impi) impi_hosts=${2:?}; shift 2 ;;
         --path-if) path_if=${2:?}; shift 2 ;;
         --retries) retries=${2:?}; shift 2 ;;
         --chunk) chunk=${2:?}; shift 2 ;;
@@ -158,10 +162,15 @@ cp "$here/testlists/basic/testlist" "$src/basic/testlist"
 
 # The bounded mpiexec: hydra enforces MPIEXEC_TIMEOUT (set by runtests for
 # each test); this outer limit only catches a hydra that does not come back.
+if [ -n "${impi_hosts:-}" ]; then
+    launch="$python $here/mpiexec_impi.py --prefix $prefix --hosts '$impi_hosts'"
+else
+    launch="$prefix/bin/mpiexec"
+fi
 cat >"$builddir/mpiexec-bounded" <<EOF
 #!/bin/sh
 t=\${MPIEXEC_TIMEOUT:-180}
-exec timeout -k 10 \$((t + 60)) "$prefix/bin/mpiexec" "\$@"
+exec timeout -k 10 \$((t + 60)) $launch "\$@"
 EOF
 chmod +x "$builddir/mpiexec-bounded"
 

@@ -206,9 +206,11 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
         MPIR_ERR_CHECK(mpi_errno);
     }
     /* Register with the routers of our cluster whenever the job spans
-     * clusters under a routed policy; others may route to us. */
+     * clusters under a routed policy; others may route to us. A client of
+     * an IMPI job reaches the other clients by IMPI: only its own
+     * processes in other clusters need the routers. */
     if (P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1 &&
-        (any_routed || P.nrouters > 0)) {
+        (any_routed || (P.nrouters > 0 && !MPIDI_ICBC_impi.active))) {
         mpi_errno = MPIDI_ICBC_path_routed_open();
         MPIR_ERR_CHECK(mpi_errno);
     }

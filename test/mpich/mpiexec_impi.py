@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""An mpiexec that runs every job as an IMPI job of several ICBC clients,
+for MPICH's test suite (run-testsuite.sh --impi): the ranks are split over
+the clients, each client its own mpiexec started as docs/impi.md tells a
+user (ICBC_IMPI_SERVER, ICBC_IMPI_CLIENT), through a fresh impi-server.
+
+    mpiexec_impi.py --prefix DIR [--clients N] [--hosts "H,H..;H,H..;..."]
+                    [mpiexec options] -n NP PROGRAM [ARGS...]
+
+Client k takes NP // N ranks (the first NP % N clients one more), client 0
+the lowest world ranks. With --hosts (testbed nodes; the testbed's env file
+read into the environment), client k runs on the k-th ';'-separated group
+of hosts (mod their number; mpiexec -hosts, ranks round robin), and
+impi-server runs in the namespace of the first host, on its WAN address
+(ext0), so that every IMPI connection crosses the emulated WAN; without,
+everything runs here and impi-server listens on 127.0.0.1. Prints each
+client's output in client order, then impi-server's messages if it failed;
+exits with the first non-zero status of the clients, else the server's.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+
+def node_addresses(state):
+    """node name -> ext0 address, from the testbed's nodes file."""
+    addrs = {}
+    with open(os.path.join(state, "nodes")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            name, _cluster, _role, _fab, ext, _mgmt = line.split()[:6]
+            addrs[name] = ext
+    return addrs
+
+
+def main():
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--prefix", required=True)
+    p.add_argument("--clients", type=int, default=2)
+    p.add_argument("--hosts", default="")
+    opts, rest = p.parse_known_args()
+
+    # mpiexec options up to the program, then the program and its arguments
+    passthrough, np_, i = [], None, 0
+    values = {"-genv": 2, "-env": 2, "-hosts": 1, "-f": 1, "-hostfile": 1, "-ppn": 1,
+              "-wdir": 1}
+    while i < len(rest):
+        a = rest[i]
+        if a in ("-n", "-np") and i + 1 < len(rest):
+            np_ = int(rest[i + 1])
+            i += 2
+            continue
+        if not a.startswith("-"):
+            break
+        k = values.get(a, 0)
+        if not (opts.hosts and a in ("-hosts", "-f", "-hostfile")):
+            passthrough += rest[i:i + 1 + k]
+        i += 1 + k
+    prog = rest[i:]
+    if np_ is None or not prog:
+        print("mpiexec_impi: usage: mpiexec_impi.py --prefix DIR [...] -n NP PROGRAM [ARGS]",
+              file=sys.stderr)
+        return 2
+    nclients = max(1, min(opts.clients, np_))
+    counts = [np_ // nclients + (1 if k < np_ % nclients else 0) for k in range(nclients)]
+    hosts = [h for h in opts.hosts.split(";") if h]
+    bindir = os.path.join(opts.prefix, "bin")
+
+    server_cmd = [os.path.join(bindir, "impi-server"), "-server", str(nclients),
+                  "-timeout", str(int(os.environ.get("MPIEXEC_TIMEOUT", "180")) + 30)]
+    if hosts:
+        state = os.environ["ICBC_TESTBED_DIR"]
+        first = hosts[0].split(",")[0]
+        addr = node_addresses(state)[first]
+        server_cmd = ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{first}"] + \
+            server_cmd + ["-host", addr, "-listen", addr]
+    else:
+        server_cmd += ["-host", "127.0.0.1", "-listen", "127.0.0.1"]
+    server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    address = server.stdout.readline().strip()
+    if not address:
+        server.wait()
+        print(f"mpiexec_impi: impi-server printed no address: {server.stderr.read()}",
+              file=sys.stderr)
+        return 1
+
+    clients = []
+    for k, n in enumerate(counts):
+        cmd = [os.path.join(bindir, "mpiexec"), "-n", str(n)]
+        if hosts:
+            cmd += ["-hosts", hosts[k % len(hosts)]]
+        cmd += ["-genv", "ICBC_IMPI_SERVER", address, "-genv", "ICBC_IMPI_CLIENT", str(k)]
+        cmd += passthrough + prog
+        clients.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, text=True))
+    outputs = [c.communicate()[0] for c in clients]
+    codes = [c.returncode for c in clients]
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    server_err = server.stderr.read()
+    for out in outputs:
+        sys.stdout.write(out)
+    rc = next((c for c in codes if c != 0), 0)
+    if rc == 0 and server.returncode != 0:
+        sys.stdout.write(f"mpiexec_impi: impi-server exited with {server.returncode}: "
+                         f"{server_err}")
+        rc = 1
+    sys.stdout.flush()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

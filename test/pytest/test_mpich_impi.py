@@ -1,0 +1,75 @@
+"""MPICH's own test/mpi directories with every test an IMPI job of two ICBC
+clients, one on each of two emulated clusters (test/mpich/run-testsuite.sh
+--impi "a0;b0": test/mpich/mpiexec_impi.py starts impi-server on a0's WAN
+address and one mpiexec per client, the ranks split between them), so
+every message between the clients is an IMPI packet on a host connection
+across the emulated WAN, and MPICH's collectives and communicator
+constructors run over the IMPI path. Each directory's result is a test of
+its own. The quick run takes the CI subset (test/mpich/ci-subset-2clusters);
+the long one:
+
+    python3 -m pytest test/pytest/test_mpich_impi.py --mpich-list full
+"""
+import csv
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import TOP, bed
+
+DIRS = ["pt2pt", "coll", "comm", "datatype"]
+
+
+@pytest.fixture(scope="module")
+def impi_clusters(prefix, work, request):
+    cfg = request.config
+    with bed(prefix, work, "pim",
+             ["--clusters", "2", "--nodes", "1", "--routers", "1", "--nic-rate", "1gbit",
+              "--wan-rate", "2gbit", "--delay", cfg.getoption("--mpich-delay")],
+             ["a0", "b0"], cfg.getoption("--keep")) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def impi_run(impi_clusters, prefix, work, request):
+    cfg = request.config
+    out = os.path.join(work, "mpich-impi")
+    lst = cfg.getoption("--mpich-list")
+    sel = ["--retries", "1"]
+    if lst == "ci":
+        sel += ["--list", os.path.join(TOP, "test/mpich/ci-subset-2clusters")]
+    elif lst != "full":
+        sel += ["--list", os.path.abspath(lst)]
+    # Embedded routers stay off: the clients reach each other by IMPI only,
+    # and a router thread in the first process of a0 and b0 would add a
+    # busy thread per test on two cores for nothing.
+    argv = [os.path.join(TOP, "test/mpich/run-testsuite.sh"), "--mpi", prefix,
+            "--label", "icbc", "--timeout", str(cfg.getoption("--mpich-timeout")),
+            "--dirs", " ".join(DIRS), "--testbed", impi_clusters.tb.name,
+            "--impi", "a0;b0", "--path-if", "ext0",
+            "--env", "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0", "--out", out] + sel
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=4 * 3600)
+    with open(out + ".log", "w") as f:
+        f.write(r.stdout + r.stderr)
+    return out, r.stdout
+
+
+@pytest.mark.parametrize("d", DIRS)
+def test_mpich_directory_over_impi(d, impi_run):
+    out, stdout = impi_run
+    assert re.search(r"^[0-9]+ passed, [0-9]+ failed", stdout, re.M), \
+        f"run-testsuite.sh printed no summary (see {out}.log)\n{stdout[-2000:]}"
+    assert "inter-node data crossed ext0" in stdout, \
+        f"the clients' data did not cross the WAN (see {out}.log)\n{stdout[-2000:]}"
+    tsv = os.path.join(out, "tests.tsv")
+    assert os.path.exists(tsv), f"no {tsv} (see {out}.log)"
+    with open(tsv) as f:
+        rows = [r for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+                if r["dir"] == d]
+    ran = [r for r in rows if r["status"] != "skip"]
+    bad = [f"{r['test']}: {r['status']}" for r in rows if r["status"] in ("fail", "timeout")]
+    assert ran, f"{d}: no test ran (see {out}.log)"
+    assert not bad, f"{d}: {len(bad)} of {len(ran)} failed (see {out}/failures.txt)\n" + \
+        "\n".join(bad)
