@@ -14,9 +14,10 @@
  *     exchange messages of 0, 4, 1000, 65536, 65537, 100000 and 1 MiB bytes
  *     (IMPI's short and long protocol), standard and synchronous, and a
  *     strided vector; messages with MPI_ANY_SOURCE and MPI_ANY_TAG;
- *   - MPI_Barrier, MPI_Bcast from every root, MPI_Allreduce and
- *     MPI_Comm_split on MPI_COMM_WORLD (MPICH's algorithms over the IMPI
- *     path when every client is an ICBC job).
+ *   - MPI_Barrier, MPI_Bcast from every root, MPI_Reduce from every root
+ *     (also in place), MPI_Reduce with a non-commutative operation,
+ *     MPI_Allreduce (also in place) on MPI_COMM_WORLD (IMPI's algorithms),
+ *     and MPI_Comm_split with an Allreduce on the halves.
  * Prints "impi_world: rank R of N (client C): ok" and exits 0, or names
  * what was wrong and aborts.
  */
@@ -117,6 +118,30 @@ static void pingpong(int a, int b)
     free(buf);
 }
 
+/* {value, digits}: the decimal digits of A followed by those of B. Every
+ * rank gives one digit (size < 10), so the rank order shows in the result. */
+static void concat_digits(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    long *a = in, *b = inout;
+    for (int i = 0; i < *len; i++, a += 2, b += 2) {
+        long v = a[0];
+        for (long k = 0; k < b[1]; k++)
+            v *= 10;
+        b[0] = v + b[0];
+        b[1] += a[1];
+    }
+}
+
+static MPI_Datatype pair_type(void)
+{
+    static MPI_Datatype t = MPI_DATATYPE_NULL;
+    if (t == MPI_DATATYPE_NULL) {
+        MPI_Type_contiguous(2, MPI_LONG, &t);
+        MPI_Type_commit(&t);
+    }
+    return t;
+}
+
 int main(int argc, char **argv)
 {
     int client = atoi(getenv("ICBC_IMPI_CLIENT") ? getenv("ICBC_IMPI_CLIENT") : "-1");
@@ -171,6 +196,34 @@ int main(int argc, char **argv)
     MPI_Allreduce(&s, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (sum != (long) size * (size + 1) / 2)
         fail("MPI_Allreduce across clients");
+    /* MPI_Reduce from every root, in place at the root too */
+    for (int root = 0; root < size; root++) {
+        long v[2] = { rank + 1, 2L * rank }, r[2] = { -1, -1 };
+        if (rank == root && root % 2) {
+            r[0] = v[0], r[1] = v[1];
+            MPI_Reduce(MPI_IN_PLACE, r, 2, MPI_LONG, MPI_SUM, root, MPI_COMM_WORLD);
+        } else {
+            MPI_Reduce(v, r, 2, MPI_LONG, MPI_SUM, root, MPI_COMM_WORLD);
+        }
+        if (rank == root && (r[0] != (long) size * (size + 1) / 2 || r[1] != (long) size * (size - 1)))
+            fail("MPI_Reduce across clients");
+    }
+    /* a non-commutative operation: ranks' digits concatenated in rank order */
+    MPI_Op concat;
+    MPI_Op_create(concat_digits, 0, &concat);
+    long d[2] = { rank + 1, 1 }, dr[2] = { 0, 0 }, want_d = 0;
+    for (int r = 0; r < size; r++)
+        want_d = want_d * 10 + r + 1;
+    MPI_Reduce(d, dr, 1, pair_type(), concat, size - 1, MPI_COMM_WORLD);
+    if (rank == size - 1 && dr[0] != want_d)
+        fail("MPI_Reduce with a non-commutative operation: not in rank order");
+    MPI_Op_free(&concat);
+    /* MPI_Allreduce in place */
+    long ip = rank + 1;
+    MPI_Allreduce(MPI_IN_PLACE, &ip, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (ip != (long) size * (size + 1) / 2)
+        fail("MPI_Allreduce in place across clients");
+
     MPI_Comm half;
     int hrank, hsize;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);

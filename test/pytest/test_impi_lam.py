@@ -307,6 +307,59 @@ def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work
         u.halt()
 
 
+@pytest.fixture(scope="session")
+def icbc_coll(prefix, build_dir):
+    """test/impi/lam_coll.c built with ICBC's mpicc."""
+    d = os.path.join(build_dir, "test-impi-lam")
+    os.makedirs(d, exist_ok=True)
+    exe = os.path.join(d, "icbc_coll")
+    r = subprocess.run([os.path.join(prefix, "bin", "mpicc"), "-O2", "-o", exe,
+                        os.path.join(TOP, "test", "impi", "lam_coll.c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return exe
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+@pytest.mark.parametrize("np", [1, 2, 4])
+def test_icbc_job_collectives_with_lam(prefix, build_dir, lam, lam_coll, icbc_coll, work,
+                                       lam_first, np):
+    """MPI_Barrier, MPI_Bcast and MPI_Reduce from every root and
+    MPI_Allreduce on MPI_COMM_WORLD between an ICBC job (our mpiexec; the
+    netmod's IMPI collectives) and a LAM/MPI 7.1.4 client of 1, 2 and 4
+    processes, the same program (lam_coll.c) on both sides, every result
+    checked on every rank. One ICBC process on 127.0.0.2, as in
+    test_icbc_job_with_lam."""
+    u = Universe(lam, work, "lam")
+    u.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work)
+        lam_client = 0 if lam_first else 1
+        lam_log = os.path.join(work, "lam.log")
+        with open(lam_log, "w") as out:
+            pl = u.run(["mpirun", "-client", str(lam_client), addr, "-np", str(np), lam_coll],
+                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        icbc_log = os.path.join(work, "icbc.log")
+        with open(icbc_log, "w") as f:
+            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", "1",
+                                   "-genv", "ICBC_IMPI_SERVER", addr,
+                                   "-genv", "ICBC_IMPI_CLIENT", str(1 - lam_client),
+                                   "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR, icbc_coll],
+                                  stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            codes = finish([pi, pl, server])
+        logs = {n: open(p).read() for n, p in
+                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
+        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        icbc_rank = np if lam_first else 0
+        lam_ranks = range(np) if lam_first else range(1, np + 1)
+        assert f"rank {icbc_rank}: coll ok" in logs["icbc"], report
+        for r in lam_ranks:
+            assert f"rank {r}: coll ok" in logs["lam"], report
+    finally:
+        u.halt()
+
+
 @pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
 @pytest.mark.parametrize("np", [1, 2, 4])
 def test_collectives_with_lam(build_dir, lam, lam_coll, work, lam_first, np):

@@ -24,6 +24,7 @@ int MPIDI_ICBC_mpi_comm_commit_post_hook(MPIR_Comm *comm)
 
 int MPIDI_ICBC_mpi_comm_free_hook(MPIR_Comm *comm)
 {
+    MPIDI_ICBC_impi_comm_freed(comm);
     return MPI_SUCCESS;
 }
 

@@ -16,9 +16,9 @@
 #include "impi/impi_client.h"
 
 typedef struct {
-    int active;           /* this job is an IMPI client */
-    int client;           /* its client rank */
-    int first_rank;       /* world rank of its PMI rank 0 */
+    int active;     /* this job is an IMPI client */
+    int client;     /* its client rank */
+    int first_rank; /* world rank of its PMI rank 0 */
     int pmi_rank, pmi_size;
     impi_layout_t layout; /* the whole job */
     impi_client_t *conn;  /* PMI rank 0: the connection to impi-server */
@@ -41,6 +41,7 @@ void MPIDI_ICBC_impi_where(int r, int *client, int *host);
  * attribute whose deletion runs the barrier IMPI requires of MPI_Finalize
  * (icbc_impi_coll.c). */
 int MPIDI_ICBC_impi_comm_committed(MPIR_Comm *comm);
+void MPIDI_ICBC_impi_comm_freed(MPIR_Comm *comm);
 
 /* At MPI_Finalize, once every process of this job is past its last
  * message: PMI rank 0 tells impi-server FINI; every process closes its port. */

@@ -289,8 +289,8 @@ static int lay_out_world(void)
             const impi_host_t *hq = &l->hosts[rank_host[q]];
             int q_own = q >= first && q < first + MPIDI_ICBC_impi.pmi_size;
             if (own && q_own)
-                node = MPIR_Process.node_map[r - first] == MPIR_Process.node_map[q - first] ? k
-                                                                                            : -1;
+                node =
+                    MPIR_Process.node_map[r - first] == MPIR_Process.node_map[q - first] ? k : -1;
             else if (!own && !q_own && hr->client == hq->client && impi_host_v4_equal(hr, hq))
                 node = k;
         }
@@ -369,8 +369,7 @@ int MPIR_pmi_world_join(void)
     /* 2. every process's host */
     entries = MPL_malloc(sizeof(*entries) * MPIDI_ICBC_impi.pmi_size, MPL_MEM_OTHER);
     MPIR_ERR_CHKANDJUMP(entries == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    mpi_errno = MPIR_pmi_allgather(&self, sizeof(self), entries, sizeof(self),
-                                   MPIR_PMI_DOMAIN_ALL);
+    mpi_errno = MPIR_pmi_allgather(&self, sizeof(self), entries, sizeof(self), MPIR_PMI_DOMAIN_ALL);
     MPIR_ERR_CHECK(mpi_errno);
 
     /* 3, 4. start-up by PMI rank 0, its result to all */

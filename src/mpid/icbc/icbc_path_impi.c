@@ -85,8 +85,8 @@ static int impi_error(int rank, const char *why)
 static int flush_out(conn_t *c)
 {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -205,7 +205,7 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     amreq->handler_id = handler_id;
     amreq->xpeer = peer->rank;
     amreq->xkind = (h->flags & MPIDIG_AM_SEND_FLAGS_SYNC) ? MPIDI_ICBC_XKIND_IMPI_SSEND
-                                                           : MPIDI_ICBC_XKIND_IMPI_SEND;
+                                                          : MPIDI_ICBC_XKIND_IMPI_SEND;
     amreq->xcookie = (uint64_t) (uintptr_t) h->sreq_ptr;
 
     if (IH.nsends == IH.sends_cap) {
@@ -445,8 +445,8 @@ static void host_failed(int host, const char *why)
         char a[INET_ADDRSTRLEN];
         uint32_t v4 = impi_host_v4(h);
         inet_ntop(AF_INET, &v4, a, sizeof(a));
-        icbc_error("IMPI host %d (client %d, %s:%u): %s; its connection is closed", host,
-                   h->client, a, h->port, why);
+        icbc_error("IMPI host %d (client %d, %s:%u): %s; its connection is closed", host, h->client,
+                   a, h->port, why);
     }
     for (uint32_t k = 0; k < h->nprocs; k++)
         MPIDI_ICBC_xfer_peer_failed(h->first_rank + (int) k, why);
@@ -754,7 +754,7 @@ static void impi_dump(FILE *f)
         if (IH.arrivals[i].used)
             fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", IH.arrivals[i].msg.src,
                     (unsigned long long) IH.arrivals[i].msg.msglen,
-                    IH.arrivals[i].head         ? "long, waiting for its match"
+                    IH.arrivals[i].head                             ? "long, waiting for its match"
                     : IH.arrivals[i].msg.kind == IMPI_MSG_LONG_HEAD ? "long, receiving"
                                                                     : "synchronous, not matched");
 }

@@ -42,8 +42,11 @@ typedef struct {
     int dummy;
 } MPIDI_ICBC_request_t;
 
+/* Communicator: whether it spans several IMPI clients, and then the
+ * client of each of its ranks (icbc_impi_coll.c). */
 typedef struct {
-    int dummy;
+    int impi_spans;
+    int *impi_client;
 } MPIDI_ICBC_comm_t;
 
 typedef struct {
