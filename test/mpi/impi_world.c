@@ -205,7 +205,8 @@ int main(int argc, char **argv)
         } else {
             MPI_Reduce(v, r, 2, MPI_LONG, MPI_SUM, root, MPI_COMM_WORLD);
         }
-        if (rank == root && (r[0] != (long) size * (size + 1) / 2 || r[1] != (long) size * (size - 1)))
+        if (rank == root &&
+            (r[0] != (long) size * (size + 1) / 2 || r[1] != (long) size * (size - 1)))
             fail("MPI_Reduce across clients");
     }
     /* a non-commutative operation: ranks' digits concatenated in rank order */

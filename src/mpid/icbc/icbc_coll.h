@@ -29,23 +29,20 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_barrier(MPIR_Comm *comm, MPIR_Errflag_
     return MPIDI_ICBC_mpir_barrier(comm, errflag);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count,
-                                                MPI_Datatype datatype, int root, MPIR_Comm *comm,
-                                                MPIR_Errflag_t *errflag)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_bcast(void *buffer, MPI_Aint count, MPI_Datatype datatype,
+                                                int root, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     if (MPIDI_ICBC_COMM(comm).impi_spans)
         return MPIDI_ICBC_impi_bcast(buffer, count, datatype, root, comm, errflag);
     return MPIDI_ICBC_mpir_bcast(buffer, count, datatype, root, comm, errflag);
 }
 
-MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_reduce(const void *sendbuf, void *recvbuf,
-                                                 MPI_Aint count, MPI_Datatype datatype, MPI_Op op,
-                                                 int root, MPIR_Comm *comm,
-                                                 MPIR_Errflag_t *errflag)
+MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count,
+                                                 MPI_Datatype datatype, MPI_Op op, int root,
+                                                 MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     if (MPIDI_ICBC_COMM(comm).impi_spans)
-        return MPIDI_ICBC_impi_reduce(sendbuf, recvbuf, count, datatype, op, root, comm,
-                                      errflag);
+        return MPIDI_ICBC_impi_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, errflag);
     return MPIDI_ICBC_mpir_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, errflag);
 }
 
