@@ -14,13 +14,15 @@ of hosts (mod their number; mpiexec -hosts, ranks round robin), and
 impi-server runs in the namespace of the first host, on its WAN address
 (ext0), so that every IMPI connection crosses the emulated WAN; without,
 everything runs here and impi-server listens on 127.0.0.1. Prints each
-client's output in client order, then impi-server's messages if it failed;
+client's output (stdout and stderr apart) in client order, then impi-server's
+messages if it failed;
 exits with the first non-zero status of the clients, else the server's.
 """
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def node_addresses(state):
@@ -87,25 +89,30 @@ def main():
               file=sys.stderr)
         return 1
 
-    clients = []
+    # each client's output in files of its own: a client blocked on a full
+    # pipe would hold up the others, which wait for it in MPI
+    clients, files = [], []
     for k, n in enumerate(counts):
         cmd = [os.path.join(bindir, "mpiexec"), "-n", str(n)]
         if hosts:
             cmd += ["-hosts", hosts[k % len(hosts)]]
         cmd += ["-genv", "ICBC_IMPI_SERVER", address, "-genv", "ICBC_IMPI_CLIENT", str(k)]
         cmd += passthrough + prog
-        clients.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, text=True))
-    outputs = [c.communicate()[0] for c in clients]
-    codes = [c.returncode for c in clients]
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        files.append((out, err))
+        clients.append(subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL))
+    codes = [c.wait() for c in clients]
     try:
         server.wait(timeout=30)
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
     server_err = server.stderr.read()
-    for out in outputs:
-        sys.stdout.write(out)
+    for out, err in files:
+        out.seek(0)
+        err.seek(0)
+        sys.stdout.write(out.read())
+        sys.stderr.write(err.read())
     rc = next((c for c in codes if c != 0), 0)
     if rc == 0 and server.returncode != 0:
         sys.stdout.write(f"mpiexec_impi: impi-server exited with {server.returncode}: "
