@@ -530,10 +530,11 @@ static const char *rf_role_name(enum rf_role r)
     return r == RF_FABRIC ? "fabric" : r == RF_WAN ? "wan" : "server";
 }
 
-/* Records the use of an address and refuses duplicates: wan and server
- * addresses are unique in the file and differ from every fabric address;
+/* Records the use of an address and refuses duplicates: wan addresses are
+ * unique in the file and differ from every fabric and server address;
  * fabric addresses are unique within their cluster (clusters may reuse
- * private address ranges). WHAT is "router 'a0'" or "impi 'c'". */
+ * private address ranges); impi entries may share a server (the foreign
+ * clients of one IMPI job). WHAT is "router 'a0'" or "impi 'c'". */
 static icbc_status_t rf_add_addr(struct rf_parser *p, const char *what, const char *owner,
                                  enum rf_role role, int cluster, const icbc_rf_addr_t *a,
                                  const char *canon)
@@ -545,6 +546,8 @@ static icbc_status_t rf_add_addr(struct rf_parser *p, const char *what, const ch
 
     for (e = (int32_t) first; e >= 0; e = rf->addrs[e].next_same) {
         const struct rf_addr_use *o = &rf->addrs[e];
+        if (role == RF_SERVER && o->role == RF_SERVER)
+            continue;
         if (role != RF_FABRIC || o->role != RF_FABRIC || o->cluster == cluster)
             return rf_fail_at(p, p->line,
                               "%s: %s address '%s' is already the %s address of %s '%.*s%s' "

@@ -15,6 +15,7 @@ tunable (the small chunk size).
 import dataclasses
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -94,6 +95,81 @@ def test_wrong_key_is_refused(two_clusters, programs, work, prefix, daemons, tmp
                 hosts=two_clusters.hosts,
                 extra_env={"ICBC_ROUTERFILE": str(rf), "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"})
     assert r.failed_with(r"refused|REGISTER|authenticat"), r.describe()
+
+
+def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, programs, work,
+                                                            prefix, tmp_path):
+    """A job across both clusters whose router file has an `impi` line joins
+    that IMPI job as client 0, started as docs/routerfile.md tells a user:
+    the router file and mpiexec, no IMPI variable. The foreign cluster is a
+    second ICBC job on a1 (client 1, started with ICBC_IMPI_SERVER and
+    ICBC_IMPI_CLIENT as docs/impi.md says); impi-server runs on b1's WAN
+    address. impi_world on both sides checks the world of three: a0 and b0
+    talk through the routers, each of them to a1 by IMPI (b0 across the WAN)."""
+    tb = two_clusters.tb
+    ns = f"{two_clusters.env['ICBC_TESTBED']}-b1"
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}
+    server = subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(prefix, "bin", "impi-server"),
+                               "-server", "2", "-host", addr["b1"], "-listen", addr["b1"],
+                               "-timeout", "200"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        server_addr = server.stdout.readline().strip()
+        assert server_addr, f"impi-server printed no address: {server.stderr.read()}"
+        # the testbed's router file with the foreign cluster added (its key
+        # path made absolute, since the copy lives elsewhere)
+        with open(two_clusters.routerfile) as f:
+            lines = [f"key {os.path.join(tb.state, l.split()[1])}\n" if l.startswith("key ") else l
+                     for l in f]
+        rf = tmp_path / "routers.conf"
+        rf.write_text("".join(lines) + f"impi other server={server_addr}\n")
+        (tmp_path / "hosts0").write_text("a0\nb0\n")
+        (tmp_path / "hosts1").write_text("a1\n")
+        results = {}
+
+        def job(k, np, hosts, extra):
+            results[k] = run_mpi(prefix, two_clusters.env, programs["impi_world"], np, work,
+                                 name=f"routerfile-impi-client{k}", hosts=str(hosts),
+                                 extra_env=extra, args=("2", "1"), timeout=180)
+
+        threads = [threading.Thread(target=job, args=(0, 2, tmp_path / "hosts0",
+                                                      {"ICBC_ROUTERFILE": str(rf)})),
+                   threading.Thread(target=job, args=(1, 1, tmp_path / "hosts1",
+                                                      {"ICBC_IMPI_SERVER": server_addr,
+                                                       "ICBC_IMPI_CLIENT": "1"}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    for k, r in results.items():
+        assert r.rc == 0 and not r.timed_out, r.describe()
+    for rank, k in ((0, 0), (1, 0), (2, 1)):
+        assert f"impi_world: rank {rank} of 3 (client {k}): ok" in results[k].output, \
+            results[k].describe()
+    assert server.returncode == 0, server.stderr.read()
+
+
+def test_routerfile_impi_entries_of_two_servers_fail_mpi_init(two_clusters, programs, work,
+                                                              prefix, tmp_path):
+    """impi entries are the foreign clients of one IMPI job: two servers in
+    one router file end MPI_Init with both entries named."""
+    tb = two_clusters.tb
+    with open(two_clusters.routerfile) as f:
+        lines = [f"key {os.path.join(tb.state, l.split()[1])}\n" if l.startswith("key ") else l
+                 for l in f]
+    rf = tmp_path / "routers.conf"
+    rf.write_text("".join(lines) + "impi c server=10.200.9.1:9000\nimpi d server=10.200.9.2:9000\n")
+    r = run_mpi(prefix, two_clusters.env, programs["impi_world"], 2, work,
+                name="routerfile-impi-two-servers", hosts=two_clusters.hosts,
+                extra_env={"ICBC_ROUTERFILE": str(rf)}, args=("2",), timeout=60)
+    assert r.failed_with(r"impi 'c' \(line \d+\) and impi 'd' \(line \d+\) name different "
+                         r"servers"), r.describe()
 
 
 def test_two_jobs_through_the_same_routers(two_clusters, programs, work, prefix, daemons):

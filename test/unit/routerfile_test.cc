@@ -1063,11 +1063,21 @@ TEST_F(RouterFile, RouterWanEqualsImpiServer)
                   " router a0 fabric=10.0.0.1:1 wan=10.9.0.1:9000\nkey routers.key\n"));
 }
 
-TEST_F(RouterFile, DuplicateImpiServer)
+TEST_F(RouterFile, ImpiEntriesShareTheirServer)
 {
-    EXPECT_EQ("t.conf:4: impi 'd': server address '10.9.0.1:9000' is already the server address "
-              "of impi 'c' (line 3)",
-              Err(OneCluster("impi c server=10.9.0.1:9000\nimpi d server=10.9.0.1:9000")));
+    /* the foreign clients of one IMPI job */
+    ExpectOk(OneCluster("impi c server=10.9.0.1:9000\nimpi d server=10.9.0.1:9000"));
+    ASSERT_EQ(2u, icbc_routerfile_num_impi(rf_));
+    EXPECT_STREQ("d", icbc_routerfile_impi(rf_, 1)->name);
+    EXPECT_STREQ("10.9.0.1:9000", icbc_routerfile_impi(rf_, 1)->server.text);
+}
+
+TEST_F(RouterFile, ImpiServerStillDiffersFromRouters)
+{
+    EXPECT_EQ("t.conf:5: router 'a0': wan address '10.9.0.1:9000' is already the server address "
+              "of impi 'c' (line 1)",
+              Err("impi c server=10.9.0.1:9000\nimpi d server=10.9.0.1:9000\ncluster a\n hosts a0\n"
+                  " router a0 fabric=10.0.0.1:1 wan=10.9.0.1:9000\nkey routers.key\n"));
 }
 
 TEST_F(RouterFile, ImpiWithoutArguments)

@@ -15,6 +15,7 @@
 #include "icbc_impl.h"
 #include "icbc_impi.h"
 #include "impi/impi_hostconn.h"
+#include "core/icbc_routerfile.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -321,6 +322,37 @@ fn_fail:
     return mpi_errno;
 }
 
+/* The IMPI job the router file names (ICBC_ROUTERFILE): its impi entries
+ * are the foreign clients of one IMPI job, whose server they share. Returns
+ * 1 with its address in SERVER, 0 when the file names none (or cannot be
+ * read: the paths' set-up reports that with the file's own message), -1 with
+ * WHY when its entries name different servers. */
+static int routerfile_server(char *server, size_t len, char *why, size_t whylen)
+{
+    icbc_routerfile_t *rf = NULL;
+    char err[ICBC_RF_ERR_LEN];
+    const char *path = getenv("ICBC_ROUTERFILE");
+    int found = 0;
+
+    if (path == NULL || !*path || icbc_routerfile_load_env(&rf, err, sizeof(err)) != ICBC_OK)
+        return 0;
+    for (size_t i = 0; i < icbc_routerfile_num_impi(rf); i++) {
+        const icbc_rf_impi_t *e = icbc_routerfile_impi(rf, i), *first = icbc_routerfile_impi(rf, 0);
+        if (i > 0 && strcmp(e->server.text, first->server.text) != 0) {
+            snprintf(why, whylen,
+                     "%s: impi '%s' (line %d) and impi '%s' (line %d) name different servers; "
+                     "a job is a client of one IMPI job",
+                     path, first->name, first->line, e->name, e->line);
+            found = -1;
+            break;
+        }
+        snprintf(server, len, "%s", e->server.text);
+        found = 1;
+    }
+    icbc_routerfile_free(rf);
+    return found;
+}
+
 int MPIR_pmi_world_join(void)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -334,13 +366,29 @@ int MPIR_pmi_world_join(void)
     int ok = 0, client;
     char *end, why[512], err[512];
 
+    char file_server[ICBC_RF_ADDR_TEXT_MAX];
+
+    /* without ICBC_IMPI_SERVER, the router file's impi entries make this job
+     * client 0 (or ICBC_IMPI_CLIENT) of their IMPI job */
+    if (server == NULL || !*server) {
+        int named = routerfile_server(file_server, sizeof(file_server), why, sizeof(why));
+        if (named < 0)
+            IMPI_ERR(mpi_errno, "%s", why);
+        if (named > 0) {
+            server = file_server;
+            if (client_s == NULL || !*client_s)
+                client_s = "0";
+        }
+    }
     if ((server == NULL || !*server) && (client_s == NULL || !*client_s))
         return MPI_SUCCESS;
     if (server == NULL || !*server || client_s == NULL || !*client_s)
         IMPI_ERR(mpi_errno, "ICBC_IMPI_SERVER and ICBC_IMPI_CLIENT go together (%s is not set)",
                  server && *server ? "ICBC_IMPI_CLIENT" : "ICBC_IMPI_SERVER");
     if (parse_server(server, &server_sa) != 0)
-        IMPI_ERR(mpi_errno, "ICBC_IMPI_SERVER='%s' is not ADDR:PORT (an IPv4 address)", server);
+        IMPI_ERR(mpi_errno, "%s='%s' is not ADDR:PORT (an IPv4 address)",
+                 server == file_server ? "the router file's impi server" : "ICBC_IMPI_SERVER",
+                 server);
     client = (int) strtol(client_s, &end, 10);
     if (*end != '\0' || client < 0 || client >= IMPI_MAX_CLIENTS)
         IMPI_ERR(mpi_errno, "ICBC_IMPI_CLIENT='%s' is not a client rank 0..%d", client_s,
