@@ -28,7 +28,14 @@ extern "C" {
 
 #define IMPI_TAG_BARRIER 110
 #define IMPI_TAG_BCAST 120
+#define IMPI_TAG_GATHER 130
+#define IMPI_TAG_GATHERV 140
+#define IMPI_TAG_SCATTER 150
+#define IMPI_TAG_SCATTERV 160
+#define IMPI_TAG_ALLTOALL 170
+#define IMPI_TAG_ALLTOALLV 180
 #define IMPI_TAG_REDUCE 190
+#define IMPI_TAG_SCAN 200
 
 /* A communicator as the global phase sees it: the client of each rank. */
 typedef struct impi_coll_group {

@@ -5,7 +5,11 @@
  *   mpiexec -n K -genv ICBC_IMPI_SERVER ADDR:PORT -genv ICBC_IMPI_CLIENT C \
  *       impi_world K0 K1 ...        (the process count of each client)
  *
+ * (or with a router file whose impi entries make the job client 0).
+ *
  * Checks, every result on every rank:
+ *   - IMPI's attributes on MPI_COMM_WORLD (clients, this client, hosts and
+ *     this host: every ICBC process is a host);
  *   - the world's size is the sum of the clients' counts, and this process's
  *     world rank is its client's first rank plus its rank in its own job
  *     (PMI_RANK);
@@ -144,7 +148,8 @@ static MPI_Datatype pair_type(void)
 
 int main(int argc, char **argv)
 {
-    int client = atoi(getenv("ICBC_IMPI_CLIENT") ? getenv("ICBC_IMPI_CLIENT") : "-1");
+    /* a job that joins through its router file's impi entries is client 0 */
+    int client = atoi(getenv("ICBC_IMPI_CLIENT") ? getenv("ICBC_IMPI_CLIENT") : "0");
     int job_rank = atoi(getenv("PMI_RANK") ? getenv("PMI_RANK") : "-1");
     int total = 0, first = 0, mine = 0;
     char msg[256];
@@ -170,6 +175,20 @@ int main(int argc, char **argv)
         snprintf(msg, sizeof(msg), "world rank %d, expected %d (client %d, job rank %d)", rank,
                  first + job_rank, client, job_rank);
         fail(msg);
+    }
+
+    /* IMPI's attributes: every ICBC process is a host of its own */
+    int want_attr[4] = { argc - 1, client, total, rank }, *attr, flag;
+    int keys[4] = { IMPI_CLIENT_SIZE, IMPI_CLIENT_COLOR, IMPI_HOST_SIZE, IMPI_HOST_COLOR };
+    const char *key_names[4] = { "IMPI_CLIENT_SIZE", "IMPI_CLIENT_COLOR", "IMPI_HOST_SIZE",
+                                 "IMPI_HOST_COLOR" };
+    for (int k = 0; k < 4; k++) {
+        MPI_Comm_get_attr(MPI_COMM_WORLD, keys[k], &attr, &flag);
+        if (!flag || *attr != want_attr[k]) {
+            snprintf(msg, sizeof(msg), "%s is %d (flag %d), expected %d", key_names[k],
+                     flag ? *attr : -1, flag, want_attr[k]);
+            fail(msg);
+        }
     }
 
     /* a ring over the whole world */

@@ -21,6 +21,10 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_world.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_impi.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_coll.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_gather.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_alltoall.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_scan.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_attr.c \
                     src/mpid/ch4/netmod/icbc/impi/coll.c \
                     src/mpid/ch4/netmod/icbc/impi/hostconn.c \
                     src/mpid/ch4/netmod/icbc/impi/rx.c \

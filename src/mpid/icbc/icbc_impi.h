@@ -43,6 +43,10 @@ void MPIDI_ICBC_impi_where(int r, int *client, int *host);
 int MPIDI_ICBC_impi_comm_committed(MPIR_Comm *comm);
 void MPIDI_ICBC_impi_comm_freed(MPIR_Comm *comm);
 
+/* IMPI's attributes on MPI_COMM_WORLD, when it is committed
+ * (icbc_impi_attr.c). */
+int MPIDI_ICBC_impi_world_attrs(MPIR_Comm *world);
+
 /* At MPI_Finalize, once every process of this job is past its last
  * message: PMI rank 0 tells impi-server FINI; every process closes its port. */
 void MPIDI_ICBC_impi_finalize(void);

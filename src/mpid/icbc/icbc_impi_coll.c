@@ -28,14 +28,9 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_impi.h"
-#include "impi/impi_coll.h"
+#include "icbc_impi_coll.h"
 
 static int finalize_keyval = MPI_KEYVAL_INVALID;
-
-/* Tags of the local phases: between processes of one client only. */
-#define LOCAL_TAG_BARRIER 1110
-#define LOCAL_TAG_BCAST 1120
-#define LOCAL_TAG_REDUCE 1190
 
 /* ---- which communicators span clients ------------------------------------ */
 
@@ -73,7 +68,7 @@ void MPIDI_ICBC_impi_comm_freed(MPIR_Comm *comm)
     MPIDI_ICBC_COMM(comm).impi_spans = 0;
 }
 
-static impi_coll_group_t group_of(MPIR_Comm *comm)
+impi_coll_group_t MPIDI_ICBC_impi_group(MPIR_Comm *comm)
 {
     impi_coll_group_t g = { comm->local_size, MPIDI_ICBC_COMM(comm).impi_client,
                             MPIDI_ICBC_impi.layout.coll_maxlinear };
@@ -82,10 +77,8 @@ static impi_coll_group_t group_of(MPIR_Comm *comm)
 
 /* ---- messages of the phases ----------------------------------------------- */
 
-/* On the collective context (MPIC), or on the point-to-point one (LAM's
- * reduce). */
-static int coll_send(const void *buf, MPI_Aint count, MPI_Datatype dt, int dest, int tag,
-                     MPIR_Comm *comm, int pt2pt, MPIR_Errflag_t *errflag)
+int MPIDI_ICBC_impi_send(const void *buf, MPI_Aint count, MPI_Datatype dt, int dest, int tag,
+                         MPIR_Comm *comm, int pt2pt, MPIR_Errflag_t *errflag)
 {
     int mpi_errno;
     MPIR_Request *req = NULL;
@@ -100,8 +93,8 @@ static int coll_send(const void *buf, MPI_Aint count, MPI_Datatype dt, int dest,
     return mpi_errno;
 }
 
-static int coll_recv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, int tag, MPIR_Comm *comm,
-                     int pt2pt, MPIR_Errflag_t *errflag)
+int MPIDI_ICBC_impi_recv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, int tag,
+                         MPIR_Comm *comm, int pt2pt, MPIR_Errflag_t *errflag)
 {
     int mpi_errno;
     MPIR_Request *req = NULL;
@@ -116,9 +109,27 @@ static int coll_recv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, int ta
     return mpi_errno;
 }
 
-/* A buffer for COUNT of DT, shifted by the type's true lower bound (*BASE
- * is what to free). */
-static void *tmp_buf(MPI_Aint count, MPI_Datatype dt, void **base)
+int MPIDI_ICBC_impi_waitall(MPIR_Request **req, int n, MPIR_Errflag_t *errflag)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    /* each one, so that every started request is waited for and freed
+     * whatever another one ends with */
+    for (int k = 0; k < n; k++) {
+        if (req[k] == NULL)
+            continue;
+        int err = MPIC_Wait(req[k], errflag);
+        if (err == MPI_SUCCESS && req[k]->status.MPI_ERROR != MPI_SUCCESS)
+            err = req[k]->status.MPI_ERROR;
+        if (mpi_errno == MPI_SUCCESS)
+            mpi_errno = err;
+        MPIR_Request_free(req[k]);
+        req[k] = NULL;
+    }
+    return mpi_errno;
+}
+
+void *MPIDI_ICBC_impi_tmp_buf(MPI_Aint count, MPI_Datatype dt, void **base)
 {
     MPI_Aint true_lb, true_extent, extent;
 
@@ -133,33 +144,36 @@ static void *tmp_buf(MPI_Aint count, MPI_Datatype dt, void **base)
 int MPIDI_ICBC_impi_barrier(MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS;
-    impi_coll_group_t g = group_of(comm);
+    impi_coll_group_t g = MPIDI_ICBC_impi_group(comm);
     int rank = comm->rank, master = impi_coll_local_master(&g, rank), n;
     impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
 
     if (rank != master) {
-        mpi_errno = coll_send(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
+        mpi_errno =
+            MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
         MPIR_ERR_CHECK(mpi_errno);
-        return coll_recv(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
+        return MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == g.client[rank]) {
-            mpi_errno = coll_recv(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno =
+                MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
     n = impi_coll_barrier(&g, rank, steps);
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND)
-            mpi_errno =
-                coll_send(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER,
+                                             comm, 0, errflag);
         else
-            mpi_errno =
-                coll_recv(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER,
+                                             comm, 0, errflag);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == g.client[rank]) {
-            mpi_errno = coll_send(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno =
+                MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
 fn_fail:
@@ -170,25 +184,27 @@ int MPIDI_ICBC_impi_bcast(void *buf, MPI_Aint count, MPI_Datatype dt, int root, 
                           MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS;
-    impi_coll_group_t g = group_of(comm);
+    impi_coll_group_t g = MPIDI_ICBC_impi_group(comm);
     int rank = comm->rank, mine = g.client[rank], n;
     /* the root stands in for its client's master */
     int local_root = mine == g.client[root] ? root : impi_coll_local_master(&g, rank);
     impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
 
     if (rank != local_root)
-        return coll_recv(buf, count, dt, local_root, LOCAL_TAG_BCAST, comm, 0, errflag);
+        return MPIDI_ICBC_impi_recv(buf, count, dt, local_root, LOCAL_TAG_BCAST, comm, 0, errflag);
     n = impi_coll_bcast(&g, rank, root, steps);
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND)
-            mpi_errno = coll_send(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0,
+                                             errflag);
         else
-            mpi_errno = coll_recv(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0,
+                                             errflag);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == mine) {
-            mpi_errno = coll_send(buf, count, dt, r, LOCAL_TAG_BCAST, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, r, LOCAL_TAG_BCAST, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
 fn_fail:
@@ -204,12 +220,12 @@ static int reduce_ordered(const void *contrib, void *recvbuf, MPI_Aint count, MP
     void *base = NULL, *in;
 
     if (comm->rank != root)
-        return coll_send(contrib, count, dt, root, LOCAL_TAG_REDUCE, comm, 0, errflag);
-    in = tmp_buf(count, dt, &base);
+        return MPIDI_ICBC_impi_send(contrib, count, dt, root, LOCAL_TAG_REDUCE, comm, 0, errflag);
+    in = MPIDI_ICBC_impi_tmp_buf(count, dt, &base);
     MPIR_ERR_CHKANDJUMP(in == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     /* the root's own contribution must not be overwritten before its turn */
     if (contrib == recvbuf && root != size - 1) {
-        void *mine_base = NULL, *mine = tmp_buf(count, dt, &mine_base);
+        void *mine_base = NULL, *mine = MPIDI_ICBC_impi_tmp_buf(count, dt, &mine_base);
         MPIR_ERR_CHKANDJUMP(mine == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
         mpi_errno = MPIR_Localcopy(recvbuf, count, dt, mine, count, dt);
         if (mpi_errno == MPI_SUCCESS)
@@ -221,7 +237,7 @@ static int reduce_ordered(const void *contrib, void *recvbuf, MPI_Aint count, MP
     for (int r = size - 1; r >= 0; r--) {
         const void *x = contrib;
         if (r != root) {
-            mpi_errno = coll_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
             x = in;
         }
@@ -241,7 +257,7 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
                            MPI_Op op, int root, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS;
-    impi_coll_group_t g = group_of(comm);
+    impi_coll_group_t g = MPIDI_ICBC_impi_group(comm);
     int rank = comm->rank, mine = g.client[rank], n;
     int target = mine == g.client[root] ? root : impi_coll_local_master(&g, rank);
     const void *contrib = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -252,9 +268,9 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
         return reduce_ordered(contrib, recvbuf, count, dt, op, root, comm, errflag);
     /* local phase: this client's part to its target (the root, or the master) */
     if (rank != target)
-        return coll_send(contrib, count, dt, target, LOCAL_TAG_REDUCE, comm, 0, errflag);
-    acc = rank == root ? recvbuf : tmp_buf(count, dt, &acc_base);
-    in = tmp_buf(count, dt, &in_base);
+        return MPIDI_ICBC_impi_send(contrib, count, dt, target, LOCAL_TAG_REDUCE, comm, 0, errflag);
+    acc = rank == root ? recvbuf : MPIDI_ICBC_impi_tmp_buf(count, dt, &acc_base);
+    in = MPIDI_ICBC_impi_tmp_buf(count, dt, &in_base);
     MPIR_ERR_CHKANDJUMP(acc == NULL || in == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     if (contrib != acc) {
         mpi_errno = MPIR_Localcopy(contrib, count, dt, acc, count, dt);
@@ -262,7 +278,7 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == mine) {
-            mpi_errno = coll_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
             mpi_errno = MPIR_Reduce_local(in, acc, count, dt, op);
             MPIR_ERR_CHECK(mpi_errno);
@@ -271,9 +287,11 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
     n = impi_coll_reduce(&g, rank, root, steps);
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND) {
-            mpi_errno = coll_send(acc, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm, 1, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(acc, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm,
+                                             1, errflag);
         } else {
-            mpi_errno = coll_recv(in, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm, 1, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm, 1,
+                                             errflag);
             if (mpi_errno == MPI_SUCCESS && steps[k].op == IMPI_COLL_RECV_REDUCE)
                 mpi_errno = MPIR_Reduce_local(in, acc, count, dt, op);
         }
@@ -322,6 +340,10 @@ int MPIDI_ICBC_impi_comm_committed(MPIR_Comm *comm)
 
     mpi_errno = comm_spans(comm);
     MPIR_ERR_CHECK(mpi_errno);
+    if (comm == MPIR_Process.comm_world) {
+        mpi_errno = MPIDI_ICBC_impi_world_attrs(comm);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
     if (!MPIDI_ICBC_impi.active || comm != MPIR_Process.comm_self ||
         finalize_keyval != MPI_KEYVAL_INVALID)
         return MPI_SUCCESS;
