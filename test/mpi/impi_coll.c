@@ -92,8 +92,8 @@ static void gathers(MPI_Comm comm, const char *name)
         if (rank == root)
             for (int r = 0; r < size; r++)
                 for (int i = 0; i < 3; i++)
-                    EXPECT(recv[3 * r + i] == val(r, i), "%s: MPI_Gather to %d: block of %d",
-                           name, root, r);
+                    EXPECT(recv[3 * r + i] == val(r, i), "%s: MPI_Gather to %d: block of %d", name,
+                           root, r);
 
         /* Gatherv: rank r's vcount(r) ints, placed in reverse rank order
          * with a gap */
@@ -212,8 +212,8 @@ static void alltoalls(MPI_Comm comm, const char *name)
         MPI_Alltoall(pass ? MPI_IN_PLACE : send, 2, MPI_INT, recv, 2, MPI_INT, comm);
         for (int from = 0; from < size; from++)
             for (int i = 0; i < 2; i++)
-                EXPECT(recv[2 * from + i] == a2a(from, rank, i), "%s: MPI_Alltoall%s from %d",
-                       name, pass ? " in place" : "", from);
+                EXPECT(recv[2 * from + i] == a2a(from, rank, i), "%s: MPI_Alltoall%s from %d", name,
+                       pass ? " in place" : "", from);
     }
     /* Alltoallv: (from + to) % 4 elements per pair, blocks in reverse order */
     int soff = 0, roff = 0;
@@ -293,8 +293,8 @@ static void scans(MPI_Comm comm, const char *name)
             MPI_Exscan(d, out, 1, pair, concat, comm);
         }
         if (rank > 0)
-            EXPECT(out[0] == before, "%s: MPI_Exscan%s (non-commutative) gives %ld, not %ld",
-                   name, pass ? " in place" : "", out[0], before);
+            EXPECT(out[0] == before, "%s: MPI_Exscan%s (non-commutative) gives %ld, not %ld", name,
+                   pass ? " in place" : "", out[0], before);
     }
     long s = rank + 1, sum = -1;
     MPI_Scan(&s, &sum, 1, MPI_LONG, MPI_SUM, comm);

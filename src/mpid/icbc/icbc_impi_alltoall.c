@@ -96,7 +96,8 @@ int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
     if (counts == NULL)
         return MPI_ERR_NO_MEM;
     displs = counts + size;
-    mpi_errno = pack_in_place(recvbuf, recvcounts, rdispls, recvtype, size, &packed, counts, displs);
+    mpi_errno =
+        pack_in_place(recvbuf, recvcounts, rdispls, recvtype, size, &packed, counts, displs);
     if (mpi_errno == MPI_SUCCESS)
         mpi_errno = exchange(packed, counts, displs, MPI_BYTE, recvbuf, recvcounts, rdispls,
                              recvtype, IMPI_TAG_ALLTOALLV, comm, errflag);
@@ -126,8 +127,8 @@ int MPIDI_ICBC_impi_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dataty
         mpi_errno = exchange(sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
                              recvtype, IMPI_TAG_ALLTOALL, comm, errflag);
     else {
-        mpi_errno = pack_in_place(recvbuf, rcounts, rdispls, recvtype, size, &packed, scounts,
-                                  sdispls);
+        mpi_errno =
+            pack_in_place(recvbuf, rcounts, rdispls, recvtype, size, &packed, scounts, sdispls);
         if (mpi_errno == MPI_SUCCESS)
             mpi_errno = exchange(packed, scounts, sdispls, MPI_BYTE, recvbuf, rcounts, rdispls,
                                  recvtype, IMPI_TAG_ALLTOALL, comm, errflag);

@@ -33,8 +33,7 @@ int MPIDI_ICBC_impi_world_attrs(MPIR_Comm *world)
     for (int k = 0; k < 4; k++) {
         MPII_Keyval *kv;
         if (MPIX_Impi_keyvals[k] == MPI_KEYVAL_INVALID) {
-            mpi_errno = MPIR_Comm_create_keyval_impl(MPI_COMM_NULL_COPY_FN,
-                                                     MPI_COMM_NULL_DELETE_FN,
+            mpi_errno = MPIR_Comm_create_keyval_impl(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN,
                                                      &MPIX_Impi_keyvals[k], NULL);
             MPIR_ERR_CHECK(mpi_errno);
         }

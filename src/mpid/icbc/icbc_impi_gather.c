@@ -120,8 +120,8 @@ static void gathered_offsets(const impi_coll_group_t *g, int mine, const MPI_Ain
  * order, into one buffer, sent to the root. OWN is this rank's block (OWN_BYTES);
  * a rank's block size is BLOCK, or (VARYING) told by the rank first. */
 static int gather_at_master(const impi_coll_group_t *g, const void *own, MPI_Aint own_count,
-                            MPI_Datatype own_type, MPI_Aint block, int varying, int root,
-                            int tag, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
+                            MPI_Datatype own_type, MPI_Aint block, int varying, int root, int tag,
+                            MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS, rank = comm->rank, mine = g->client[rank];
     MPI_Aint *bytes = MPL_malloc(sizeof(MPI_Aint) * g->size, MPL_MEM_COLL), total = 0, off = 0;
@@ -136,8 +136,8 @@ static int gather_at_master(const impi_coll_group_t *g, const void *own, MPI_Ain
         if (r == rank || !varying)
             bytes[r] = block;
         else {
-            mpi_errno = MPIDI_ICBC_impi_recv(&bytes[r], 1, MPI_AINT, r, LOCAL_TAG_GATHER, comm, 0,
-                                             errflag);
+            mpi_errno =
+                MPIDI_ICBC_impi_recv(&bytes[r], 1, MPI_AINT, r, LOCAL_TAG_GATHER, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
         total += bytes[r];
@@ -186,26 +186,26 @@ static int gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype
         int master = impi_coll_local_master(&g, rank);
         MPIR_Datatype_get_size_macro(sendtype, ssize);
         if (mine == g.client[root])
-            return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, root, LOCAL_TAG_GATHER,
-                                        comm, 0, errflag);
+            return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, root, LOCAL_TAG_GATHER, comm,
+                                        0, errflag);
         if (rank == master)
             return gather_at_master(&g, sendbuf, sendcount, sendtype, sendcount * ssize, varying,
                                     root, tag, comm, errflag);
         if (varying) {
             MPI_Aint b = sendcount * ssize;
-            mpi_errno = MPIDI_ICBC_impi_send(&b, 1, MPI_AINT, master, LOCAL_TAG_GATHER, comm, 0,
-                                             errflag);
+            mpi_errno =
+                MPIDI_ICBC_impi_send(&b, 1, MPI_AINT, master, LOCAL_TAG_GATHER, comm, 0, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
-        return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, master, LOCAL_TAG_GATHER, comm,
-                                    0, errflag);
+        return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, master, LOCAL_TAG_GATHER, comm, 0,
+                                    errflag);
     }
 
     /* the root */
     MPIR_Datatype_get_size_macro(recvtype, rsize);
     MPIR_Datatype_get_extent_macro(recvtype, rext);
 #define BLOCK_COUNT(r) (varying ? counts[r] : recvcount)
-#define BLOCK_AT(r) ((char *) recvbuf + (varying ? displs[r] : (r) * recvcount) * rext)
+#define BLOCK_AT(r) ((char *) recvbuf + (varying ? displs[r] : (r) *recvcount) * rext)
     bytes = MPL_malloc(sizeof(MPI_Aint) * g.size, MPL_MEM_COLL);
     offs = MPL_malloc(sizeof(MPI_Aint) * g.size, MPL_MEM_COLL);
     MPIR_ERR_CHKANDJUMP(bytes == NULL || offs == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
@@ -274,8 +274,8 @@ int MPIDI_ICBC_impi_gatherv(const void *sendbuf, MPI_Aint sendcount, MPI_Datatyp
 /* At a master of a client without the root: its client's blocks from the
  * root in one message (after their sizes, VARYING), each handed on. */
 static int scatter_at_master(const impi_coll_group_t *g, void *recvbuf, MPI_Aint recvcount,
-                             MPI_Datatype recvtype, int varying, int root, int tag,
-                             MPIR_Comm *comm, MPIR_Errflag_t *errflag)
+                             MPI_Datatype recvtype, int varying, int root, int tag, MPIR_Comm *comm,
+                             MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS, rank = comm->rank, mine = g->client[rank];
     int n = client_size(g, mine), i = 0;
@@ -322,9 +322,8 @@ fn_fail:
 
 /* Scatter and Scatterv: COUNTS and DISPLS are NULL for Scatter. */
 static int scatter(const void *sendbuf, MPI_Aint sendcount, const MPI_Aint *counts,
-                   const MPI_Aint *displs, MPI_Datatype sendtype, void *recvbuf,
-                   MPI_Aint recvcount, MPI_Datatype recvtype, int root, MPIR_Comm *comm,
-                   MPIR_Errflag_t *errflag)
+                   const MPI_Aint *displs, MPI_Datatype sendtype, void *recvbuf, MPI_Aint recvcount,
+                   MPI_Datatype recvtype, int root, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS, rank = comm->rank;
     impi_coll_group_t g = MPIDI_ICBC_impi_group(comm);
@@ -350,7 +349,7 @@ static int scatter(const void *sendbuf, MPI_Aint sendcount, const MPI_Aint *coun
     MPIR_Datatype_get_size_macro(sendtype, ssize);
     MPIR_Datatype_get_extent_macro(sendtype, sext);
 #define BLOCK_COUNT(r) (varying ? counts[r] : sendcount)
-#define BLOCK_AT(r) ((const char *) sendbuf + (varying ? displs[r] : (r) * sendcount) * sext)
+#define BLOCK_AT(r) ((const char *) sendbuf + (varying ? displs[r] : (r) *sendcount) * sext)
     {
         MPI_Aint total = 0;
         for (int r = 0; r < g.size; r++)
@@ -380,8 +379,8 @@ static int scatter(const void *sendbuf, MPI_Aint sendcount, const MPI_Aint *coun
                 }
             nsizes += n;
             if (varying) {
-                mpi_errno = MPIC_Isend(my_sizes, n, MPI_AINT, m, tag, comm, &reqs.req[reqs.n++],
-                                       errflag);
+                mpi_errno =
+                    MPIC_Isend(my_sizes, n, MPI_AINT, m, tag, comm, &reqs.req[reqs.n++], errflag);
                 MPIR_ERR_CHECK(mpi_errno);
             }
             mpi_errno = MPIC_Isend(tmp + start, off - start, MPI_BYTE, m, tag, comm,
@@ -485,9 +484,9 @@ int MPIDI_ICBC_impi_allgatherv(const void *sendbuf, MPI_Aint sendcount, MPI_Data
     MPIR_ERR_CHECK(mpi_errno);
     for (int r = 0; rank != 0 && r < size; r++) {
         if (r != rank || sendbuf != (char *) recvbuf + displs[r] * rext) {
-            mpi_errno = MPIR_Localcopy(packed + off, recvcounts[r] * rsize, MPI_BYTE,
-                                       (char *) recvbuf + displs[r] * rext, recvcounts[r],
-                                       recvtype);
+            mpi_errno =
+                MPIR_Localcopy(packed + off, recvcounts[r] * rsize, MPI_BYTE,
+                               (char *) recvbuf + displs[r] * rext, recvcounts[r], recvtype);
             MPIR_ERR_CHECK(mpi_errno);
         }
         off += recvcounts[r] * rsize;

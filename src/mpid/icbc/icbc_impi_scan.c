@@ -63,7 +63,8 @@ int MPIDI_ICBC_impi_exscan(const void *sendbuf, void *recvbuf, MPI_Aint count, M
         /* next = prefix op mine */
         mpi_errno = MPIR_Reduce_local(recvbuf, next, count, dt, op);
         MPIR_ERR_CHECK(mpi_errno);
-        mpi_errno = MPIDI_ICBC_impi_send(next, count, dt, rank + 1, IMPI_TAG_SCAN, comm, 0, errflag);
+        mpi_errno =
+            MPIDI_ICBC_impi_send(next, count, dt, rank + 1, IMPI_TAG_SCAN, comm, 0, errflag);
     }
 fn_fail:
     MPL_free(next_base);

@@ -360,19 +360,17 @@ void MPIDI_ICBC_xfer_sync_acked(int rank, uint64_t cookie)
 /* Receives already posted for a peer whose path died would wait forever:
  * MPIDIG cannot fail them. Transfers in flight have ended in MPI errors;
  * after a grace period that lets those errors reach the application, the
- * job ends with a message naming the cause (a routed path has no failover
- * yet). */
+ * job ends with a message naming the cause (no path has failover yet:
+ * routed, TCP or IMPI). */
 #define FAILURE_GRACE_SECONDS 5.0
 
 static void abort_after_failure(void)
 {
     char msg[256];
 
-    snprintf(msg, sizeof(msg),
-             "icbc: rank %d: %s; ending the job (no failover of routed "
-             "paths)",
+    snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (a lost path has no failover)",
              MPIR_Process.rank, X.failure);
-    icbc_error("%s; ending the job (no failover of routed paths)", X.failure);
+    icbc_error("%s; ending the job (a lost path has no failover)", X.failure);
     fflush(stderr);
     /* the process manager may drop output not yet forwarded when it tears
      * the job down: give this message a moment to get out */
