@@ -72,6 +72,27 @@ def read(f):
     return f.read()
 
 
+def run_clients(prefix, program, work, counts, args=(), server_args=(), env_extra=None):
+    """An IMPI job of len(COUNTS) ICBC clients of PROGRAM through a fresh
+    impi-server, each client's mpiexec started as a user starts it, the last
+    client first (the server waits for every client rank). Returns the exit
+    codes (clients in rank order, then the server) and each one's log."""
+    server, addr, server_err = start_server(prefix, len(counts), work, server_args)
+    clients = {k: client(prefix, program, work, k, n, args,
+                         {"ICBC_IMPI_SERVER": addr, "ICBC_IMPI_CLIENT": str(k),
+                          **(env_extra or {})})
+               for k, n in reversed(list(enumerate(counts)))}
+    order = sorted(clients)
+    codes = finish([clients[k][0] for k in order] + [server])
+    logs = {f"client{k}": read(clients[k][1]) for k in order}
+    logs["impi-server"] = read(server_err)
+    return codes, logs
+
+
+def report_of(logs):
+    return "\n".join(f"--- {n}\n{t}" for n, t in sorted(logs.items()))
+
+
 @pytest.fixture
 def case_dir(work, request):
     d = os.path.join(work, "impi-clients", request.node.name.replace("/", "_"))
@@ -89,16 +110,10 @@ def test_clients_form_one_world(prefix, programs, case_dir, counts, auth):
             f.write("123456789\n")
         args = ["-auth", f"key:{keyfile}"]
         key_env = {"ICBC_IMPI_KEY": "123456789"}
-    server, addr, server_err = start_server(prefix, len(counts), case_dir, args)
-    # started in reverse order: the server waits for every client rank
-    clients = [client(prefix, programs["impi_world"], case_dir, k, n, counts,
-                      {"ICBC_IMPI_SERVER": addr, "ICBC_IMPI_CLIENT": str(k), **key_env})
-               for k, n in reversed(list(enumerate(counts)))]
-    codes = finish([p for p, _ in clients] + [server])
-    logs = {f"client{len(counts) - 1 - i}": read(log) for i, (_, log) in enumerate(clients)}
-    logs["impi-server"] = read(server_err)
-    report = "\n".join(f"--- {n}\n{t}" for n, t in sorted(logs.items()))
-    assert codes == [0] * (len(counts) + 1), f"exit codes (clients last first, server): {codes}\n{report}"
+    codes, logs = run_clients(prefix, programs["impi_world"], case_dir, counts, args=counts,
+                              server_args=args, env_extra=key_env)
+    report = report_of(logs)
+    assert codes == [0] * (len(counts) + 1), f"exit codes (clients, server): {codes}\n{report}"
     total = sum(counts)
     first = 0
     for k, n in enumerate(counts):
@@ -112,14 +127,8 @@ def test_collectives_across_clients(prefix, programs, case_dir, counts):
     """Gather(v), Scatter(v), Allgather(v), Alltoall(v), Scan, Exscan and
     Reduce_scatter(_block) with IMPI's algorithms, on MPI_COMM_WORLD and on a
     communicator whose ranks alternate between clients (test/mpi/impi_coll.c)."""
-    server, addr, server_err = start_server(prefix, len(counts), case_dir)
-    clients = [client(prefix, programs["impi_coll"], case_dir, k, n, (),
-                      {"ICBC_IMPI_SERVER": addr, "ICBC_IMPI_CLIENT": str(k)})
-               for k, n in enumerate(counts)]
-    codes = finish([p for p, _ in clients] + [server])
-    logs = {f"client{k}": read(log) for k, (_, log) in enumerate(clients)}
-    logs["impi-server"] = read(server_err)
-    report = "\n".join(f"--- {n}\n{t}" for n, t in sorted(logs.items()))
+    codes, logs = run_clients(prefix, programs["impi_coll"], case_dir, counts)
+    report = report_of(logs)
     assert codes == [0] * (len(counts) + 1), f"exit codes (clients, server): {codes}\n{report}"
     total = sum(counts)
     oks = re.findall(r"impi_coll: rank (\d+) of (\d+): ok, (\d+) checks", report)
