@@ -66,38 +66,10 @@ static int req_list_wait(req_list_t *l, MPIR_Errflag_t *errflag)
 
 /* ---- Gather --------------------------------------------------------------- */
 
-/* At the root: each other client's blocks, one message per client, into TMP
- * (laid out in rank order of each client in turn); BYTES[r] is the size of
- * rank r's block. */
-static int gather_from_masters(const impi_coll_group_t *g, int tag, const MPI_Aint *bytes,
-                               char *tmp, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
-{
-    int mpi_errno = MPI_SUCCESS, mine = g->client[comm->rank];
-    req_list_t reqs;
-    MPI_Aint off = 0;
-
-    mpi_errno = req_list_init(&reqs, g->size);
-    MPIR_ERR_CHECK(mpi_errno);
-    for (int m = 0; m < g->size; m++) {
-        MPI_Aint n = 0;
-        if (!other_master(g, m, mine))
-            continue;
-        for (int r = 0; r < g->size; r++)
-            if (g->client[r] == g->client[m])
-                n += bytes[r];
-        mpi_errno = MPIC_Irecv(tmp + off, n, MPI_BYTE, m, tag, comm, &reqs.req[reqs.n++]);
-        MPIR_ERR_CHECK(mpi_errno);
-        off += n;
-    }
-fn_fail:
-    if (mpi_errno == MPI_SUCCESS)
-        return req_list_wait(&reqs, errflag);
-    req_list_wait(&reqs, errflag);
-    return mpi_errno;
-}
-
-/* The order in which gather_from_masters laid out the blocks: rank r's
- * block starts at *OFFS[r] (offsets for ranks of the root's client are -1). */
+/* Where the root lays out the other clients' blocks in its buffer: each
+ * client's in rank order, the clients in the order of their masters; rank
+ * r's block starts at OFFS[r] (-1 for ranks of the root's client). A
+ * master's client begins at the master's own offset. */
 static void gathered_offsets(const impi_coll_group_t *g, int mine, const MPI_Aint *bytes,
                              MPI_Aint *offs)
 {
@@ -114,6 +86,34 @@ static void gathered_offsets(const impi_coll_group_t *g, int mine, const MPI_Ain
                 off += bytes[r];
             }
     }
+}
+
+/* At the root: each other client's blocks, one message per client from its
+ * master, into TMP as gathered_offsets lays them out. */
+static int gather_from_masters(const impi_coll_group_t *g, int tag, const MPI_Aint *bytes,
+                               const MPI_Aint *offs, char *tmp, MPIR_Comm *comm,
+                               MPIR_Errflag_t *errflag)
+{
+    int mpi_errno = MPI_SUCCESS, mine = g->client[comm->rank];
+    req_list_t reqs;
+
+    mpi_errno = req_list_init(&reqs, g->size);
+    MPIR_ERR_CHECK(mpi_errno);
+    for (int m = 0; m < g->size; m++) {
+        MPI_Aint n = 0;
+        if (!other_master(g, m, mine))
+            continue;
+        for (int r = 0; r < g->size; r++)
+            if (g->client[r] == g->client[m])
+                n += bytes[r];
+        mpi_errno = MPIC_Irecv(tmp + offs[m], n, MPI_BYTE, m, tag, comm, &reqs.req[reqs.n++]);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+fn_fail:
+    if (mpi_errno == MPI_SUCCESS)
+        return req_list_wait(&reqs, errflag);
+    req_list_wait(&reqs, errflag);
+    return mpi_errno;
 }
 
 /* At a master of a client without the root: its client's blocks, in rank
@@ -230,11 +230,11 @@ static int gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype
                                    recvtype);
         MPIR_ERR_CHECK(mpi_errno);
     }
-    mpi_errno = gather_from_masters(&g, tag, bytes, tmp, comm, errflag);
+    gathered_offsets(&g, mine, bytes, offs);
+    mpi_errno = gather_from_masters(&g, tag, bytes, offs, tmp, comm, errflag);
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = req_list_wait(&reqs, errflag);
     MPIR_ERR_CHECK(mpi_errno);
-    gathered_offsets(&g, mine, bytes, offs);
     for (int r = 0; r < g.size; r++)
         if (offs[r] >= 0) {
             mpi_errno = MPIR_Localcopy(tmp + offs[r], bytes[r], MPI_BYTE, BLOCK_AT(r),
