@@ -76,6 +76,8 @@ typedef struct impi_layout {
     int32_t coll_xsize, coll_maxlinear;    /* every client's (they must agree) */
     uint32_t ackmark, hiwater;             /* the smallest over all hosts */
     uint32_t labels_seen;                  /* bit per label of impi_layout_labels */
+    uint32_t datarep_mask;                 /* bit c: client c gave C_ICBC_DATAREP */
+    uint8_t datarep[IMPI_MAX_CLIENTS][IMPI_DATAREP_SIZE];
 } impi_layout_t;
 
 /* The labels in the order clients give them; *N is their number. */
@@ -110,6 +112,9 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *lay
  * add up to nprocs). */
 icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t **buf,
                               size_t *len);
+
+/* This machine's part of C_ICBC_DATAREP. */
+void impi_datarep_local(uint8_t rep[IMPI_DATAREP_SIZE]);
 
 /* ---- start-up over a socket --------------------------------------------- */
 

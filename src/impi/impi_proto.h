@@ -55,6 +55,16 @@ extern "C" {
 #define IMPI_H_HIWATER 0x2400u
 #define IMPI_P_IPV6 0x3000u
 #define IMPI_P_PID 0x3100u
+/* Not an IMPI label: ICBC clients give it after the others, other
+ * implementations (LAM/MPI) do not. A server answers a label once every
+ * client not yet DONE gave it or a higher one, so a client that skips it
+ * does not hold the others. Its part is IMPI_DATAREP_SIZE bytes: the byte
+ * order (IMPI_DATAREP_*) and the sizes of short, int, long, long long,
+ * float, double, long double, void *, _Bool and wchar_t, then zeros. */
+#define IMPI_C_ICBC_DATAREP 0x7f00u
+#define IMPI_DATAREP_SIZE 12
+#define IMPI_DATAREP_LITTLE 1
+#define IMPI_DATAREP_BIG 2
 
 typedef struct impi_cmd_hdr {
     uint32_t cmd;

@@ -15,7 +15,7 @@
 static const uint32_t labels[] = {
     IMPI_C_VERSION,    IMPI_C_NHOSTS,         IMPI_C_NPROCS, IMPI_C_DATALEN, IMPI_C_TAGUB,
     IMPI_C_COLL_XSIZE, IMPI_C_COLL_MAXLINEAR, IMPI_H_IPV6,   IMPI_H_PORT,    IMPI_H_NPROCS,
-    IMPI_H_ACKMARK,    IMPI_H_HIWATER,        IMPI_P_IPV6,   IMPI_P_PID,
+    IMPI_H_ACKMARK,    IMPI_H_HIWATER,        IMPI_P_IPV6,   IMPI_P_PID,     IMPI_C_ICBC_DATAREP,
 };
 #define NLABELS ((int) (sizeof(labels) / sizeof(labels[0])))
 
@@ -99,8 +99,60 @@ static size_t part_size(const impi_layout_t *l, uint32_t label, int c)
     case IMPI_H_HIWATER: return 4 * (size_t) l->nhosts[c];
     case IMPI_P_IPV6: return 16 * (size_t) l->nprocs[c];
     case IMPI_P_PID: return 8 * (size_t) l->nprocs[c];
+    case IMPI_C_ICBC_DATAREP: return IMPI_DATAREP_SIZE;
     default: return 4;
     }
+}
+
+/* ---- data representation ------------------------------------------------- */
+
+static const char *const datarep_types[] = {
+    "short",  "int",         "long",   "long long", "float",
+    "double", "long double", "void *", "_Bool",     "wchar_t",
+};
+#define DATAREP_NTYPES ((int) (sizeof(datarep_types) / sizeof(datarep_types[0])))
+
+void impi_datarep_local(uint8_t rep[IMPI_DATAREP_SIZE])
+{
+    const uint16_t one = 1;
+    const uint8_t sizes[DATAREP_NTYPES] = {
+        sizeof(short),  sizeof(int),         sizeof(long),   sizeof(long long), sizeof(float),
+        sizeof(double), sizeof(long double), sizeof(void *), sizeof(_Bool),     sizeof(wchar_t),
+    };
+
+    memset(rep, 0, IMPI_DATAREP_SIZE);
+    rep[0] = *(const uint8_t *) &one ? IMPI_DATAREP_LITTLE : IMPI_DATAREP_BIG;
+    memcpy(rep + 1, sizes, sizeof(sizes));
+}
+
+static int datarep_valid(const uint8_t *rep)
+{
+    if (rep[0] != IMPI_DATAREP_LITTLE && rep[0] != IMPI_DATAREP_BIG)
+        return 0;
+    for (int i = 1; i <= DATAREP_NTYPES; i++)
+        if (rep[i] < 1 || rep[i] > 32)
+            return 0;
+    for (int i = DATAREP_NTYPES + 1; i < IMPI_DATAREP_SIZE; i++)
+        if (rep[i] != 0)
+            return 0;
+    return 1;
+}
+
+/* Where clients A and C differ, as "byte order: little-endian and big-endian;
+ * long: 8 and 4 bytes". */
+static void datarep_diff(const uint8_t *a, const uint8_t *c, char *out, size_t outlen)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    if (a[0] != c[0])
+        n += (size_t) snprintf(out, outlen, "byte order: %s and %s",
+                               a[0] == IMPI_DATAREP_LITTLE ? "little-endian" : "big-endian",
+                               c[0] == IMPI_DATAREP_LITTLE ? "little-endian" : "big-endian");
+    for (int i = 0; i < DATAREP_NTYPES && n < outlen; i++)
+        if (a[1 + i] != c[1 + i])
+            n += (size_t) snprintf(out + n, outlen - n, "%s%s: %u and %u bytes", n ? "; " : "",
+                                   datarep_types[i], a[1 + i], c[1 + i]);
 }
 
 /* C_VERSION: each part is an ascending array of {major, minor} that holds
@@ -304,6 +356,24 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         for (uint32_t k = 0; k < l->nprocs[c]; k++)
             pr[k].pid = (int64_t) icbc_get64(p + 8 * k);
         break;
+    case IMPI_C_ICBC_DATAREP:
+        if (!datarep_valid(p))
+            return fail(err, errlen, "C_ICBC_DATAREP: client %d gives no data representation", c);
+        /* Data travels in the sender's representation (docs/impi.md): two
+         * ICBC clients that represent it differently would read each
+         * other's numbers wrongly, so the job does not start. */
+        for (int d = 0; d < c; d++)
+            if ((l->datarep_mask >> d & 1) && memcmp(l->datarep[d], p, IMPI_DATAREP_SIZE) != 0) {
+                char diff[256];
+                datarep_diff(l->datarep[d], p, diff, sizeof(diff));
+                return fail(err, errlen,
+                            "IMPI clients %d and %d represent data differently (%s); ICBC "
+                            "does not convert between representations",
+                            d, c, diff);
+            }
+        memcpy(l->datarep[c], p, IMPI_DATAREP_SIZE);
+        l->datarep_mask |= 1u << c;
+        break;
     }
     return ICBC_OK;
 }
@@ -325,6 +395,7 @@ static const char *label_name(uint32_t label)
     case IMPI_H_HIWATER: return "H_HIWATER";
     case IMPI_P_IPV6: return "P_IPV6";
     case IMPI_P_PID: return "P_PID";
+    case IMPI_C_ICBC_DATAREP: return "C_ICBC_DATAREP";
     default: return "?";
     }
 }
@@ -427,6 +498,7 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
     case IMPI_H_HIWATER: n = 4 * (size_t) local->nhosts; break;
     case IMPI_P_IPV6: n = 16 * (size_t) local->nprocs; break;
     case IMPI_P_PID: n = 8 * (size_t) local->nprocs; break;
+    case IMPI_C_ICBC_DATAREP: n = IMPI_DATAREP_SIZE; break;
     default: n = label_index(label) >= 0 ? 4 : 0; break;
     }
     if (n == 0)
@@ -446,6 +518,7 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
         break;
     case IMPI_C_COLL_XSIZE: icbc_put32(p, (uint32_t) local->coll_xsize); break;
     case IMPI_C_COLL_MAXLINEAR: icbc_put32(p, (uint32_t) local->coll_maxlinear); break;
+    case IMPI_C_ICBC_DATAREP: impi_datarep_local(p); break;
     default:
         for (uint32_t k = 0; label < IMPI_P_IPV6 && k < local->nhosts; k++) {
             const impi_host_t *h = &local->hosts[k];
@@ -482,7 +555,8 @@ typedef struct {
     uint32_t nhosts[IMPI_MAX_CLIENTS], nprocs[IMPI_MAX_CLIENTS];
     uint32_t version_major, version_minor, datalen;
     int32_t tagub, coll_xsize, coll_maxlinear;
-    uint32_t ackmark, hiwater, labels_seen;
+    uint32_t ackmark, hiwater, labels_seen, datarep_mask;
+    uint8_t datarep[IMPI_MAX_CLIENTS][IMPI_DATAREP_SIZE];
 } packed_layout_t;
 #define PACKED_LAYOUT_MAGIC 0x494c4159u /* "ILAY" */
 
@@ -508,6 +582,8 @@ icbc_status_t impi_layout_pack(const impi_layout_t *l, uint8_t **buf, size_t *le
     h.ackmark = l->ackmark;
     h.hiwater = l->hiwater;
     h.labels_seen = l->labels_seen;
+    h.datarep_mask = l->datarep_mask;
+    memcpy(h.datarep, l->datarep, sizeof(h.datarep));
 
     *len = sizeof(h) + hosts + procs;
     *buf = malloc(*len);
@@ -566,5 +642,7 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
     l->ackmark = h.ackmark;
     l->hiwater = h.hiwater;
     l->labels_seen = h.labels_seen;
+    l->datarep_mask = h.datarep_mask;
+    memcpy(l->datarep, h.datarep, sizeof(l->datarep));
     return ICBC_OK;
 }

@@ -118,6 +118,8 @@ TEST_F(Layout, PackedLayoutUnpacksToTheSameJob)
     EXPECT_EQ(32768u, u.datalen);
     EXPECT_EQ(l.ackmark, u.ackmark);
     EXPECT_EQ(l.coll_maxlinear, u.coll_maxlinear);
+    EXPECT_EQ(3u, u.datarep_mask);
+    EXPECT_EQ(0, memcmp(l.datarep, u.datarep, sizeof(l.datarep)));
     impi_layout_free(&u);
 
     /* a byte short, a byte long, and a header alone are refused with the reason */
@@ -231,6 +233,48 @@ TEST_F(Layout, HostileAnswersAreRefusedWithTheReason)
         add_all(k.stop);
         EXPECT_EQ(ICBC_ERR_INVALID, add(k.label, k.mask, k.bytes));
         EXPECT_NE(std::string::npos, std::string(err).find(k.words)) << err;
+    }
+}
+
+TEST_F(Layout, ClientsThatRepresentDataDifferentlyDoNotStart)
+{
+    cl = { Client(0, { 1 }), Client(1, { 2 }), Client(2, { 1 }) };
+    add_all(IMPI_C_ICBC_DATAREP);
+    Bytes rep = answer(cl, IMPI_C_ICBC_DATAREP, 7);
+    ASSERT_EQ(3u * IMPI_DATAREP_SIZE, rep.size());
+    /* client 2 on a big-endian machine with a 4-byte long */
+    uint8_t *c2 = rep.data() + 2 * IMPI_DATAREP_SIZE;
+    c2[0] = c2[0] == IMPI_DATAREP_LITTLE ? IMPI_DATAREP_BIG : IMPI_DATAREP_LITTLE;
+    c2[3] = c2[3] == 4 ? 8 : 4;
+    EXPECT_EQ(ICBC_ERR_INVALID, add(IMPI_C_ICBC_DATAREP, 7, rep));
+    std::string e(err);
+    EXPECT_NE(std::string::npos, e.find("IMPI clients 0 and 2 represent data differently")) << e;
+    EXPECT_NE(std::string::npos, e.find("byte order: little-endian and big-endian")) << e;
+    EXPECT_NE(std::string::npos, e.find("long: 8 and 4 bytes")) << e;
+    EXPECT_EQ(std::string::npos, e.find("long long")) << e;
+    EXPECT_NE(std::string::npos, e.find("does not convert")) << e;
+}
+
+TEST_F(Layout, ARepresentationIsCheckedAndAClientMaySkipIt)
+{
+    cl = { Client(0, { 1 }), Client(1, { 1 }) };
+    add_all(IMPI_C_ICBC_DATAREP);
+    /* client 0 is another implementation (LAM/MPI gives no such label) */
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_ICBC_DATAREP, 2, answer(cl, IMPI_C_ICBC_DATAREP, 2))) << err;
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    EXPECT_EQ(2u, l.datarep_mask);
+    uint8_t mine[IMPI_DATAREP_SIZE];
+    impi_datarep_local(mine);
+    EXPECT_EQ(0, memcmp(mine, l.datarep[1], IMPI_DATAREP_SIZE));
+    EXPECT_EQ(sizeof(long), mine[3]);
+    /* a part that is no representation */
+    for (int at : { 0, 1, IMPI_DATAREP_SIZE - 1 }) {
+        impi_layout_free(&l);
+        add_all(IMPI_C_ICBC_DATAREP);
+        Bytes rep = answer(cl, IMPI_C_ICBC_DATAREP, 3);
+        rep[IMPI_DATAREP_SIZE + at] = 0x77;
+        EXPECT_EQ(ICBC_ERR_INVALID, add(IMPI_C_ICBC_DATAREP, 3, rep));
+        EXPECT_STREQ("C_ICBC_DATAREP: client 1 gives no data representation", err);
     }
 }
 
