@@ -24,11 +24,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "common"))
 
 import engine  # noqa: E402
+sys.path.insert(0, HERE)
+import stripe  # noqa: E402
 from engine import REPO, SRC, UsageError, note, tee  # noqa: E402
 from mpirun import router_stats  # noqa: E402
 
 PROG = "routed/run.sh"
-PARTS = ("latency", "bw", "stripe", "mbw", "alltoall", "paths", "stress")
+PARTS = ("latency", "bw", "stripe", "mbw", "alltoall", "paths", "stress", "placement")
+PLACEMENTS = ("round-robin", "window", "adaptive")
 POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock", "impi")
 FAB_DEV = "fab0"
 
@@ -52,6 +55,12 @@ Parts (--parts, comma-separated; default all but with --quick latency,bw):
   stress    test/mpi/stress.c with one rank per node, per policy: random traffic between
             all ranks with checked payloads (--stress-opts, default --quick); any
             mismatch fails the run (not in the default set)
+  placement icbc_bw at --stripe-size under aggregate with R routers, once with every
+            router's NIC at --nic-rate and once with router a{R-1}'s shaped to
+            --placement-slow, for each MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT (round-robin,
+            window, adaptive); against the sum of the routers' rates (not in the default
+            set; targets: adaptive >= 0.9 x the sum with the slow router, >= 0.98 x
+            round-robin with equal ones)
   The small-message target compares the aggregate latency with the alltoall (direct TCP)
   one for sizes up to --small-max: ratio <= --small-target.
 
@@ -96,6 +105,7 @@ Measurement:
   --parts LIST              see above
   --stripe-routers "1 2 4"  router counts of the stripe part (default 1 2 4 .. up to R)
   --stripe-size SIZE        (default 8M)
+  --placement-slow RATE     the slow router's NIC in the placement part (default NIC / 4)
   --latency-opts "..." --bw-opts "..." --stripe-opts "..." --mbw-opts "..."
   --alltoall-opts "..."     options of the benchmark programs (replace the defaults below)
   --stress-opts "..."       options of the stress test (default --quick)
@@ -165,6 +175,7 @@ def options(argv):
     a("--parts", default="")
     a("--stripe-routers", default="")
     a("--stripe-size", default="8M")
+    a("--placement-slow", default="")
     a("--latency-opts", default="")
     a("--bw-opts", default="")
     a("--stripe-opts", default="")
@@ -248,6 +259,16 @@ def options(argv):
             r *= 2
         if o.routers >= 1:
             o.stripe_rl.append(o.routers)
+    if "placement" in o.want and o.routers < 2:
+        raise UsageError("the placement part needs --routers >= 2")
+    nic = stripe.parse_rate(o.nic_rate)
+    if "placement" in o.want and nic is None:
+        raise UsageError("the placement part needs a shaped NIC (--nic-rate)")
+    try:
+        o.slow_bps = stripe.parse_rate(o.placement_slow) if o.placement_slow else \
+            (nic / 4 if nic else None)
+    except ValueError as e:
+        raise UsageError(f"--placement-slow: {e}")
     if "stripe" in o.want and not o.stripe_rl:
         raise UsageError("the stripe part needs routers (--routers 0)")
     o.extra_env = engine.parse_env_items(o.env, "--env")
@@ -258,9 +279,10 @@ class Routed:
     def __init__(self, o, argv):
         self.o = o
         self.cmdline = engine.cmdline("benchmarks/routed/run.sh", argv)
-        self.need_icbc = any(p != "stock" for p in o.pols) or "stripe" in o.want
+        self.need_icbc = any(p != "stock" for p in o.pols) or bool({"stripe", "placement"} & o.want)
         self.need_stock = "stock" in o.pols
-        self.need_routers = any(p in ("aggregate", "static") for p in o.pols) or "stripe" in o.want
+        self.need_routers = (any(p in ("aggregate", "static") for p in o.pols) or
+                             bool({"stripe", "placement"} & o.want))
         self.router_pids = {}
         self.cur_r = 0
         self.good = {}  # (part, series, R) -> [raw files]
@@ -537,7 +559,13 @@ class Routed:
             env = [("UCX_TLS", "tcp,self"), ("UCX_NET_DEVICES", "ext0")]
         else:
             # an IMPI client lies in one cluster: the policy names no path it takes
+            # a placement series ("adaptive", "window-slow"): aggregate, that placement
+            placement = s.split("-slow")[0] if s.split("-slow")[0] in PLACEMENTS else None
+            if placement:
+                s = "aggregate"
             env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)] if s != "impi" else []
+            if placement:
+                env.append(("MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT", placement))
             # with daemons, a router that died must not be replaced by one embedded in a rank
             if self.daemons:
                 env.append(("MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER", "0"))
@@ -562,6 +590,7 @@ class Routed:
             "latency": ("latency", o.latency_opts, p2p, 2, 1.0),
             "bw": ("bw", o.bw_opts, p2p, 2, 1.0),
             "stripe": ("bw", o.stripe_opts, p2p, 2, 1.0),
+            "placement": ("bw", o.stripe_opts, p2p, 2, 1.0),
             "mbw": ("mbw_mr", o.mbw_opts, every, 2 * m, 1.0),
             "alltoall": ("alltoall", o.alltoall_opts, every, 2 * m, 0.95 * m / (2 * m - 1)),
             "paths": ("paths", "", every, 2 * m, 0.0),
@@ -648,7 +677,33 @@ class Routed:
                 for rep in range(1, o.reps + 1):
                     self.run_one("stripe", "aggregate", r, rep)
                 self.stop_routers(f"after the stripe runs with R={r}")
+        if "placement" in o.want:
+            self.start_routers(o.routers)
+            try:
+                for slow in (False, True):
+                    self.shape_router(o.slow_bps if slow else None)
+                    for rep in range(1, o.reps + 1):
+                        order = PLACEMENTS if rep % 2 else tuple(reversed(PLACEMENTS))
+                        for pl in order:
+                            self.run_one("placement", pl + ("-slow" if slow else ""), o.routers,
+                                         rep)
+            finally:
+                self.shape_router(None)
+                self.stop_routers("after the placement runs")
         self.t_runs = time.time() - t0
+
+    def shape_router(self, bps):
+        """Router a{R-1}'s external NIC (the direction a -> b the bandwidth
+        runs send in) at BPS, or back at --nic-rate for None, with the
+        testbed's own tbf settings (a burst of 1 ms at that rate)."""
+        o = self.o
+        rate = int(bps if bps else stripe.parse_rate(o.nic_rate))
+        burst = max(rate // 8 // 1000, 4096)
+        node = f"a{o.routers - 1}"
+        argv = ["tc", "qdisc", "replace", "dev", "ext0", "root", "tbf", "rate", f"{rate}bit",
+                "burst", str(burst), "latency", "10ms"]
+        subprocess.run(self.bed.tb.exec_cmd(node, argv), check=True)
+        note(f"{node}: ext0 at {rate / 1e6:g} Mbit/s")
 
     # ---- report ---------------------------------------------------------------------------
 
@@ -723,6 +778,8 @@ class Routed:
             fail |= self.compare_part("alltoall", "MPI_Alltoall time", "lower", "us", "aggregate")
         if "stripe" in o.want:
             fail |= self.stripe_report()
+        if "placement" in o.want:
+            fail |= self.placement_report()
         self.traffic_report()
         with open(self.router_stats) as f:
             rs = [l.rstrip("\n") for l in f if not l.startswith("#")]
@@ -791,6 +848,75 @@ class Routed:
                         f"{o.stripe_size} (aggregate)",
              "--footer", f"{self.foot}; {self.cmdline}"]
         return engine._tool(HERE, "stripe", argv, self.summary) != 0
+
+    def placement_report(self):
+        """Median bandwidth per placement, with equal routers and with one slow,
+        against the sum of the routers' goodput ceilings; CSV and PNG."""
+        o = self.o
+        nic = stripe.parse_rate(o.nic_rate)
+        sums = {False: o.routers * nic, True: (o.routers - 1) * nic + o.slow_bps}
+        rows = {}
+        for slow in (False, True):
+            for pl in PLACEMENTS:
+                vals = []
+                for f in self.good.get(("placement", pl + ("-slow" if slow else ""), o.routers),
+                                       []):
+                    for line in open(f).read().splitlines()[1:]:
+                        c = line.split(",")
+                        if len(c) >= 2:
+                            vals.append(float(c[1]))
+                rows[(slow, pl)] = (sorted(vals)[len(vals) // 2] if vals else None, len(vals))
+        tee(self.summary, f"\n== placement of chunks on R={o.routers} routers (aggregate, icbc_bw "
+                          f"at {o.stripe_size}, median of reps): MB/s and share of the sum of "
+                          "the routers' goodput ceilings")
+        out = os.path.join(o.out, "routed_placement.csv")
+        with open(out, "w") as f:
+            f.write("routers,slow_router_mbit,placement,reps,mbytes_per_s,sum_ceiling_mbytes_per_s,"
+                    "ratio_to_sum\n")
+            for slow in (False, True):
+                ceil = sums[slow] * stripe.GOODPUT / 8e6
+                for pl in PLACEMENTS:
+                    v, n = rows[(slow, pl)]
+                    f.write(f"{o.routers},{o.slow_bps / 1e6 if slow else ''},{pl},{n},"
+                            f"{'' if v is None else f'{v:.3f}'},{ceil:.3f},"
+                            f"{'' if v is None else f'{v / ceil:.3f}'}\n")
+                    tee(self.summary, f"{'one router slow' if slow else 'equal routers':<16} "
+                                      f"{pl:<12} " + ("NO DATA" if v is None else
+                                                     f"{v:8.2f} MB/s  {v / ceil:.3f} of {ceil:.2f}"))
+        ad, rr = rows[(True, "adaptive")][0], rows[(True, "round-robin")][0]
+        ad_eq, rr_eq = rows[(False, "adaptive")][0], rows[(False, "round-robin")][0]
+        fail = None in (ad, rr, ad_eq, rr_eq)
+        if not fail:
+            ceil = sums[True] * stripe.GOODPUT / 8e6
+            v1 = ad / ceil >= 0.9
+            v2 = ad_eq / rr_eq >= 0.98
+            tee(self.summary, f"VERDICT adaptive with one slow router: {ad / ceil:.3f} of the sum "
+                              f"(target >= 0.9): {'MET' if v1 else 'MISSED'}; round-robin "
+                              f"{rr / ceil:.3f}, adaptive / round-robin {ad / rr:.2f}")
+            tee(self.summary, f"VERDICT adaptive with equal routers: {ad_eq / rr_eq:.3f} x "
+                              f"round-robin (target >= 0.98): {'MET' if v2 else 'MISSED'}")
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for i, slow in enumerate((False, True)):
+                vals = [rows[(slow, pl)][0] or 0 for pl in PLACEMENTS]
+                ax.bar([x + 0.38 * i for x in range(len(PLACEMENTS))], vals, 0.38,
+                       label="one router at " + f"{o.slow_bps / 1e6:g} Mbit/s" if slow
+                       else "equal routers")
+                ax.axhline(sums[slow] * stripe.GOODPUT / 8e6, ls="--", lw=0.8,
+                           color=f"C{i}")
+            ax.set_xticks([x + 0.19 for x in range(len(PLACEMENTS))], PLACEMENTS)
+            ax.set_ylabel("MB/s")
+            ax.set_title(f"striped bandwidth by placement, R={o.routers}, {o.stripe_size} "
+                         "(dashed: sum of the routers' goodput)", fontsize=9)
+            ax.legend(fontsize=8)
+            fig.text(0.01, 0.01, f"{self.foot}", fontsize=6)
+            fig.savefig(os.path.join(o.out, "routed_placement.png"), dpi=110)
+        except ImportError:
+            pass
+        return fail
 
     def traffic_report(self):
         """Per policy, the share of cluster a's external NIC bytes each node

@@ -62,6 +62,9 @@ done <<'EOF'
 --env NOEQUALS|--env item 'NOEQUALS' is not KEY=VALUE
 --frobnicate|unrecognized arguments: --frobnicate
 --small-max lots|--small-max: a size like 1K
+--parts placement --routers 1|the placement part needs --routers >= 2
+--parts placement --nic-rate 0|the placement part needs a shaped NIC
+--parts placement --placement-slow fast|--placement-slow: rate 'fast'
 EOF
 out=$("$HERE/run.sh" --help 2>&1)
 check "run.sh --help" "$(grep -q 'Usage: benchmarks/routed/run.sh' <<< "$out"; echo $?)"

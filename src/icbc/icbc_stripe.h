@@ -143,6 +143,9 @@ typedef enum {
 } icbc_stripe_placement_t;
 
 const char *icbc_stripe_placement_str(icbc_stripe_placement_t placement);
+/* The placement named NAME ("window", "round-robin", "adaptive");
+ * ICBC_ERR_INVALID for any other name. */
+icbc_status_t icbc_stripe_placement_from_str(const char *name, icbc_stripe_placement_t *placement);
 
 typedef struct icbc_stripe_config {
     size_t chunk_size;  /* bytes per chunk this process receives (asked for in CTS) */

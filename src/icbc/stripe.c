@@ -140,6 +140,16 @@ const char *icbc_stripe_placement_str(icbc_stripe_placement_t placement)
     }
 }
 
+icbc_status_t icbc_stripe_placement_from_str(const char *name, icbc_stripe_placement_t *placement)
+{
+    for (int p = ICBC_STRIPE_PLACE_WINDOW; p <= ICBC_STRIPE_PLACE_ADAPTIVE; p++)
+        if (strcmp(name, icbc_stripe_placement_str((icbc_stripe_placement_t) p)) == 0) {
+            *placement = (icbc_stripe_placement_t) p;
+            return ICBC_OK;
+        }
+    return ICBC_ERR_INVALID;
+}
+
 const char *icbc_stripe_send_state_str(icbc_stripe_send_state_t state)
 {
     return (unsigned) state < sizeof(send_state_names) / sizeof(send_state_names[0])

@@ -52,6 +52,10 @@ MATRIX = [
     Case("stress", 4, ("--quick", "--seed", "4"), policies=("alltoall",), slow=True),
     Case("stress", 4, ("--quick", "--seed", "5"), policies=("tcp",), slow=True),
     Case("p2p_sizes", 4, env=(("MPIR_CVAR_CH4_ICBC_CHUNK_SIZE", "4096"),), slow=True),
+    # every placement of chunks on routers carries striped messages whole
+    Case("p2p_sizes", 4, env=(("MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT", "adaptive"),)),
+    Case("p2p_sizes", 4, env=(("MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT", "round-robin"),),
+         slow=True),
     Case("p2p_sizes", 4, routers="daemons", policies=(None,)),
     Case("stress", 4, ("--quick", "--seed", "6"), routers="daemons", policies=(None,)),
 ]
@@ -95,6 +99,16 @@ def test_wrong_key_is_refused(two_clusters, programs, work, prefix, daemons, tmp
                 hosts=two_clusters.hosts,
                 extra_env={"ICBC_ROUTERFILE": str(rf), "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"})
     assert r.failed_with(r"refused|REGISTER|authenticat"), r.describe()
+
+
+def test_unknown_stripe_placement_fails_mpi_init(two_clusters, programs, work, prefix):
+    """A placement name the netmod does not know ends MPI_Init with the names
+    it takes, before any message."""
+    r = run_mpi(prefix, two_clusters.env, programs["p2p_sizes"], 2, work, name="bad-placement",
+                hosts=two_clusters.hosts,
+                extra_env={"MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT": "fastest"})
+    assert r.failed_with(r"MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT=fastest is not one of window, "
+                         r"round-robin, adaptive"), r.describe()
 
 
 def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, programs, work,

@@ -1105,6 +1105,21 @@ struct Sim {
 
 const double MB = 1e6;
 
+TEST(StripePlacement, NamesRoundTripAndOthersAreRefused)
+{
+    icbc_stripe_placement_t p = ICBC_STRIPE_PLACE_WINDOW;
+    for (auto want : { ICBC_STRIPE_PLACE_WINDOW, ICBC_STRIPE_PLACE_ROUND_ROBIN,
+                       ICBC_STRIPE_PLACE_ADAPTIVE }) {
+        ASSERT_EQ(ICBC_OK, icbc_stripe_placement_from_str(icbc_stripe_placement_str(want), &p));
+        EXPECT_EQ(want, p);
+    }
+    for (const char *bad : { "", "Adaptive", "round_robin", "window ", "?" }) {
+        p = ICBC_STRIPE_PLACE_ADAPTIVE;
+        EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_placement_from_str(bad, &p)) << bad;
+        EXPECT_EQ(ICBC_STRIPE_PLACE_ADAPTIVE, p) << bad;
+    }
+}
+
 TEST(StripePlacement, AdaptiveFillsLanesOfUnequalRates)
 {
     std::vector<double> rates = { 100 * MB, 100 * MB, 100 * MB, 25 * MB };

@@ -56,6 +56,22 @@ cvars:
         the same consequence as a router that died. 0 disables both
         checks.
 
+    - name        : MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT
+      category    : CH4_ICBC
+      type        : string
+      default     : "window"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Which router each chunk of a striped message takes. "window": the
+        next in turn, passing over a router whose window of chunks in
+        flight is full, so each carries what it keeps up with. "round-robin":
+        strictly in turn, every router the same share (the slowest sets the
+        pace). "adaptive": the router that would deliver the chunk first,
+        from the bytes it holds and the rate it delivered lately; a router
+        that stalls gets no chunk until it moves again.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -127,6 +143,15 @@ int MPIDI_ICBC_xfer_init(void)
         .timeout = MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT,
     };
 
+    if (icbc_stripe_placement_from_str(MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT, &cfg.placement) !=
+        ICBC_OK) {
+        char why[192];
+        snprintf(why, sizeof(why),
+                 "MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT=%s is not one of window, round-robin, "
+                 "adaptive",
+                 MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT);
+        return MPIDI_ICBC_path_cfg_error(why);
+    }
     memset(&X, 0, sizeof(X));
     X.threshold = MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0);
     MPIR_ERR_CHKANDJUMP(icbc_stripe_create(&cfg, &stripe_ops, NULL, &X.stripe) != ICBC_OK,
