@@ -1108,8 +1108,8 @@ const double MB = 1e6;
 TEST(StripePlacement, NamesRoundTripAndOthersAreRefused)
 {
     icbc_stripe_placement_t p = ICBC_STRIPE_PLACE_WINDOW;
-    for (auto want : { ICBC_STRIPE_PLACE_WINDOW, ICBC_STRIPE_PLACE_ROUND_ROBIN,
-                       ICBC_STRIPE_PLACE_ADAPTIVE }) {
+    for (auto want :
+         { ICBC_STRIPE_PLACE_WINDOW, ICBC_STRIPE_PLACE_ROUND_ROBIN, ICBC_STRIPE_PLACE_ADAPTIVE }) {
         ASSERT_EQ(ICBC_OK, icbc_stripe_placement_from_str(icbc_stripe_placement_str(want), &p));
         EXPECT_EQ(want, p);
     }
