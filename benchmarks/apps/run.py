@@ -1,0 +1,221 @@
+#!/usr/bin/python3
+"""NPB kernels across two emulated clusters: every benchmark under every
+policy, router count and WAN delay asked for, as a user runs them.
+
+    python3 benchmarks/apps/run.py [--bench is,ft,cg,mg] [--class A]
+        [--policies aggregate,static,alltoall] [--routers 1,2,4] [--delays 0ms,5ms,10ms]
+        [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
+        [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
+
+For each router count and delay one testbed comes up (icbc-testbed up
+--clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
+its router file with the policy line set as a user edits it, and our
+mpiexec with one rank per node, cluster a's nodes first (ranks 0..M-1 in
+a, M..2M-1 in b). Every run must pass NPB's own verification; one that does
+not, or dies, is a row with verified=no and the reason, never a number.
+
+Output (--out): npb.csv (one row per run: benchmark, class, policy, routers,
+delay, processes, seconds, Mop/s, verified, the testbed's parameters), and
+npb_delay.png (Mop/s against delay per policy, at the most routers) and
+npb_routers.png (Mop/s against routers per policy, at the smallest delay),
+one panel per benchmark; npb_summary.txt the table with the command. Exit
+status 0 when every run verified, 1 otherwise, 2 on bad usage.
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "test", "harness"))
+sys.path.insert(0, HERE)
+
+import npb  # noqa: E402
+from mpirun import run_mpi  # noqa: E402
+from testbed import Testbed  # noqa: E402
+
+POLICIES = ("aggregate", "static", "alltoall", "tcp")
+FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
+          "verified", "why", "nodes", "nic_rate", "wan_rate"]
+
+
+def split(text, what, allowed=None):
+    items = [x for x in text.replace(" ", ",").split(",") if x]
+    if not items:
+        raise SystemExit(f"run.py: {what} is empty")
+    for x in items:
+        if allowed and x not in allowed:
+            raise SystemExit(f"run.py: {what}: '{x}' is not one of {', '.join(allowed)}")
+    return items
+
+
+def options(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", default="is,ft,cg,mg")
+    ap.add_argument("--class", dest="cls", default="A")
+    ap.add_argument("--policies", default="aggregate,static,alltoall")
+    ap.add_argument("--routers", default="1,2,4")
+    ap.add_argument("--delays", default="0ms,5ms,10ms")
+    ap.add_argument("--nodes", type=int, default=4, help="nodes per cluster (one rank each)")
+    ap.add_argument("--nic-rate", default="50mbit")
+    ap.add_argument("--wan-rate", default="400mbit")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
+    ap.add_argument("--npb", default=npb.DEFAULT_NPB)
+    ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "apps"))
+    ap.add_argument("--work", default=os.path.join(TOP, "_build", "bench-apps"))
+    ap.add_argument("--timeout", type=int, default=600, help="bound of one run, s")
+    ap.add_argument("--testbed-name", default="apps")
+    o = ap.parse_args(argv)
+    o.benches = split(o.bench, "--bench")
+    o.pols = split(o.policies, "--policies", POLICIES)
+    o.rl = [int(r) for r in split(o.routers, "--routers")]
+    if any(r < 1 or r > o.nodes for r in o.rl):
+        raise SystemExit(f"run.py: --routers must be 1..--nodes ({o.nodes})")
+    o.dl = split(o.delays, "--delays")
+    return o
+
+
+def delay_ms(text):
+    for unit, mult in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * mult
+    return float(text)
+
+
+def run_matrix(o, exes, rows, log):
+    np_ = 2 * o.nodes
+    for r in o.rl:
+        for d in o.dl:
+            tb = Testbed(o.testbed_name, o.prefix,
+                         ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(r),
+                          "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d],
+                         os.path.join(o.work, f"R{r}-{d}"))
+            tb.up()
+            try:
+                env = tb.user_env()
+                hosts = os.path.join(tb.work, "hosts")
+                with open(hosts, "w") as f:
+                    f.write("".join(f"{c}{i}\n" for c in "ab" for i in range(o.nodes)))
+                for rep in range(1, o.reps + 1):
+                    for bench in o.benches:
+                        for pol in (o.pols if rep % 2 else list(reversed(o.pols))):
+                            tb.set_policy(pol)
+                            name = f"{bench}.{o.cls}-{pol}-R{r}-{d}-rep{rep}"
+                            res = run_mpi(o.prefix, env, exes[bench], np_, tb.work, name=name,
+                                          hosts=hosts, timeout=o.timeout)
+                            row = {"bench": bench.upper(), "cls": o.cls, "policy": pol,
+                                   "routers": r, "delay": d, "procs": np_, "rep": rep,
+                                   "nodes": o.nodes, "nic_rate": o.nic_rate,
+                                   "wan_rate": o.wan_rate, "verified": "no", "why": ""}
+                            try:
+                                rep_ = npb.parse(res.output)
+                                row.update(secs=rep_["secs"], mops=rep_["mops"],
+                                           verified="yes" if rep_["verified"] else "no")
+                                if not rep_["verified"]:
+                                    row["why"] = "NPB verification failed"
+                            except npb.NpbError as e:
+                                row["why"] = str(e)
+                            if res.rc != 0 or res.timed_out:
+                                row["verified"] = "no"
+                                row["why"] = ("killed at the time limit" if res.timed_out else
+                                              f"exit {res.rc}") + f" (log {res.log})"
+                            rows.append(row)
+                            line = (f"{name}: {row.get('mops', '-')} Mop/s, "
+                                    f"{row.get('secs', '-')} s, verified {row['verified']}"
+                                    + (f" ({row['why']})" if row["why"] else ""))
+                            print(line, flush=True)
+                            log.write(line + "\n")
+            finally:
+                tb.down()
+
+
+def median(rows, **key):
+    v = [float(x["mops"]) for x in rows if x["verified"] == "yes" and
+         all(str(x[k]) == str(val) for k, val in key.items())]
+    return statistics.median(v) if v else None
+
+
+def plots(o, rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("run.py: no matplotlib, no plots", file=sys.stderr)
+        return
+    foot = (f"2 clusters x {o.nodes} nodes, one rank each, NIC {o.nic_rate}, WAN {o.wan_rate}; "
+            f"NPB 3.4 class {o.cls}")
+    for kind, xs, fixed in (("delay", o.dl, ("routers", max(o.rl))),
+                            ("routers", o.rl, ("delay", o.dl[0]))):
+        fig, axes = plt.subplots(1, len(o.benches), figsize=(3.2 * len(o.benches), 3.2),
+                                 squeeze=False)
+        for ax, bench in zip(axes[0], o.benches):
+            for pol in o.pols:
+                ys = [median(rows, bench=bench.upper(), policy=pol, **{kind: x, fixed[0]: fixed[1]})
+                      for x in xs]
+                xv = [delay_ms(x) for x in xs] if kind == "delay" else xs
+                ax.plot(xv, [y if y is not None else float("nan") for y in ys], "o-", label=pol)
+            ax.set_title(f"{bench.upper()}.{o.cls} ({fixed[0]} {fixed[1]})", fontsize=9)
+            ax.set_xlabel("one-way delay, ms" if kind == "delay" else "routers per cluster")
+            ax.set_ylabel("Mop/s total")
+            ax.set_ylim(bottom=0)
+        axes[0][0].legend(fontsize=7)
+        fig.text(0.01, 0.005, foot, fontsize=6)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(o.out, f"npb_{kind}.png"), dpi=110)
+
+
+def main(argv):
+    o = options(argv)
+    if os.getuid() != 0:
+        print("run.py: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    os.makedirs(o.out, exist_ok=True)
+    os.makedirs(o.work, exist_ok=True)
+    exes = {}
+    for bench in o.benches:
+        try:
+            exes[bench] = npb.build(o.prefix, bench, o.cls, o.work, o.npb)
+        except npb.NpbError as e:
+            print(f"run.py: {e}", file=sys.stderr)
+            return 2
+    rows = []
+    t0 = time.time()
+    cmd = "python3 benchmarks/apps/run.py " + " ".join(argv)
+    with open(os.path.join(o.out, "npb_runs.log"), "w") as log:
+        log.write(cmd + "\n")
+        run_matrix(o, exes, rows, log)
+    with open(os.path.join(o.out, "npb.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in FIELDS})
+    lines = [f"command: {cmd}", f"runs took {time.time() - t0:.0f} s",
+             f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
+             f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D",
+             "", "Mop/s total (median of reps); ratio = aggregate / policy"]
+    for bench in o.benches:
+        for r in o.rl:
+            for d in o.dl:
+                agg = median(rows, bench=bench.upper(), policy="aggregate", routers=r, delay=d)
+                cells = []
+                for pol in o.pols:
+                    m = median(rows, bench=bench.upper(), policy=pol, routers=r, delay=d)
+                    ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
+                    cells.append(f"{pol} {m:.1f}{ratio}" if m else f"{pol} FAILED")
+                lines.append(f"{bench.upper()}.{o.cls} R={r} delay {d}: " + ", ".join(cells))
+    with open(os.path.join(o.out, "npb_summary.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plots(o, rows)
+    bad = [r for r in rows if r["verified"] != "yes"]
+    print(f"{len(rows) - len(bad)} verified, {len(bad)} not")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
