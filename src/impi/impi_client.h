@@ -58,6 +58,7 @@ typedef struct impi_local {
     int32_t tagub;            /* 0: IMPI_DEFAULT_TAGUB */
     int32_t coll_xsize;       /* -1: the default */
     int32_t coll_maxlinear;   /* -1: the default */
+    const uint64_t *machines; /* nprocs machine ids (P_ICBC_MACHINE); NULL: unknown */
 } impi_local_t;
 
 /* The job, as every client learns it. */
@@ -69,6 +70,7 @@ typedef struct impi_layout {
     int nhosts_total, nprocs_total;
     impi_host_t *hosts; /* nhosts_total, in IMPI order */
     impi_proc_t *procs; /* nprocs_total, in world-rank order */
+    uint64_t *machines; /* nprocs_total: P_ICBC_MACHINE, 0 where no client said */
     /* negotiated */
     uint32_t version_major, version_minor; /* highest version every client has */
     uint32_t datalen;                      /* the smallest */

@@ -65,6 +65,11 @@ extern "C" {
 #define IMPI_DATAREP_SIZE 12
 #define IMPI_DATAREP_LITTLE 1
 #define IMPI_DATAREP_BIG 2
+/* Not an IMPI label either: per process, the 8-byte id of the machine (one
+ * kernel) it runs on, 0 when unknown, so that a process can tell how many
+ * processes of the whole job, not only of its own client, share its
+ * cores (emulated nodes of one host are one machine). */
+#define IMPI_P_ICBC_MACHINE 0x7f10u
 
 typedef struct impi_cmd_hdr {
     uint32_t cmd;

@@ -13,9 +13,10 @@
 #include "icbc_bytes.h"
 
 static const uint32_t labels[] = {
-    IMPI_C_VERSION,    IMPI_C_NHOSTS,         IMPI_C_NPROCS, IMPI_C_DATALEN, IMPI_C_TAGUB,
-    IMPI_C_COLL_XSIZE, IMPI_C_COLL_MAXLINEAR, IMPI_H_IPV6,   IMPI_H_PORT,    IMPI_H_NPROCS,
-    IMPI_H_ACKMARK,    IMPI_H_HIWATER,        IMPI_P_IPV6,   IMPI_P_PID,     IMPI_C_ICBC_DATAREP,
+    IMPI_C_VERSION, IMPI_C_NHOSTS,     IMPI_C_NPROCS,         IMPI_C_DATALEN,
+    IMPI_C_TAGUB,   IMPI_C_COLL_XSIZE, IMPI_C_COLL_MAXLINEAR, IMPI_H_IPV6,
+    IMPI_H_PORT,    IMPI_H_NPROCS,     IMPI_H_ACKMARK,        IMPI_H_HIWATER,
+    IMPI_P_IPV6,    IMPI_P_PID,        IMPI_C_ICBC_DATAREP,   IMPI_P_ICBC_MACHINE,
 };
 #define NLABELS ((int) (sizeof(labels) / sizeof(labels[0])))
 
@@ -83,8 +84,10 @@ void impi_layout_free(impi_layout_t *l)
 {
     free(l->hosts);
     free(l->procs);
+    free(l->machines);
     l->hosts = NULL;
     l->procs = NULL;
+    l->machines = NULL;
 }
 
 /* Bytes one client's part of LABEL has, or 0 when it varies (versions). */
@@ -100,6 +103,7 @@ static size_t part_size(const impi_layout_t *l, uint32_t label, int c)
     case IMPI_P_IPV6: return 16 * (size_t) l->nprocs[c];
     case IMPI_P_PID: return 8 * (size_t) l->nprocs[c];
     case IMPI_C_ICBC_DATAREP: return IMPI_DATAREP_SIZE;
+    case IMPI_P_ICBC_MACHINE: return 8 * (size_t) l->nprocs[c];
     default: return 4;
     }
 }
@@ -246,7 +250,8 @@ static icbc_status_t alloc_procs(impi_layout_t *l, char *err, size_t errlen)
     l->first_rank[l->nclients] = (int) total;
     l->nprocs_total = (int) total;
     l->procs = calloc(total, sizeof(*l->procs));
-    return l->procs ? ICBC_OK : ICBC_ERR_NO_MEMORY;
+    l->machines = calloc(total, sizeof(*l->machines));
+    return l->procs && l->machines ? ICBC_OK : ICBC_ERR_NO_MEMORY;
 }
 
 /* One client's part of a per-client label (4 bytes). */
@@ -374,6 +379,10 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         memcpy(l->datarep[c], p, IMPI_DATAREP_SIZE);
         l->datarep_mask |= 1u << c;
         break;
+    case IMPI_P_ICBC_MACHINE:
+        for (uint32_t k = 0; k < l->nprocs[c]; k++)
+            l->machines[l->first_rank[c] + k] = icbc_get64(p + 8 * k);
+        break;
     }
     return ICBC_OK;
 }
@@ -396,6 +405,7 @@ static const char *label_name(uint32_t label)
     case IMPI_P_IPV6: return "P_IPV6";
     case IMPI_P_PID: return "P_PID";
     case IMPI_C_ICBC_DATAREP: return "C_ICBC_DATAREP";
+    case IMPI_P_ICBC_MACHINE: return "P_ICBC_MACHINE";
     default: return "?";
     }
 }
@@ -499,6 +509,7 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
     case IMPI_P_IPV6: n = 16 * (size_t) local->nprocs; break;
     case IMPI_P_PID: n = 8 * (size_t) local->nprocs; break;
     case IMPI_C_ICBC_DATAREP: n = IMPI_DATAREP_SIZE; break;
+    case IMPI_P_ICBC_MACHINE: n = 8 * (size_t) local->nprocs; break;
     default: n = label_index(label) >= 0 ? 4 : 0; break;
     }
     if (n == 0)
@@ -519,6 +530,10 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
     case IMPI_C_COLL_XSIZE: icbc_put32(p, (uint32_t) local->coll_xsize); break;
     case IMPI_C_COLL_MAXLINEAR: icbc_put32(p, (uint32_t) local->coll_maxlinear); break;
     case IMPI_C_ICBC_DATAREP: impi_datarep_local(p); break;
+    case IMPI_P_ICBC_MACHINE:
+        for (uint32_t k = 0; k < local->nprocs; k++)
+            icbc_put64(p + 8 * k, local->machines ? local->machines[k] : 0);
+        break;
     default:
         for (uint32_t k = 0; label < IMPI_P_IPV6 && k < local->nhosts; k++) {
             const impi_host_t *h = &local->hosts[k];
@@ -585,13 +600,15 @@ icbc_status_t impi_layout_pack(const impi_layout_t *l, uint8_t **buf, size_t *le
     h.datarep_mask = l->datarep_mask;
     memcpy(h.datarep, l->datarep, sizeof(h.datarep));
 
-    *len = sizeof(h) + hosts + procs;
+    size_t machines = sizeof(*l->machines) * (size_t) l->nprocs_total;
+    *len = sizeof(h) + hosts + procs + machines;
     *buf = malloc(*len);
     if (*buf == NULL)
         return ICBC_ERR_NO_MEMORY;
     memcpy(*buf, &h, sizeof(h));
     memcpy(*buf + sizeof(h), l->hosts, hosts);
     memcpy(*buf + sizeof(h) + hosts, l->procs, procs);
+    memcpy(*buf + sizeof(h) + hosts + procs, l->machines, machines);
     return ICBC_OK;
 }
 
@@ -625,7 +642,7 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
     }
     if (l->nhosts_total != h.nhosts_total || l->nprocs_total != h.nprocs_total ||
         len != sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total +
-                   sizeof(*l->procs) * (size_t) l->nprocs_total) {
+                   (sizeof(*l->procs) + sizeof(*l->machines)) * (size_t) l->nprocs_total) {
         impi_layout_free(l);
         return fail(err, errlen, "packed layout: %zu bytes do not hold %d hosts and %d processes",
                     len, h.nhosts_total, h.nprocs_total);
@@ -633,6 +650,10 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
     memcpy(l->hosts, p + sizeof(h), sizeof(*l->hosts) * (size_t) l->nhosts_total);
     memcpy(l->procs, p + sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total,
            sizeof(*l->procs) * (size_t) l->nprocs_total);
+    memcpy(l->machines,
+           p + sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total +
+               sizeof(*l->procs) * (size_t) l->nprocs_total,
+           sizeof(*l->machines) * (size_t) l->nprocs_total);
     l->version_major = h.version_major;
     l->version_minor = h.version_minor;
     l->datalen = h.datalen;

@@ -278,6 +278,40 @@ TEST_F(Layout, ARepresentationIsCheckedAndAClientMaySkipIt)
     }
 }
 
+TEST_F(Layout, MachinesOfProcessesLandAtTheirWorldRanks)
+{
+    cl = { Client(0, { 1 }), Client(1, { 2, 1 }), Client(2, { 2 }) };
+    const uint64_t m1[] = { 0x1111, 0x2222, 0x1111 };
+    const uint64_t m2[] = { 0x3333, 0x1111 };
+    cl[1].local.machines = m1;
+    cl[2].local.machines = m2;
+    add_all(IMPI_P_ICBC_MACHINE);
+    /* client 0 is another implementation: it gives no machines */
+    ASSERT_EQ(ICBC_OK, add(IMPI_P_ICBC_MACHINE, 6, answer(cl, IMPI_P_ICBC_MACHINE, 6))) << err;
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    const uint64_t want[] = { 0, 0x1111, 0x2222, 0x1111, 0x3333, 0x1111 };
+    ASSERT_EQ(6, l.nprocs_total);
+    for (int r = 0; r < 6; r++)
+        EXPECT_EQ(want[r], l.machines[r]) << "rank " << r;
+    /* and through the packed form every process of a client gets */
+    uint8_t *buf = nullptr;
+    size_t len = 0;
+    ASSERT_EQ(ICBC_OK, impi_layout_pack(&l, &buf, &len));
+    impi_layout_t u{};
+    ASSERT_EQ(ICBC_OK, impi_layout_unpack(buf, len, &u, err, sizeof(err))) << err;
+    for (int r = 0; r < 6; r++)
+        EXPECT_EQ(want[r], u.machines[r]) << "rank " << r;
+    impi_layout_free(&u);
+    /* a part of the wrong size */
+    Bytes b = answer(cl, IMPI_P_ICBC_MACHINE, 6);
+    b.pop_back();
+    impi_layout_free(&l);
+    add_all(IMPI_P_ICBC_MACHINE);
+    EXPECT_EQ(ICBC_ERR_INVALID, add(IMPI_P_ICBC_MACHINE, 6, b));
+    EXPECT_NE(std::string::npos, std::string(err).find("P_ICBC_MACHINE: 39 bytes")) << err;
+    free(buf);
+}
+
 TEST_F(Layout, CheckNamesALabelThatNeverCame)
 {
     cl = { Client(0, { 1 }) };

@@ -34,6 +34,13 @@ static inline int MPIDI_ICBC_impi_foreign(int r)
                                       r >= MPIDI_ICBC_impi.first_rank + MPIDI_ICBC_impi.pmi_size);
 }
 
+/* The machine (icbc_bcard_machine_id) world rank R of an IMPI job runs on,
+ * as its client said at start-up; 0: unknown (a client of another MPI). */
+static inline uint64_t MPIDI_ICBC_impi_machine(int r)
+{
+    return MPIDI_ICBC_impi.layout.machines ? MPIDI_ICBC_impi.layout.machines[r] : 0;
+}
+
 /* The client and host of world rank R (an IMPI job). */
 void MPIDI_ICBC_impi_where(int r, int *client, int *host);
 

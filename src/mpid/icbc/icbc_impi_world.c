@@ -63,6 +63,7 @@ typedef struct {
     uint8_t addr[4];
     uint32_t port;
     int64_t pid;
+    uint64_t machine; /* icbc_bcard_machine_id() */
 } host_entry_t;
 
 /* What PMI rank 0 hands the others: the packed layout, or an error text. */
@@ -145,6 +146,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
 {
     impi_host_t *hosts = MPL_calloc(n, sizeof(*hosts), MPL_MEM_OTHER);
     impi_proc_t *procs = MPL_calloc(n, sizeof(*procs), MPL_MEM_OTHER);
+    uint64_t *machines = MPL_calloc(n, sizeof(*machines), MPL_MEM_OTHER);
     impi_client_params_t params = { .server = server, .client = client };
     impi_layout_t layout;
     char err[512] = "";
@@ -152,7 +154,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
     icbc_status_t st;
 
     *ok = 0;
-    if (hosts == NULL || procs == NULL) {
+    if (hosts == NULL || procs == NULL || machines == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto done;
     }
@@ -173,6 +175,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
         hosts[i].nprocs = 1;
         memcpy(procs[i].host, hosts[i].addr, 16);
         procs[i].pid = entries[i].pid;
+        machines[i] = entries[i].machine;
     }
     impi_local_t local = {
         .nhosts = (uint32_t) n,
@@ -181,6 +184,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
         .procs = procs,
         .coll_xsize = -1,
         .coll_maxlinear = -1,
+        .machines = machines,
     };
     st = impi_client_startup(&params, &local, &MPIDI_ICBC_impi.conn, &layout, err, sizeof(err));
     if (st == ICBC_OK) {
@@ -198,6 +202,7 @@ done:
 done_ok:
     MPL_free(hosts);
     MPL_free(procs);
+    MPL_free(machines);
 }
 
 /* PMI rank 0's result to every process of the job. */
@@ -408,6 +413,7 @@ int MPIR_pmi_world_join(void)
     memset(&self, 0, sizeof(self));
     memcpy(self.addr, &host_addr, 4);
     self.pid = (int64_t) getpid();
+    self.machine = icbc_bcard_machine_id();
     MPIDI_ICBC_impi.listen_fd = open_port(host_addr, &self.port, why, sizeof(why));
     /* a process that cannot listen still takes part in the exchanges below,
      * so that the whole job fails with its reason instead of waiting */

@@ -279,7 +279,9 @@ fn_fail:
 
 /* Yield when idle if asked to, or by default when more processes of this job
  * share the machine than it has cores: emulated nodes of one host are
- * several MPI nodes but one set of cores, so MPI's local size undercounts. */
+ * several MPI nodes but one set of cores, so MPI's local size undercounts.
+ * An IMPI job counts the processes of the other ICBC clients on this
+ * machine too (P_ICBC_MACHINE): each client is its own mpiexec. */
 static void set_yield_when_idle(int procs_on_machine)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -422,6 +424,9 @@ static int exchange_cards(void)
             MPIR_ERR_CHKANDJUMP(icbc_peer_set_address(peer, name, NULL, 0) != ICBC_OK, mpi_errno,
                                 MPI_ERR_OTHER, "**nomem");
             peer->path = ICBC_PATH_IMPI;
+            /* another ICBC client's process on this machine busy-polls
+             * the same cores */
+            same_machine += (machine != 0 && MPIDI_ICBC_impi_machine(r) == machine);
             continue;
         }
         if (icbc_bcard_parse((char *) table + (size_t) slot * recv_len, recv_len, &bc, why,
