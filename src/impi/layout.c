@@ -327,18 +327,24 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         }
         break;
     case IMPI_H_NPROCS:
+        /* the counts first: a host's first rank is only computed once they
+         * add up to C_NPROCS (bounded), never from a count that overflows */
         for (uint32_t k = 0; k < l->nhosts[c]; k++) {
             uint32_t n = icbc_get32(p + 4 * k);
             if (n < 1)
                 return fail(err, errlen, "H_NPROCS: host %u of client %d has no process", k, c);
-            h[k].first_rank = l->first_rank[c] + (int) sum;
-            h[k].nprocs = n;
             sum += n;
         }
         if (sum != l->nprocs[c])
             return fail(err, errlen,
                         "H_NPROCS: the hosts of client %d hold %llu processes, C_NPROCS said %u", c,
                         (unsigned long long) sum, l->nprocs[c]);
+        sum = 0;
+        for (uint32_t k = 0; k < l->nhosts[c]; k++) {
+            h[k].first_rank = l->first_rank[c] + (int) sum;
+            h[k].nprocs = icbc_get32(p + 4 * k);
+            sum += h[k].nprocs;
+        }
         break;
     case IMPI_H_ACKMARK:
     case IMPI_H_HIWATER:

@@ -186,6 +186,12 @@ TEST_F(Layout, HostileAnswersAreRefusedWithTheReason)
         icbc_put32(x.data(), v);
         nprocs_mismatch.insert(nprocs_mismatch.end(), x.begin(), x.end());
     }
+    Bytes nprocs_huge;
+    for (uint32_t v : { 1u, 0x7fffffffu, 1u }) { /* a count near INT_MAX */
+        Bytes x(4);
+        icbc_put32(x.data(), v);
+        nprocs_huge.insert(nprocs_huge.end(), x.begin(), x.end());
+    }
     Bytes ports = answer(cl, IMPI_H_PORT, 3);
     icbc_put32(ports.data() + 4, 0);
     Bytes xsize(8);
@@ -215,6 +221,8 @@ TEST_F(Layout, HostileAnswersAreRefusedWithTheReason)
           answer(cl, IMPI_H_IPV6, 3), "before the host and process counts" },
         { "hosts hold other counts", IMPI_H_NPROCS, IMPI_H_NPROCS, 3, nprocs_mismatch,
           "hold 4 processes, C_NPROCS said 3" },
+        { "a host count near INT_MAX", IMPI_H_NPROCS, IMPI_H_NPROCS, 3, nprocs_huge,
+          "hold 2147483648 processes, C_NPROCS said 3" },
         { "port 0", IMPI_H_PORT, IMPI_H_PORT, 3, ports, "gives port 0" },
         { "label twice", IMPI_H_PORT, IMPI_C_NHOSTS, 3, answer(cl, IMPI_C_NHOSTS, 3),
           "after a later label, or twice" },
