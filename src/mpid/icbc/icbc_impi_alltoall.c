@@ -80,10 +80,13 @@ static int pack_in_place(void *recvbuf, const MPI_Aint *rcounts, const MPI_Aint 
     return MPI_SUCCESS;
 }
 
-int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
-                              const MPI_Aint *sdispls, MPI_Datatype sendtype, void *recvbuf,
-                              const MPI_Aint *recvcounts, const MPI_Aint *rdispls,
-                              MPI_Datatype recvtype, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
+/* Alltoallv with TAG: a send buffer of MPI_IN_PLACE is the receive buffer's
+ * blocks, packed first (every rank sends before it receives). */
+static int alltoallv_tagged(const void *sendbuf, const MPI_Aint *sendcounts,
+                            const MPI_Aint *sdispls, MPI_Datatype sendtype, void *recvbuf,
+                            const MPI_Aint *recvcounts, const MPI_Aint *rdispls,
+                            MPI_Datatype recvtype, int tag, MPIR_Comm *comm,
+                            MPIR_Errflag_t *errflag)
 {
     int mpi_errno, size = comm->local_size;
     MPI_Aint *counts, *displs;
@@ -91,7 +94,7 @@ int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
 
     if (sendbuf != MPI_IN_PLACE)
         return exchange(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                        recvtype, IMPI_TAG_ALLTOALLV, comm, errflag);
+                        recvtype, tag, comm, errflag);
     counts = MPL_malloc(sizeof(MPI_Aint) * 2 * size, MPL_MEM_COLL);
     if (counts == NULL)
         return MPI_ERR_NO_MEM;
@@ -100,12 +103,22 @@ int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
         pack_in_place(recvbuf, recvcounts, rdispls, recvtype, size, &packed, counts, displs);
     if (mpi_errno == MPI_SUCCESS)
         mpi_errno = exchange(packed, counts, displs, MPI_BYTE, recvbuf, recvcounts, rdispls,
-                             recvtype, IMPI_TAG_ALLTOALLV, comm, errflag);
+                             recvtype, tag, comm, errflag);
     MPL_free(packed);
     MPL_free(counts);
     return mpi_errno;
 }
 
+int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
+                              const MPI_Aint *sdispls, MPI_Datatype sendtype, void *recvbuf,
+                              const MPI_Aint *recvcounts, const MPI_Aint *rdispls,
+                              MPI_Datatype recvtype, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
+{
+    return alltoallv_tagged(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                            recvtype, IMPI_TAG_ALLTOALLV, comm, errflag);
+}
+
+/* Alltoall is Alltoallv with equal blocks, on its own tag. */
 int MPIDI_ICBC_impi_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
                              void *recvbuf, MPI_Aint recvcount, MPI_Datatype recvtype,
                              MPIR_Comm *comm, MPIR_Errflag_t *errflag)
@@ -113,7 +126,6 @@ int MPIDI_ICBC_impi_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dataty
     int mpi_errno, size = comm->local_size;
     MPI_Aint *v = MPL_malloc(sizeof(MPI_Aint) * 4 * size, MPL_MEM_COLL);
     MPI_Aint *scounts = v, *sdispls = v + size, *rcounts = v + 2 * size, *rdispls = v + 3 * size;
-    char *packed = NULL;
 
     if (v == NULL)
         return MPI_ERR_NO_MEM;
@@ -123,17 +135,8 @@ int MPIDI_ICBC_impi_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dataty
         rcounts[r] = recvcount;
         rdispls[r] = r * recvcount;
     }
-    if (sendbuf != MPI_IN_PLACE)
-        mpi_errno = exchange(sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
-                             recvtype, IMPI_TAG_ALLTOALL, comm, errflag);
-    else {
-        mpi_errno =
-            pack_in_place(recvbuf, rcounts, rdispls, recvtype, size, &packed, scounts, sdispls);
-        if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = exchange(packed, scounts, sdispls, MPI_BYTE, recvbuf, rcounts, rdispls,
+    mpi_errno = alltoallv_tagged(sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
                                  recvtype, IMPI_TAG_ALLTOALL, comm, errflag);
-    }
-    MPL_free(packed);
     MPL_free(v);
     return mpi_errno;
 }
