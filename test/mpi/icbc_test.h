@@ -53,4 +53,20 @@ static inline int icbc_test_finish(void)
     return total != 0;
 }
 
+/* A non-commutative MPI_User_function on pairs of longs {value, digits}: the
+ * decimal digits of IN followed by those of INOUT. With one digit per rank,
+ * the result shows the order in which ranks were combined. */
+static inline void icbc_test_concat_digits(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    long *a = in, *b = inout;
+    (void) dt;
+    for (int i = 0; i < *len; i++, a += 2, b += 2) {
+        long v = a[0];
+        for (long k = 0; k < b[1]; k++)
+            v *= 10;
+        b[0] = v + b[0];
+        b[1] += a[1];
+    }
+}
+
 #endif

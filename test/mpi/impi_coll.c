@@ -15,6 +15,8 @@
  * Prints "impi_coll: rank R of N: ok, C checks" and exits 0, or names
  * what was wrong and aborts.
  */
+#include "icbc_test.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,21 +50,6 @@ static int val(int r, int i)
 static int vcount(int r)
 {
     return r % 3 == 1 ? 0 : 2 + r % 4;
-}
-
-/* {value, digits} of a decimal number: A's digits then B's. Ranks give one
- * digit each (rank % 9 + 1), so the order of application shows. */
-static void concat_digits(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    long *a = in, *b = inout;
-    (void) dt;
-    for (int i = 0; i < *len; i++, a += 2, b += 2) {
-        long v = a[0];
-        for (long k = 0; k < b[1]; k++)
-            v *= 10;
-        b[0] = v + b[0];
-        b[1] += a[1];
-    }
 }
 
 static void gathers(MPI_Comm comm, const char *name)
@@ -267,7 +254,7 @@ static void scans(MPI_Comm comm, const char *name)
     MPI_Op concat;
     MPI_Type_contiguous(2, MPI_LONG, &pair);
     MPI_Type_commit(&pair);
-    MPI_Op_create(concat_digits, 0, &concat);
+    MPI_Op_create(icbc_test_concat_digits, 0, &concat);
 
     /* the digits of ranks 0..r, in rank order: size <= 18 fits a long */
     long want = 0, before = 0;

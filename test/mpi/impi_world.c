@@ -25,6 +25,8 @@
  * Prints "impi_world: rank R of N (client C): ok" and exits 0, or names
  * what was wrong and aborts.
  */
+#include "icbc_test.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,20 +124,6 @@ static void pingpong(int a, int b)
     free(buf);
 }
 
-/* {value, digits}: the decimal digits of A followed by those of B. Every
- * rank gives one digit (size < 10), so the rank order shows in the result. */
-static void concat_digits(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    long *a = in, *b = inout;
-    for (int i = 0; i < *len; i++, a += 2, b += 2) {
-        long v = a[0];
-        for (long k = 0; k < b[1]; k++)
-            v *= 10;
-        b[0] = v + b[0];
-        b[1] += a[1];
-    }
-}
-
 static MPI_Datatype pair_type(void)
 {
     static MPI_Datatype t = MPI_DATATYPE_NULL;
@@ -230,7 +218,7 @@ int main(int argc, char **argv)
     }
     /* a non-commutative operation: ranks' digits concatenated in rank order */
     MPI_Op concat;
-    MPI_Op_create(concat_digits, 0, &concat);
+    MPI_Op_create(icbc_test_concat_digits, 0, &concat);
     long d[2] = { rank + 1, 1 }, dr[2] = { 0, 0 }, want_d = 0;
     for (int r = 0; r < size; r++)
         want_d = want_d * 10 + r + 1;
