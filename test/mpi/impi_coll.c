@@ -52,6 +52,19 @@ static int vcount(int r)
     return r % 3 == 1 ? 0 : 2 + r % 4;
 }
 
+/* The receive layout of the v-collectives: rank r's vcount(r) ints, placed
+ * in reverse rank order with a gap of one after each; returns the length. */
+static int reverse_layout(int size, int *counts, int *displs)
+{
+    int off = 0;
+    for (int r = size - 1; r >= 0; r--) {
+        counts[r] = vcount(r);
+        displs[r] = off;
+        off += counts[r] + 1;
+    }
+    return off;
+}
+
 static void gathers(MPI_Comm comm, const char *name)
 {
     int rank, size;
@@ -84,12 +97,7 @@ static void gathers(MPI_Comm comm, const char *name)
 
         /* Gatherv: rank r's vcount(r) ints, placed in reverse rank order
          * with a gap */
-        int off = 0;
-        for (int r = size - 1; r >= 0; r--) {
-            counts[r] = vcount(r);
-            displs[r] = off;
-            off += counts[r] + 1;
-        }
+        int off = reverse_layout(size, counts, displs);
         for (int i = 0; i < vcount(rank); i++)
             send[i] = val(rank, i);
         for (int i = 0; i < off; i++)
@@ -145,12 +153,7 @@ static void gathers(MPI_Comm comm, const char *name)
                        pass ? " in place" : "", r);
     }
     /* Allgatherv, also in place */
-    int off = 0;
-    for (int r = size - 1; r >= 0; r--) {
-        counts[r] = vcount(r);
-        displs[r] = off;
-        off += counts[r] + 1;
-    }
+    int off = reverse_layout(size, counts, displs);
     for (int i = 0; i < vcount(rank); i++)
         send[i] = val(rank, i);
     for (int pass = 0; pass < 2; pass++) {
