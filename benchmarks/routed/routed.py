@@ -560,7 +560,8 @@ class Routed:
         else:
             # an IMPI client lies in one cluster: the policy names no path it takes
             # a placement series ("adaptive", "window-slow"): aggregate, that placement
-            placement = s.split("-slow")[0] if s.split("-slow")[0] in PLACEMENTS else None
+            placement = s.split("-slow")[0]
+            placement = placement if placement in PLACEMENTS else None
             if placement:
                 s = "aggregate"
             env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)] if s != "impi" else []
