@@ -35,3 +35,7 @@ include_icbc_HEADERS += src/icbc/icbc_stripe.h src/icbc/icbc_clock.h
 # The one list and the one hash map of libicbc, the routers and the transports.
 libicbc_la_SOURCES += src/icbc/hmap.c
 include_icbc_HEADERS += src/icbc/icbc_list.h src/icbc/icbc_hmap.h
+
+# Numbered ordered lanes: kept until acknowledged, delivered once in order (failover).
+libicbc_la_SOURCES += src/icbc/seq.c
+include_icbc_HEADERS += src/icbc/icbc_seq.h

@@ -125,6 +125,10 @@ typedef struct icbc_stripe_ops {
      * caller sends the confirmation). Runs when a receive completes, and
      * again for chunks of a receive completed not long ago. */
     void (*confirm)(void *ctx, int peer, uint64_t cookie);
+    /* Optional: the one lane PEER's chunks take now (a policy that sends
+     * each process's traffic through one router, moved when it is lost);
+     * -1 or no function: any lane. */
+    int (*lane_for)(void *ctx, int peer);
 } icbc_stripe_ops_t;
 
 /* Which lane a chunk goes to. */

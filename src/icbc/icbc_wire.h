@@ -11,7 +11,8 @@
  *   5       1     destination vci
  *   6       2     length of the MPI layer's header that follows this one
  *   8       4     source world rank
- *   12      4     reserved, zero
+ *   12      4     sequence number on the pair's ordered lane (routed path
+ *                 with failover: see icbc_seq.h); 0: not numbered
  *   16      8     payload length
  *
  * Rendezvous kinds (RTS, CTS, CHUNK: the striped transfer of the routed and
@@ -31,6 +32,11 @@
  *   SYNC, SYNC_ACK  no MPI header, no payload; cookie. A SYNC goes on the
  *          pair's ordered lane; its SYNC_ACK says everything sent on that
  *          lane before it has been delivered (MPI_Win_complete's notices)
+ *   CONFIRM  no MPI header, no payload; cookie: the striped send it names
+ *          arrived whole (failover: the sender keeps its chunks until then)
+ *   ACK    no MPI header, no payload; cookie: the highest sequence number
+ *          of the pair's ordered lane delivered in order (failover: the
+ *          sender keeps every numbered message until it is acknowledged)
  */
 #ifndef ICBC_WIRE_H
 #define ICBC_WIRE_H
@@ -58,11 +64,16 @@ typedef enum {
     ICBC_MSG_CHUNK = 4,    /* one chunk of a striped payload */
     ICBC_MSG_SYNC = 5,     /* "answer when all I sent before this has reached you" */
     ICBC_MSG_SYNC_ACK = 6, /* the answer; cookie as in the SYNC */
+    ICBC_MSG_CONFIRM = 7,  /* a striped send arrived whole; cookie names it */
+    ICBC_MSG_ACK = 8,      /* ordered lane delivered up to sequence number cookie */
 } icbc_msg_kind_t;
+
+#define ICBC_MSG_KIND_LAST ICBC_MSG_ACK
 
 /* Kinds that carry neither an MPI header nor a payload. */
 #define ICBC_MSG_KIND_BARE(kind)                                                                   \
-    ((kind) == ICBC_MSG_CTS || (kind) == ICBC_MSG_SYNC || (kind) == ICBC_MSG_SYNC_ACK)
+    ((kind) == ICBC_MSG_CTS || (kind) == ICBC_MSG_SYNC || (kind) == ICBC_MSG_SYNC_ACK ||           \
+     (kind) == ICBC_MSG_CONFIRM || (kind) == ICBC_MSG_ACK)
 
 typedef struct icbc_am_hdr {
     uint8_t kind;
@@ -71,6 +82,7 @@ typedef struct icbc_am_hdr {
     uint8_t dst_vci;
     uint16_t am_hdr_sz;
     uint32_t src_rank;
+    uint32_t seq; /* 0: not numbered */
     uint64_t data_sz;
     /* rendezvous kinds only */
     uint64_t cookie;
@@ -90,6 +102,13 @@ void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf);
  * CTS, SYNC and SYNC_ACK, and rendezvous fields on AM. */
 icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handler,
                                 uint32_t world_size, icbc_am_hdr_t *hdr);
+
+/* The kind and sequence number of the packed header at BUF (LEN bytes), for
+ * a path that numbers its ordered lane before the header is parsed whole;
+ * ICBC_ERR_INVALID when BUF is too short or of another version. */
+icbc_status_t icbc_am_hdr_peek(const void *buf, size_t len, uint8_t *kind, uint32_t *seq);
+/* Writes SEQ into the packed header at BUF. */
+void icbc_am_hdr_set_seq(void *buf, uint32_t seq);
 
 #ifdef __cplusplus
 }

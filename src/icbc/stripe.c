@@ -599,6 +599,15 @@ static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int
 {
     int n = 0;
 
+    if (st->ops.lane_for) {
+        int only = st->ops.lane_for(st->ctx, s->peer);
+        if (only >= 0) {
+            if (only >= nlanes || lane_down(st, only))
+                return 0;
+            order[0] = only;
+            return 1;
+        }
+    }
     for (int k = 0; k < nlanes; k++) {
         int lane = (s->lane + k) % nlanes;
         if (!lane_down(st, lane))

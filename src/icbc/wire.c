@@ -22,7 +22,8 @@ void icbc_am_hdr_pack(const icbc_am_hdr_t *hdr, void *buf)
     memcpy(p + 6, &v16, 2);
     v32 = htonl(hdr->src_rank);
     memcpy(p + 8, &v32, 4);
-    memset(p + 12, 0, 4);
+    v32 = htonl(hdr->seq);
+    memcpy(p + 12, &v32, 4);
     v64 = icbc_hton64(hdr->data_sz);
     memcpy(p + 16, &v64, 8);
     if (hdr->kind != ICBC_MSG_AM) {
@@ -48,7 +49,7 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     if (buf == NULL || len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
         return ICBC_ERR_INVALID;
     hdr->kind = p[1];
-    if (hdr->kind < ICBC_MSG_AM || hdr->kind > ICBC_MSG_SYNC_ACK)
+    if (hdr->kind < ICBC_MSG_AM || hdr->kind > ICBC_MSG_KIND_LAST)
         return ICBC_ERR_INVALID;
     memcpy(&v16, p + 2, 2);
     hdr->handler_id = ntohs(v16);
@@ -61,7 +62,8 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
     memcpy(&v64, p + 16, 8);
     hdr->data_sz = icbc_hton64(v64);
     memcpy(&v32, p + 12, 4);
-    if (v32 != 0 || hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
+    hdr->seq = ntohl(v32);
+    if (hdr->handler_id >= max_handler || hdr->src_rank >= world_size)
         return ICBC_ERR_INVALID;
     if (len != ICBC_WIRE_HDR_LEN(hdr->kind) + (size_t) hdr->am_hdr_sz)
         return ICBC_ERR_INVALID;
@@ -83,4 +85,24 @@ icbc_status_t icbc_am_hdr_parse(const void *buf, size_t len, unsigned max_handle
             return ICBC_ERR_INVALID;
     }
     return ICBC_OK;
+}
+
+icbc_status_t icbc_am_hdr_peek(const void *buf, size_t len, uint8_t *kind, uint32_t *seq)
+{
+    const uint8_t *p = buf;
+    uint32_t v32;
+
+    if (buf == NULL || len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
+        return ICBC_ERR_INVALID;
+    *kind = p[1];
+    memcpy(&v32, p + 12, 4);
+    *seq = ntohl(v32);
+    return ICBC_OK;
+}
+
+void icbc_am_hdr_set_seq(void *buf, uint32_t seq)
+{
+    uint32_t v32 = htonl(seq);
+
+    memcpy((uint8_t *) buf + 12, &v32, 4);
 }

@@ -36,6 +36,10 @@ typedef struct {
     ucs_status_t ep_status; /* why the endpoint failed */
     double heard_ms;        /* last message of any kind from the router */
     int registered_once;
+    int was_ready;       /* registered at some point: worth reconnecting */
+    int reconnecting;    /* a new endpoint is registering (from mx_client_watch) */
+    double retry_ms;     /* next reconnection attempt */
+    double deadline_ms;  /* of the one under way */
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
 } router_t;
@@ -61,6 +65,7 @@ struct mx_client {
     mx_creq_t *free_reqs;
     size_t reqs_out;   /* sends and pulls in flight */
     double watched_ms; /* last mx_client_watch that looked */
+    int nreconnecting;
 };
 
 static void fail(char *err, size_t errlen, const char *fmt, ...)
@@ -290,6 +295,7 @@ static void router_lost(router_t *rt, ucs_status_t status, const char *why)
         return;
     rt->state = RT_LOST;
     rt->ep_status = status;
+    rt->retry_ms = 0;
     if (was == RT_READY) {
         icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text, why);
         if (c->p.on_router_lost)
@@ -302,7 +308,110 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     router_t *rt = arg;
 
+    if (ep != rt->ep)
+        return; /* an endpoint replaced by a reconnection */
     router_lost(rt, status, ucs_status_string(status));
+}
+
+/* A new endpoint to RT; the router answers with CHALLENGE. */
+static void connect_router(router_t *rt)
+{
+    mx_client_t *c = rt->client;
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = { .addr = (const struct sockaddr *) &rt->rf->fabric.sa,
+                      .addrlen = rt->rf->fabric.salen },
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = { .cb = ep_error_cb, .arg = rt },
+    };
+    ucs_status_t st;
+
+    rt->state = RT_CONNECTING;
+    st = ucp_ep_create(c->p.worker, &ep_params, &rt->ep);
+    if (st != UCS_OK) {
+        rt->ep = NULL;
+        rt->state = RT_LOST;
+        rt->ep_status = st;
+    }
+}
+
+/* RT sent its CHALLENGE: REGISTER with the proof. */
+static void answer_challenge(router_t *rt)
+{
+    mx_client_t *c = rt->client;
+    unsigned char mac[ICBC_ROUTE_MAC_SIZE];
+
+    if (icbc_route_register_mac(c->p.key, c->p.keylen, rt->nonce, c->p.job, c->p.rank, mac) !=
+            ICBC_OK ||
+        send_control(rt, ICBC_ROUTE_REGISTER, mac, sizeof(mac)) != ICBC_OK) {
+        rt->state = RT_LOST;
+        rt->ep_status = UCS_ERR_IO_ERROR;
+    } else {
+        rt->state = RT_REGISTERING;
+        rt->registered_once = 1;
+    }
+}
+
+/* Drops RT's failed endpoint (UCX completes what it held with errors). */
+static void drop_endpoint(router_t *rt)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+    };
+    void *r;
+
+    if (rt->ep == NULL)
+        return;
+    r = ucp_ep_close_nbx(rt->ep, &param);
+    if (r != NULL && !UCS_PTR_IS_ERR(r))
+        ucp_request_free(r);
+    rt->ep = NULL;
+}
+
+/* Lost routers: a new endpoint and registration every reconnect_ms; one
+ * under way is answered here and ends registered, refused or timed out. */
+static void reconnect(mx_client_t *c, double t)
+{
+    for (size_t i = 0; i < c->p.nrouters; i++) {
+        router_t *rt = &c->routers[i];
+        if (rt->reconnecting) {
+            if (rt->state == RT_CHALLENGED)
+                answer_challenge(rt);
+            if (rt->state == RT_READY) {
+                rt->reconnecting = 0;
+                c->nreconnecting--;
+                rt->eager_out = 0; /* a new registration: a new window */
+                rt->heard_ms = t;
+                icbc_info("router %s (fabric %s) registered again", rt->rf->host,
+                          rt->rf->fabric.text);
+                if (c->p.on_router_back)
+                    c->p.on_router_back(rt->index, c->p.arg);
+            } else if (rt->state >= RT_REFUSED || t > rt->deadline_ms) {
+                rt->reconnecting = 0;
+                c->nreconnecting--;
+                rt->state = RT_LOST;
+                rt->retry_ms = t + c->p.reconnect_ms;
+            }
+        } else if (rt->state == RT_LOST && rt->was_ready && c->p.reconnect_ms > 0 &&
+                   t >= rt->retry_ms) {
+            if (rt->retry_ms == 0) {
+                rt->retry_ms = t + c->p.reconnect_ms; /* the first try waits one interval */
+                continue;
+            }
+            drop_endpoint(rt);
+            connect_router(rt);
+            if (rt->state == RT_LOST) {
+                rt->retry_ms = t + c->p.reconnect_ms;
+                continue;
+            }
+            rt->reconnecting = 1;
+            rt->deadline_ms = t + c->p.timeout_ms;
+            c->nreconnecting++;
+        }
+    }
 }
 
 void mx_client_watch(mx_client_t *c)
@@ -310,8 +419,16 @@ void mx_client_watch(mx_client_t *c)
     double t = icbc_clock_coarse_ms();
     char why[96];
 
-    if (c->p.silence_ms <= 0 || t - c->watched_ms < 100)
+    if (c->nreconnecting > 0)
+        reconnect(c, t);
+    if (t - c->watched_ms < 100)
         return;
+    if (c->p.reconnect_ms > 0)
+        reconnect(c, t);
+    if (c->p.silence_ms <= 0) {
+        c->watched_ms = t;
+        return;
+    }
     if (t - c->watched_ms > 1000) {
         /* not polled for a while: messages may wait unread in UCX */
         for (size_t i = 0; i < c->p.nrouters; i++)
@@ -486,21 +603,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         rt->client = c;
         rt->index = (int) i;
         rt->rf = &params->routers[i];
-        ucp_ep_params_t ep_params = {
-            .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-            .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-            .sockaddr = { .addr = (const struct sockaddr *) &rt->rf->fabric.sa,
-                          .addrlen = rt->rf->fabric.salen },
-            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-            .err_handler = { .cb = ep_error_cb, .arg = rt },
-        };
-        st = ucp_ep_create(params->worker, &ep_params, &rt->ep);
-        if (st != UCS_OK) {
-            rt->ep = NULL;
-            rt->state = RT_LOST;
-            rt->ep_status = st;
-        }
+        connect_router(rt);
     }
 
     /* Drive the worker until every router answered or the deadline passed. */
@@ -510,18 +613,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
 
         for (size_t i = 0; i < params->nrouters; i++) {
             router_t *rt = &c->routers[i];
-            if (rt->state == RT_CHALLENGED) {
-                unsigned char mac[ICBC_ROUTE_MAC_SIZE];
-                if (icbc_route_register_mac(c->p.key, c->p.keylen, rt->nonce, c->p.job, c->p.rank,
-                                            mac) != ICBC_OK ||
-                    send_control(rt, ICBC_ROUTE_REGISTER, mac, sizeof(mac)) != ICBC_OK) {
-                    rt->state = RT_LOST;
-                    rt->ep_status = UCS_ERR_IO_ERROR;
-                } else {
-                    rt->state = RT_REGISTERING;
-                    rt->registered_once = 1;
-                }
-            }
+            if (rt->state == RT_CHALLENGED)
+                answer_challenge(rt);
             if (rt->state < RT_READY)
                 pending++;
         }
@@ -545,6 +638,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         mx_client_destroy(c);
         return ret;
     }
+    for (size_t i = 0; i < params->nrouters; i++)
+        c->routers[i].was_ready = 1;
     *out = c;
     return ICBC_OK;
 }

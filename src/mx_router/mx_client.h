@@ -86,10 +86,16 @@ typedef struct mx_client_params {
      * process polls (mx_client_watch) is lost: routers send at least every
      * MX_ROUTER_KEEPALIVE_MS. 0: never. */
     int silence_ms;
+    /* A router lost after registration is connected and registered again
+     * every this many ms until it answers (a restarted daemon); on_router_back
+     * then tells the owner. 0: never. */
+    int reconnect_ms;
     int (*on_msg)(const mx_client_msg_t *m, void *arg);
     /* The endpoint to ROUTER failed after registration (router gone), or
      * the router fell silent (silence_ms). Sends to it fail from now on. */
     void (*on_router_lost)(int router, icbc_status_t status, void *arg);
+    /* ROUTER, lost before, is registered again: sends to it work again. */
+    void (*on_router_back)(int router, void *arg);
     /* ROUTER can no longer (REACHABLE 0) or again (1) reach CLUSTER. */
     void (*on_cluster_state)(int router, uint16_t cluster, int reachable, void *arg);
     void *arg;
@@ -115,8 +121,9 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
 void mx_client_data_release(mx_client_t *c, void *data);
 
 /* Call from the process's progress loop: finds routers silent for
- * silence_ms. Time between calls more than a second apart does not count
- * (the process was not listening; what arrived is still queued). */
+ * silence_ms, and registers again with lost ones (reconnect_ms). Time
+ * between calls more than a second apart does not count (the process was
+ * not listening; what arrived is still queued). */
 void mx_client_watch(mx_client_t *c);
 
 size_t mx_client_max_inner(const mx_client_t *c);

@@ -13,9 +13,11 @@
  * side tries again with exponential backoff (100 ms .. 5 s).
  *
  * Reachability: when the last trunk to a cluster fails (a stream closed
- * without CLOSE: the other router died or the WAN broke) and none is up
- * again after --trunk-wait, the registered processes are told with
- * CLUSTER_STATE, and told again when a trunk comes back. An orderly close
+ * without CLOSE: the other router died or the WAN broke), the registered
+ * processes are told at once with CLUSTER_STATE (with failover they move
+ * their traffic to other routers; without, they fail the peers there if no
+ * router reaches them for 5 s), and told again when a trunk comes back.
+ * Messages already here wait for a trunk up to --trunk-wait. An orderly close
  * (the other router stopping) is not announced: messages sent there are
  * still answered with UNREACHABLE.
  *
@@ -643,7 +645,7 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
     /* A cluster lost for longer than the trunk wait is announced. */
     for (size_t d = 0; r->reach && d < nclusters; d++) {
         rt_reach_t *c = &r->reach[d];
-        double due = c->lost_at + (r->cfg.trunk_wait_ms > 0 ? r->cfg.trunk_wait_ms : 0);
+        double due = c->lost_at;
         if (c->lost_at == 0 || c->announced)
             continue;
         if (due > now) {
@@ -653,9 +655,8 @@ void rt_trunk_timers(icbc_router_t *r, double now, double *next)
         }
         c->announced = 1;
         r->st.clusters_unreachable++;
-        icbc_warn("router %s: no trunk to cluster %s for %.0f ms; registered processes told it "
-                  "is unreachable",
-                  r->name, icbc_routerfile_cluster(r->rf, d)->name, now - c->lost_at);
+        icbc_warn("router %s: no trunk to cluster %s; registered processes told it is unreachable",
+                  r->name, icbc_routerfile_cluster(r->rf, d)->name);
         rt_fabric_cluster_state(r, (int) d, 0);
     }
     for (int i = 0; i < r->ntrunks; i++) {

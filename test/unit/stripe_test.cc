@@ -38,6 +38,7 @@ struct Side {
     std::vector<bool> busy = std::vector<bool>(8, false);
     std::vector<bool> dead = std::vector<bool>(8, false);
     bool complete_inline = false; /* lanes report a chunk sent inside send_chunk */
+    int fixed_lane = -1;          /* lane_for's answer (a policy with one router) */
     std::vector<Chunk> wire;      /* chunks handed to lanes, in order */
     std::vector<Done> sends_done, recvs_done;
     std::vector<std::pair<uint64_t, size_t>> placed;
@@ -63,6 +64,10 @@ struct Side {
         if (s->complete_inline)
             icbc_stripe_chunk_sent(s->st, token, 1, 0);
         return ICBC_OK;
+    }
+    static int lane_for(void *ctx, int)
+    {
+        return static_cast<Side *>(ctx)->fixed_lane;
     }
     static int lanes(void *ctx, int)
     {
@@ -96,7 +101,8 @@ struct Side {
     {
         icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, ICBC_STRIPE_PLACE_WINDOW,
                                      0 };
-        icbc_stripe_ops_t ops = { send_chunk, lanes, send_complete, recv_complete, place, confirm };
+        icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
+                                  place,      confirm, lane_for };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
     }
     ~Side()
@@ -683,7 +689,8 @@ TEST(Stripe, FailoverNeedsAConfirmOp)
 {
     icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1, ICBC_STRIPE_PLACE_WINDOW, 0 };
     icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
-                              Side::recv_complete, Side::place, nullptr };
+                              Side::recv_complete, Side::place, nullptr,
+                              nullptr };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&cfg, &ops, nullptr, &st));
     EXPECT_EQ(nullptr, st);
@@ -851,6 +858,44 @@ TEST_F(Failover, RevivedLaneCarriesChunksAgain)
     start(6 * CHUNK);
     clear_to_send();
     EXPECT_EQ(2u, on_lane(1).size());
+}
+
+TEST_F(Failover, AFixedLaneCarriesEveryChunkAndMovesWhenLost)
+{
+    tx.fixed_lane = 2;
+    start(6 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(6u, tx.wire.size());
+    EXPECT_EQ(6u, on_lane(2).size()) << "a chunk left the fixed lane";
+    for (size_t k = 0; k < 3; k++)
+        deliver(k);
+    for (size_t k = 3; k < 6; k++)
+        report(k, 1);
+    /* the fixed lane is lost; the caller moves the process to lane 0: every
+     * chunk not confirmed goes again there (the receiver drops the three it
+     * has as duplicates) */
+    tx.fixed_lane = 0;
+    icbc_stripe_lane_lost(tx.st, 2, 1);
+    icbc_stripe_progress(tx.st, 1);
+    ASSERT_EQ(12u, tx.wire.size());
+    int dups = 0;
+    for (size_t k = 6; k < 12; k++) {
+        EXPECT_EQ(0, tx.wire[k].lane);
+        dups += deliver(k, 1) == ICBC_ERR_INVALID;
+    }
+    EXPECT_EQ(3, dups);
+    EXPECT_EQ(src, dst);
+    confirm_back(1);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    /* a fixed lane that is down takes nothing, and the others are not used */
+    tx.wire.clear();
+    tx.fixed_lane = 2;
+    start(2 * CHUNK);
+    clear_to_send();
+    EXPECT_TRUE(tx.wire.empty());
+    ASSERT_EQ(2u, tx.sends_done.size());
+    EXPECT_EQ("every lane is lost", tx.sends_done[1].why);
 }
 
 TEST_F(Failover, EveryLaneLostFailsTheSend)
@@ -1047,6 +1092,10 @@ struct Sim {
         s->handed[lane].push_back(s->now);
         return ICBC_OK;
     }
+    static int lane_for(void *ctx, int)
+    {
+        return static_cast<Side *>(ctx)->fixed_lane;
+    }
     static int lanes(void *ctx, int)
     {
         return (int) static_cast<Sim *>(ctx)->rate.size();
@@ -1069,7 +1118,7 @@ struct Sim {
         handed.assign(rate.size(), {});
         icbc_stripe_config_t cfg = { 256 << 10, 0, 0, 0, placement, 0.02 };
         icbc_stripe_ops_t ops = {
-            send_chunk, lanes, send_complete, recv_complete, nullptr, nullptr
+            send_chunk, lanes, send_complete, recv_complete, nullptr, nullptr, nullptr
         };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
         std::vector<char> buf(size);
@@ -1186,7 +1235,8 @@ TEST(StripePlacement, LaneStatsAndNames)
     EXPECT_STREQ("window", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_WINDOW));
     icbc_stripe_config_t bad = { CHUNK, 0, 0, 0, (icbc_stripe_placement_t) 7, 0 };
     icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
-                              Side::recv_complete, Side::place, Side::confirm };
+                              Side::recv_complete, Side::place, Side::confirm,
+                              nullptr };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&bad, &ops, nullptr, &st));
 }

@@ -38,6 +38,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/peer.c \
                     src/mpid/ch4/netmod/icbc/core/wire.c \
                     src/mpid/ch4/netmod/icbc/core/stripe.c \
+                    src/mpid/ch4/netmod/icbc/core/seq.c \
                     src/mpid/ch4/netmod/icbc/core/route.c \
                     src/mpid/ch4/netmod/icbc/core/routerfile.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \

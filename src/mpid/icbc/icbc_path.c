@@ -132,6 +132,9 @@ int MPIDI_ICBC_path_init_local(void)
             ICBC_OK)
             return MPIDI_ICBC_path_cfg_error(err);
         P.nrouters = (int) icbc_routerfile_cluster(P.rf, P.cluster)->nrouters;
+        for (size_t c = 0; c < icbc_routerfile_num_clusters(P.rf); c++)
+            if (icbc_routerfile_cluster(P.rf, c)->nrouters > 1)
+                P.failover = MPIR_CVAR_CH4_ICBC_FAILOVER && policy_uses_routers();
         st = icbc_routerfile_read_key(P.rf, P.key, sizeof(P.key), &P.keylen, err, sizeof(err));
         if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
             return MPIDI_ICBC_path_cfg_error(err);

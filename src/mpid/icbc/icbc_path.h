@@ -59,6 +59,9 @@ typedef struct MPIDI_ICBC_path_ops {
                     int dst_vci, MPIR_Request *sreq);
     int (*send_hdr)(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                     int src_vci, int dst_vci);
+    /* Optional: the one chunk lane towards PEER (a policy with one router
+     * per process), -1: any. */
+    int (*lane_for)(icbc_peer_t *peer);
 } MPIDI_ICBC_path_ops_t;
 
 extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops;
@@ -74,6 +77,9 @@ typedef struct {
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
     int nrouters;                          /* of our cluster */
+    int failover; /* routed messages survive lost routers (MPIR_CVAR_CH4_ICBC_FAILOVER, policy
+                   * aggregate or static, some cluster with more than one router): the same
+                   * in every process of the job */
     char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
     const MPIDI_ICBC_path_ops_t *ops[ICBC_PATH_KINDS];
 } MPIDI_ICBC_paths_t;

@@ -4,10 +4,22 @@
  * the routers of this cluster. The pair's ordered lane is one fixed router:
  * (src + dst) mod R under policy aggregate, (own rank) mod R under static;
  * chunks go over all routers (aggregate) or the fixed one (static).
+ *
+ * Failover (MPIDI_ICBC_paths.failover): a router is usable while it is
+ * registered, reports every cluster reachable, and sent no UNREACHABLE in
+ * the last second. The fixed router is the first usable one from the
+ * policy's choice on, so a pair moves when its router is lost. Ordered
+ * messages are numbered per pair and kept until the receiver acknowledges
+ * them (core/icbc_seq.h); when a router stops being usable, the kept
+ * messages that went by it go again by the pair's new fixed router and the
+ * striping engine sends again the unconfirmed chunks it carried. The
+ * receiver delivers each number once, in order. With no usable router for
+ * FAILOVER_GRACE seconds, the transfers to other clusters fail.
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "core/icbc_seq.h"
 #include "mx_router/mx_client.h"
 
 /*
@@ -28,27 +40,176 @@ cvars:
         makes a router hold; later sends to that router wait in the process,
         in order.
 
+    - name        : MPIR_CVAR_CH4_ICBC_FAILOVER
+      category    : CH4_ICBC
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        With more than one router per cluster (policies aggregate and
+        static): messages to other clusters survive the loss of routers.
+        A striped send ends when the receiver confirms it, ordered messages
+        are numbered and kept until the receiver acknowledges them, and what
+        a lost router carried goes again through the others; a router that
+        comes back is used again. Only when every router of the cluster is
+        lost for 5 s do transfers to other clusters fail. Off: losing a
+        router fails the transfers to other clusters, as with one router.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
 #define P MPIDI_ICBC_paths
 
+/* No usable router for this long: transfers to other clusters fail (a
+ * restarted router may come back within it). */
+#define FAILOVER_GRACE 5.0
+/* A router that sent an UNREACHABLE back is not used for this long. */
+#define UNREACHABLE_BACKOFF 1.0
+/* Lost routers are registered again this often. */
+#define RECONNECT_MS 1000
+
 static struct {
     mx_client_t *mx;
+    icbc_seq_t *seq;        /* failover: numbered ordered lanes */
+    uint64_t *unreach;      /* per router: clusters it reports unreachable (bit each) */
+    double *backoff_until;  /* per router: an UNREACHABLE came back through it */
+    uint64_t lanes_up;      /* routers the engine and the pairs use (bit each) */
+    int lanes_dirty;        /* something changed: look again in progress */
+    double none_since;      /* no router usable since then; 0: one is */
+    int failed_all;         /* transfers to other clusters were failed */
+    char why[160];          /* the reason they were, for the engine (kept) */
+    uint64_t failovers;     /* routers that stopped being usable */
+    uint64_t revivals;      /* routers usable again */
+    uint64_t resent;        /* ordered messages sent again */
+    uint64_t unreachable;   /* UNREACHABLE received */
 } routed;
 
 /* ---- lanes -------------------------------------------------------------- */
 
+static int router_usable(int k, double now)
+{
+    return mx_client_router_alive(routed.mx, k) && routed.unreach[k] == 0 &&
+           now >= routed.backoff_until[k];
+}
+
+/* The policy's router for PEER, or with failover the first usable one
+ * from it on; -1 when none is. */
 static int fixed_router(icbc_peer_t *peer)
 {
-    if (P.policy == ICBC_RF_POLICY_STATIC)
-        return MPIR_Process.rank % P.nrouters;
-    return (MPIR_Process.rank + peer->rank) % P.nrouters;
+    int base = P.policy == ICBC_RF_POLICY_STATIC ? MPIR_Process.rank % P.nrouters
+                                                  : (MPIR_Process.rank + peer->rank) % P.nrouters;
+    if (!P.failover)
+        return base;
+    for (int i = 0; i < P.nrouters; i++) {
+        int r = (base + i) % P.nrouters;
+        if ((routed.lanes_up >> r) & 1 && mx_client_router_alive(routed.mx, r))
+            return r;
+    }
+    return -1;
 }
 
 static int routed_nlanes(icbc_peer_t *peer)
 {
-    return P.policy == ICBC_RF_POLICY_AGGREGATE ? P.nrouters : 1;
+    return P.policy == ICBC_RF_POLICY_AGGREGATE || P.failover ? P.nrouters : 1;
+}
+
+/* Static with failover: every chunk takes the process's fixed router. */
+static int routed_lane_for(icbc_peer_t *peer)
+{
+    return P.failover && P.policy == ICBC_RF_POLICY_STATIC ? fixed_router(peer) : -1;
+}
+
+static int router_error(icbc_peer_t *peer, int router, const char *why)
+{
+    if (router < 0)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
+                                    "no router of this cluster is left to reach it");
+    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s", router, why);
+}
+
+/* ---- numbered ordered lane (failover) ---------------------------------- */
+
+/* A send of kept message M completed: the caller's completion runs at the
+ * first (M holds a copy, so the caller's payload is free). */
+static void numbered_sent(void *arg, icbc_status_t status)
+{
+    icbc_seq_msg_t *m = arg;
+    MPIDI_ICBC_path_done_t *d = (MPIDI_ICBC_path_done_t *) (uintptr_t) m->user;
+
+    if (d) {
+        m->user = 0;
+        MPIDI_ICBC_path_done_fire(d, ICBC_OK);
+    }
+    icbc_seq_send_done(routed.seq, m);
+}
+
+/* Posts kept message M to its peer through router M->route. A send that
+ * fails here leaves M kept: the loss of its router sends it again. */
+static void numbered_post(icbc_seq_msg_t *m)
+{
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, m->peer);
+    icbc_route_hdr_t rh;
+
+    MPIDI_ICBC_path_route_hdr(peer, MPIDI_ICBC_LANE_ORDERED, m->hdr_len, m->len, &rh);
+    if (mx_client_send(routed.mx, m->route, rh.dst_cluster, rh.dst_rank, rh.flags, m->hdr,
+                       m->hdr_len, m->payload, m->len, numbered_sent, m) != ICBC_OK)
+        numbered_sent(m, ICBC_ERR_PEER_FAILED);
+}
+
+static int numbered_send(icbc_peer_t *peer, const void *inner, size_t inner_len,
+                         const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    int router = fixed_router(peer);
+    icbc_seq_msg_t *m;
+
+    if (router < 0)
+        return router_error(peer, router, NULL);
+    m = icbc_seq_keep(routed.seq, peer->rank, router, inner, inner_len, payload, len);
+    if (m == NULL)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**nomem", 0);
+    icbc_am_hdr_set_seq(m->hdr, m->seq);
+    m->user = (uint64_t) (uintptr_t) MPIDI_ICBC_path_done_new(cb, arg);
+    numbered_post(m);
+    return MPI_SUCCESS;
+}
+
+/* for_each_kept: M goes again by its peer's fixed router now. */
+static int numbered_resend(void *arg, icbc_seq_msg_t *m)
+{
+    int router = fixed_router(icbc_peer_get(&MPIDI_ICBC_global.peers, m->peer));
+
+    if (router < 0)
+        return 1;
+    m->route = router;
+    m->sends++;
+    routed.resent++;
+    numbered_post(m);
+    return 0;
+}
+
+static void send_ack(int rank, uint32_t upto)
+{
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
+    uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_ACK)];
+    icbc_am_hdr_t wh = {
+        .kind = ICBC_MSG_ACK,
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .cookie = upto,
+    };
+    icbc_route_hdr_t rh;
+    int router = fixed_router(peer);
+
+    if (router < 0 || peer->state == ICBC_PEER_FAILED)
+        return; /* a later acknowledgement covers this one */
+    icbc_am_hdr_pack(&wh, inner);
+    MPIDI_ICBC_path_route_hdr(peer, MPIDI_ICBC_LANE_ORDERED, sizeof(inner), 0, &rh);
+    mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, sizeof(inner),
+                   NULL, 0, NULL, NULL);
 }
 
 static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
@@ -56,7 +217,7 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
                        int *busy)
 {
     int ordered = (lane == MPIDI_ICBC_LANE_ORDERED);
-    int router = ordered || P.policy == ICBC_RF_POLICY_STATIC ? fixed_router(peer) : lane;
+    int router;
     icbc_route_hdr_t rh;
     MPIDI_ICBC_path_done_t *d;
     icbc_status_t st;
@@ -66,26 +227,182 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                     MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
                                     "failed earlier");
+    if (ordered && P.failover)
+        return numbered_send(peer, inner, inner_len, payload, len, cb, arg);
+    if (ordered || (P.policy == ICBC_RF_POLICY_STATIC && !P.failover)) {
+        router = fixed_router(peer);
+    } else {
+        router = lane;
+        if (P.failover && !((routed.lanes_up >> lane) & 1)) {
+            *busy = 1; /* lost since the engine chose it: it learns in progress */
+            return MPI_SUCCESS;
+        }
+    }
+    if (router < 0)
+        return router_error(peer, router, NULL);
     MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
     d = MPIDI_ICBC_path_done_new(cb, arg);
     st = mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
                         payload, len, MPIDI_ICBC_path_done_fire, d);
     if (st != ICBC_OK) {
         MPL_free(d);
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s", router,
-                                    icbc_status_str(st));
+        return router_error(peer, router, icbc_status_str(st));
     }
     return MPI_SUCCESS;
 }
 
-/* ---- receive ------------------------------------------------------------ */
+/* A router changed: which are usable now. One that stopped being usable
+ * takes its chunks and kept messages with it (sent again by the others);
+ * one usable again carries chunks again. */
+static void lanes_update(double now)
+{
+    uint64_t up = 0;
+
+    routed.lanes_dirty = 0;
+    for (int k = 0; k < P.nrouters; k++) {
+        if (routed.backoff_until[k] > 0 && now >= routed.backoff_until[k])
+            routed.backoff_until[k] = 0;
+        if (router_usable(k, now))
+            up |= (uint64_t) 1 << k;
+        else if (routed.backoff_until[k] > 0)
+            routed.lanes_dirty = 1; /* look again when it ends */
+    }
+    uint64_t lost = routed.lanes_up & ~up, back = up & ~routed.lanes_up;
+    routed.lanes_up = up;
+    for (int k = 0; k < P.nrouters; k++) {
+        if ((back >> k) & 1) {
+            routed.revivals++;
+            icbc_info("router %d of this cluster carries traffic again", k);
+            MPIDI_ICBC_xfer_lane_revived(k);
+        }
+    }
+    for (int k = 0; k < P.nrouters; k++) {
+        if (!((lost >> k) & 1))
+            continue;
+        routed.failovers++;
+        icbc_warn("router %d of this cluster is not usable (%s); its traffic moves to the others",
+                  k, !mx_client_router_alive(routed.mx, k) ? "lost"
+                     : routed.unreach[k]                   ? "reports a cluster unreachable"
+                                                           : "sent messages back unreachable");
+        MPIDI_ICBC_xfer_lane_lost(k);
+        for (int r = 0; r < MPIDI_ICBC_global.peers.size && up; r++)
+            if (icbc_seq_kept_count(routed.seq, r) > 0)
+                icbc_seq_for_each_kept(routed.seq, r, k, numbered_resend, NULL);
+    }
+    if (up == 0 && routed.none_since == 0 && !routed.failed_all) {
+        routed.none_since = now;
+        icbc_error("no router of this cluster is usable; transfers to other clusters fail in "
+                   "%.0f s unless one comes back",
+                   FAILOVER_GRACE);
+    } else if (up != 0) {
+        routed.none_since = 0;
+    }
+}
+
+/* Every router lost for the grace period: the peers in other clusters fail,
+ * each with its cluster named. */
+static void fail_all(void)
+{
+    routed.failed_all = 1;
+    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        if (peer->path != ICBC_PATH_ROUTED || peer->state == ICBC_PEER_FAILED)
+            continue;
+        const char *name = (size_t) peer->cluster < icbc_routerfile_num_clusters(P.rf)
+                               ? icbc_routerfile_cluster(P.rf, (size_t) peer->cluster)->name
+                               : "?";
+        snprintf(routed.why, sizeof(routed.why),
+                 "no router of this cluster reached cluster %s for %.0f s", name, FAILOVER_GRACE);
+        MPIDI_ICBC_xfer_peer_failed(r, routed.why);
+        icbc_seq_peer_reset(routed.seq, r);
+    }
+}
 
 /* ---- routed receive ----------------------------------------------------- */
+
+/* Numbered message SEQ_NO from SRC, its payload in memory: delivered once,
+ * in order (held when early). */
+static void numbered_arrived(int src, uint32_t seq_no, const void *inner, size_t inner_len,
+                             const void *data, size_t len)
+{
+    double now = icbc_clock_coarse();
+    icbc_seq_msg_t *h;
+
+    switch (icbc_seq_arrived(routed.seq, src, seq_no, now)) {
+    case ICBC_SEQ_DELIVER:
+        MPIDI_ICBC_xrecv_whole(src, inner, inner_len, data, len);
+        while ((h = icbc_seq_ready(routed.seq, src, now)) != NULL) {
+            MPIDI_ICBC_xrecv_whole(src, h->hdr, h->hdr_len, h->payload, h->len);
+            icbc_seq_release(routed.seq, h);
+        }
+        break;
+    case ICBC_SEQ_EARLY:
+        if (icbc_seq_hold(routed.seq, src, seq_no, inner, inner_len, data, len) != ICBC_OK)
+            icbc_error("no memory to hold an early message from rank %d", src);
+        break;
+    case ICBC_SEQ_DUPLICATE: break;
+    case ICBC_SEQ_INVALID:
+        icbc_warn("dropped a message from rank %d numbered %u (out of its window)", src, seq_no);
+        break;
+    }
+}
+
+/* A numbered message whose payload the router sent by rendezvous: pulled
+ * first, numbered once it is in memory (a pull broken by a lost router
+ * counts as never arrived: the sender sends it again). */
+typedef struct {
+    int src;
+    uint32_t seq;
+    size_t len, inner_len;
+    void *data;
+    uint8_t inner[];
+} numbered_pull_t;
+
+static void numbered_pulled(void *arg, icbc_status_t status)
+{
+    numbered_pull_t *np = arg;
+
+    if (status == ICBC_OK)
+        numbered_arrived(np->src, np->seq, np->inner, np->inner_len, np->data, np->len);
+    MPL_free(np->data);
+    MPL_free(np);
+}
+
+static int numbered_receive(const mx_client_msg_t *m, int src, uint32_t seq_no)
+{
+    numbered_pull_t *np;
+
+    if (!m->rndv) {
+        numbered_arrived(src, seq_no, m->inner, m->inner_len, m->data, m->len);
+        return 0;
+    }
+    np = MPL_malloc(sizeof(*np) + m->inner_len, MPL_MEM_BUFFER);
+    if (np == NULL)
+        return 0;
+    np->data = MPL_malloc(m->len ? m->len : 1, MPL_MEM_BUFFER);
+    if (np->data == NULL) {
+        MPL_free(np);
+        return 0;
+    }
+    np->src = src;
+    np->seq = seq_no;
+    np->len = m->len;
+    np->inner_len = m->inner_len;
+    memcpy(np->inner, m->inner, m->inner_len);
+    if (mx_client_recv_data(routed.mx, m->data, np->data, m->len, numbered_pulled, np) !=
+        ICBC_OK) {
+        MPL_free(np->data);
+        MPL_free(np);
+        return 0;
+    }
+    return 1;
+}
 
 static int mx_on_msg(const mx_client_msg_t *m, void *arg)
 {
     const icbc_route_hdr_t *rh = &m->route;
+    uint8_t kind;
+    uint32_t seq_no;
 
     if (rh->job != P.job || rh->dst_rank != (uint32_t) MPIR_Process.rank ||
         rh->src_rank >= (uint32_t) MPIDI_ICBC_global.peers.size) {
@@ -95,10 +412,32 @@ static int mx_on_msg(const mx_client_msg_t *m, void *arg)
     }
     if (rh->type == ICBC_ROUTE_UNREACHABLE) {
         icbc_route_hdr_t lost;
-        if (m->inner_len >= ICBC_ROUTE_HDR_SIZE &&
-            icbc_route_hdr_parse(m->inner, m->inner_len, &lost) == ICBC_OK)
+        if (m->inner_len < ICBC_ROUTE_HDR_SIZE ||
+            icbc_route_hdr_parse(m->inner, m->inner_len, &lost) != ICBC_OK)
+            return 0;
+        routed.unreachable++;
+        if (P.failover) {
+            /* the way through that router is broken: what went by it goes
+             * again by the others */
+            routed.backoff_until[m->router] = icbc_clock_coarse() + UNREACHABLE_BACKOFF;
+            routed.lanes_dirty = 1;
+        } else {
             MPIDI_ICBC_xfer_peer_failed((int) lost.dst_rank, "a router reports it unreachable");
+        }
         return 0;
+    }
+    if (P.failover && (rh->flags & ICBC_ROUTE_F_ORDERED) &&
+        icbc_am_hdr_peek(m->inner, m->inner_len, &kind, &seq_no) == ICBC_OK) {
+        if (kind == ICBC_MSG_ACK) {
+            icbc_am_hdr_t wh;
+            if (icbc_am_hdr_parse(m->inner, m->inner_len, 1, MPIDI_ICBC_global.peers.size, &wh) ==
+                    ICBC_OK &&
+                wh.src_rank == rh->src_rank && wh.cookie <= UINT32_MAX)
+                icbc_seq_acked(routed.seq, (int) rh->src_rank, (uint32_t) wh.cookie);
+            return 0;
+        }
+        if (seq_no != 0)
+            return numbered_receive(m, (int) rh->src_rank, seq_no);
     }
     return MPIDI_ICBC_xrecv_ucx((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len,
                                 m->rndv) == UCS_INPROGRESS;
@@ -108,6 +447,10 @@ static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
 {
     if (MPIDI_ICBC_global.finalizing)
         return;
+    if (P.failover) {
+        routed.lanes_dirty = 1; /* handled in progress, outside UCX's callback */
+        return;
+    }
     icbc_error("lost router %d of its cluster: %s; transfers to other clusters fail", router,
                icbc_status_str(status));
     for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
@@ -117,14 +460,31 @@ static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
     }
 }
 
-/* A router of this cluster lost every trunk to CLUSTER: without failover,
- * the peers there are lost, also to a process that only waits for them. */
+static void mx_on_router_back(int router, void *arg)
+{
+    routed.unreach[router] = 0; /* it tells again what it cannot reach */
+    routed.backoff_until[router] = 0;
+    routed.lanes_dirty = 1;
+}
+
+/* A router of this cluster lost (or regained) every trunk to CLUSTER. With
+ * failover it is not used while it cannot reach a cluster; without, the
+ * peers there are lost, also to a process that only waits for them. */
 static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, void *arg)
 {
     const char *name;
     int n = 0;
 
-    if (MPIDI_ICBC_global.finalizing || reachable)
+    if (MPIDI_ICBC_global.finalizing)
+        return;
+    if (P.failover) {
+        uint64_t bit = (uint64_t) 1 << (cluster % 64);
+        routed.unreach[router] = reachable ? routed.unreach[router] & ~bit
+                                           : routed.unreach[router] | bit;
+        routed.lanes_dirty = 1;
+        return;
+    }
+    if (reachable)
         return;
     name = cluster < icbc_routerfile_num_clusters(P.rf)
                ? icbc_routerfile_cluster(P.rf, cluster)->name
@@ -167,7 +527,9 @@ int MPIDI_ICBC_path_routed_open(void)
         /* a router that says nothing for a transfer timeout is lost */
         .silence_ms = MPL_MAX(MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT, 0) * 1000,
         .on_msg = mx_on_msg,
+        .reconnect_ms = P.failover ? RECONNECT_MS : 0,
         .on_router_lost = mx_on_router_lost,
+        .on_router_back = mx_on_router_back,
         .on_cluster_state = mx_on_cluster_state,
     };
     if (P.keylen == 0) {
@@ -175,6 +537,18 @@ int MPIDI_ICBC_path_routed_open(void)
                  icbc_routerfile_name(P.rf));
         return MPIDI_ICBC_path_cfg_error(err);
     }
+    if (P.nrouters > 64)
+        return MPIDI_ICBC_path_cfg_error("more than 64 routers in a cluster");
+    routed.unreach = MPL_calloc(P.nrouters, sizeof(*routed.unreach), MPL_MEM_OTHER);
+    routed.backoff_until = MPL_calloc(P.nrouters, sizeof(*routed.backoff_until), MPL_MEM_OTHER);
+    if (routed.unreach == NULL || routed.backoff_until == NULL)
+        return MPIDI_ICBC_path_cfg_error("out of memory");
+    if (P.failover) {
+        icbc_seq_config_t sc = { .npeers = MPIDI_ICBC_global.peers.size };
+        if (icbc_seq_create(&sc, &routed.seq) != ICBC_OK)
+            return MPIDI_ICBC_path_cfg_error("out of memory");
+    }
+    routed.lanes_up = P.nrouters == 64 ? ~0ull : ((uint64_t) 1 << P.nrouters) - 1;
     if (mx_client_create(&mp, &routed.mx, err, sizeof(err)) != ICBC_OK)
         return MPIDI_ICBC_path_cfg_error(err);
     /* an RTS carries the MPI header after a longer wire header */
@@ -193,20 +567,52 @@ static int routed_active(void)
 
 static int routed_progress(void)
 {
-    if (routed.mx)
-        mx_client_watch(routed.mx);
+    double now;
+    int peer;
+    uint32_t upto;
+
+    if (routed.mx == NULL)
+        return 0;
+    mx_client_watch(routed.mx);
+    if (!P.failover || MPIDI_ICBC_global.finalizing)
+        return 0;
+    now = icbc_clock_coarse();
+    if (routed.lanes_dirty)
+        lanes_update(now);
+    while (icbc_seq_take_ack(routed.seq, now, &peer, &upto))
+        send_ack(peer, upto);
+    if (routed.none_since > 0 && now - routed.none_since > FAILOVER_GRACE && !routed.failed_all)
+        fail_all();
     return 0;
 }
 
 static void routed_dump(FILE *f)
 {
     mx_client_dump(routed.mx, f);
+    if (routed.seq) {
+        icbc_seq_stats_t ss;
+        icbc_seq_stats(routed.seq, &ss);
+        fprintf(f,
+                "  failover: routers usable 0x%llx, failovers %llu, back %llu, UNREACHABLE %llu; "
+                "ordered messages kept %llu (%llu bytes), sent again %llu, held early %llu, "
+                "duplicates %llu, acks sent %llu received %llu\n",
+                (unsigned long long) routed.lanes_up, (unsigned long long) routed.failovers,
+                (unsigned long long) routed.revivals, (unsigned long long) routed.unreachable,
+                (unsigned long long) ss.kept, (unsigned long long) ss.kept_bytes,
+                (unsigned long long) routed.resent, (unsigned long long) ss.held_now,
+                (unsigned long long) ss.duplicates, (unsigned long long) ss.acks_sent,
+                (unsigned long long) ss.acks_received);
+    }
 }
 
 static void routed_finalize(void)
 {
     if (routed.mx)
         mx_client_destroy(routed.mx);
+    /* after the client: its last completions may still name kept messages */
+    icbc_seq_destroy(routed.seq);
+    MPL_free(routed.unreach);
+    MPL_free(routed.backoff_until);
     memset(&routed, 0, sizeof(routed));
 }
 
@@ -218,4 +624,5 @@ const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops = {
     .progress = routed_progress,
     .dump = routed_dump,
     .finalize = routed_finalize,
+    .lane_for = routed_lane_for,
 };

@@ -127,12 +127,29 @@ static void stripe_send_complete(void *ctx, void *user, icbc_status_t status, co
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
 
+/* The receiver has the whole message: CONFIRM on the ordered lane (numbered
+ * and kept there, so it survives a lost router too). */
+static void stripe_confirm(void *ctx, int rank, uint64_t cookie)
+{
+    MPIDI_ICBC_xfer_send_bare(rank, ICBC_MSG_CONFIRM, cookie);
+}
+
+static int stripe_lane_for(void *ctx, int rank)
+{
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
+    const MPIDI_ICBC_path_ops_t *ops = MPIDI_ICBC_path_of(peer);
+
+    return ops && ops->lane_for ? ops->lane_for(peer) : -1;
+}
+
 static const icbc_stripe_ops_t stripe_ops = {
     .send_chunk = stripe_send_chunk,
     .nlanes = stripe_nlanes,
     .send_complete = stripe_send_complete,
     .recv_complete = MPIDI_ICBC_xrecv_striped_complete,
     .place = MPIDI_ICBC_xrecv_striped_place,
+    .confirm = stripe_confirm,
+    .lane_for = stripe_lane_for,
 };
 
 int MPIDI_ICBC_xfer_init(void)
@@ -141,6 +158,7 @@ int MPIDI_ICBC_xfer_init(void)
     icbc_stripe_config_t cfg = {
         .chunk_size = MPL_MAX(MPIR_CVAR_CH4_ICBC_CHUNK_SIZE, ICBC_STRIPE_CHUNK_MIN),
         .timeout = MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT,
+        .failover = MPIDI_ICBC_paths.failover,
     };
 
     if (icbc_stripe_placement_from_str(MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT, &cfg.placement) !=
@@ -385,17 +403,18 @@ void MPIDI_ICBC_xfer_sync_acked(int rank, uint64_t cookie)
 /* Receives already posted for a peer whose path died would wait forever:
  * MPIDIG cannot fail them. Transfers in flight have ended in MPI errors;
  * after a grace period that lets those errors reach the application, the
- * job ends with a message naming the cause (no path has failover yet:
- * routed, TCP or IMPI). */
+ * job ends with a message naming the cause (a path is failed only when no
+ * way around the loss is left: the routed path's failover moves traffic to
+ * the routers that remain). */
 #define FAILURE_GRACE_SECONDS 5.0
 
 static void abort_after_failure(void)
 {
     char msg[256];
 
-    snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (a lost path has no failover)",
+    snprintf(msg, sizeof(msg), "icbc: rank %d: %s; ending the job (no way around the loss)",
              MPIR_Process.rank, X.failure);
-    icbc_error("%s; ending the job (a lost path has no failover)", X.failure);
+    icbc_error("%s; ending the job (no way around the loss)", X.failure);
     fflush(stderr);
     /* the process manager may drop output not yet forwarded when it tears
      * the job down: give this message a moment to get out */
@@ -434,6 +453,16 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         X.sync_failed = rank;
     }
     icbc_stripe_peer_failed(X.stripe, rank, why);
+}
+
+void MPIDI_ICBC_xfer_lane_lost(int lane)
+{
+    icbc_stripe_lane_lost(X.stripe, lane, icbc_clock_coarse());
+}
+
+void MPIDI_ICBC_xfer_lane_revived(int lane)
+{
+    icbc_stripe_lane_revived(X.stripe, lane);
 }
 
 void MPIDI_ICBC_xfer_dump(FILE *f)

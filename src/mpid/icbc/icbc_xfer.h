@@ -82,6 +82,10 @@ void MPIDI_ICBC_xfer_dump(FILE *f);
 
 /* PEER failed (or the path to it): every transfer with it ends in an error. */
 void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
+/* Failover: chunk LANE is lost (what it carried and is not confirmed goes
+ * again by the others), or carries chunks again. */
+void MPIDI_ICBC_xfer_lane_lost(int lane);
+void MPIDI_ICBC_xfer_lane_revived(int lane);
 
 /* ---- receive side (icbc_xrecv.c) ----------------------------------------- */
 

@@ -232,6 +232,12 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         MPIDI_ICBC_xfer_send_bare(src_rank, ICBC_MSG_SYNC_ACK, x->wh.cookie);
         return 0;
     case ICBC_MSG_SYNC_ACK: MPIDI_ICBC_xfer_sync_acked(src_rank, x->wh.cookie); return 0;
+    case ICBC_MSG_CONFIRM:
+        /* a second one (the receiver confirms again for late chunks) names
+         * no send any more: nothing to do */
+        icbc_stripe_send_confirmed(X.stripe, src_rank, x->wh.cookie, icbc_clock_coarse());
+        return 0;
+    case ICBC_MSG_ACK: return 0; /* the routed path takes them before they get here */
     case ICBC_MSG_CHUNK: {
         icbc_stripe_chunk_t c = {
             .slot = x->wh.slot,
@@ -245,9 +251,9 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         } else if (st == ICBC_ERR_NOT_FOUND) {
             /* late chunk of a failed receive: drop it, keep the path */
             dropped(src_rank, "a chunk for no receive");
-        } else {
+        } else if (!MPIDI_ICBC_paths.failover) {
             dropped(src_rank, "a chunk off its message's grid or already received");
-        }
+        } /* with failover, a chunk sent again arrives twice now and then (counted) */
         return 0;
     }
     }

@@ -1,0 +1,234 @@
+"""Router failover across two emulated clusters of four routers each,
+icbc-router daemons started as docs/router.md tells a user, the job started
+with the testbed's env file, its router file and mpiexec.
+
+failover_stream (test/mpi) sends messages both ways between rank 0 (cluster
+a) and rank 1 (cluster b) and checks every byte, the order, and that
+nothing arrives twice. Routers are killed with SIGKILL while it runs, at
+moments drawn from a seeded generator, and restarted as a user would.
+
+Variables the jobs set: MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0 (the daemons are
+the routers; an embedded one would take their addresses) and
+MPIR_CVAR_CH4_ICBC_POLICY for the static case (one testbed serves both
+policies). No UCX device is pinned.
+"""
+import json
+import os
+import random
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import bed
+from mpirun import run_mpi
+
+ROUTERS = [f"{c}{i}" for c in "ab" for i in range(4)]
+JOB_ENV = {"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"}
+
+
+@pytest.fixture(scope="module")
+def four_routers(prefix, work, request):
+    """Two clusters of four nodes, all four of each a router node, NIC 1
+    Gbit/s, WAN 8 Gbit/s (wider than the routers together), 1 ms one way."""
+    with bed(prefix, work, "fo",
+             ["--clusters", "2", "--nodes", "4", "--routers", "4", "--nic-rate", "1gbit",
+              "--wan-rate", "8gbit", "--delay", "1ms"],
+             ["a0", "b0", "a1", "b1"], request.config.getoption("--keep")) as b:
+        yield b
+
+
+class Routers:
+    """The eight daemons: started, killed, restarted; their logs."""
+
+    def __init__(self, b):
+        self.bed = b
+        self.pids = {}
+
+    def start(self, node, extra=()):
+        self.pids[node] = self.bed.tb.start_router(node, list(extra))
+
+    def kill(self, node):
+        os.kill(self.pids[node], signal.SIGKILL)
+        for _ in range(100):  # the pid is reaped by init; wait until it is gone
+            if not os.path.exists(f"/proc/{self.pids[node]}"):
+                break
+            time.sleep(0.02)
+
+    def log(self, node):
+        return os.path.join(self.bed.tb.work, f"router-{node}.log")
+
+    def stop(self):
+        self.bed.tb.stop_daemons()
+
+
+@pytest.fixture
+def routers(four_routers):
+    r = Routers(four_routers)
+    for n in ROUTERS:
+        r.start(n)
+    yield r
+    r.stop()
+
+
+def stream(b, programs, work, name, args, policy=None, timeout=400):
+    env = dict(JOB_ENV)
+    if policy:
+        env["MPIR_CVAR_CH4_ICBC_POLICY"] = policy
+    return run_mpi(b.tb.prefix, b.env, programs["failover_stream"], 2, work, name=name,
+                   hosts=b.hosts, extra_env=env, args=args, timeout=timeout)
+
+
+def figures(r):
+    """Seconds and longest batch per rank, from failover_stream's lines."""
+    return [(float(m.group(1)), float(m.group(2))) for m in re.finditer(
+        r"in ([0-9.]+) s \([0-9.]+ MB/s\); longest batch of [0-9]+: ([0-9.]+) s", r.output)]
+
+
+class Killer(threading.Thread):
+    """Kills a router every PERIOD s (jittered), from START s on, and restarts
+    it RESTART s later (None: never); KILLS kills in all."""
+
+    def __init__(self, routers, kills, seed, start=4.0, period=3.0, restart=1.5, nodes=ROUTERS):
+        super().__init__()
+        self.r, self.kills, self.rng = routers, kills, random.Random(seed)
+        self.start_at, self.period, self.restart, self.nodes = start, period, restart, nodes
+        self.done = []
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        if self.stop_flag.wait(self.start_at):
+            return
+        for _ in range(self.kills):
+            node = self.rng.choice(self.nodes)
+            self.r.kill(node)
+            self.done.append((time.time(), node))
+            if self.restart is not None:
+                if self.stop_flag.wait(self.restart):
+                    self.r.start(node)
+                    return
+                self.r.start(node)
+            if self.stop_flag.wait(self.period * self.rng.uniform(0.5, 1.5)):
+                return
+
+
+def baseline_secs(b, programs, work, args, policy=None):
+    r = stream(b, programs, work, f"baseline-{policy or 'aggregate'}", args, policy)
+    assert r.ok, r.describe()
+    return max(s for s, _ in figures(r))
+
+
+@pytest.mark.parametrize("policy,size,count,window", [
+    ("aggregate", 64 << 20, 60, 2),   # striped 64 MiB messages
+    ("static", 64 << 20, 60, 2),      # the processes' fixed routers move
+    ("aggregate", 64, 150000, 64),    # small messages on the ordered lane
+])
+def test_stream_survives_router_kills(policy, size, count, window, four_routers, routers,
+                                      programs, work):
+    """Routers killed one at a time (each restarted 1.5 s later), at moments
+    drawn from a seeded generator: every message arrives once, intact and in
+    order, and the run ends by itself. The time the kills cost is written
+    to failover.txt beside the run without kills."""
+    args = ("--size", str(size), "--count", str(count), "--window", str(window))
+    base = baseline_secs(four_routers, programs, work, args, policy)
+    killer = Killer(routers, kills=1000, seed=size + len(policy), start=2.0, period=2.0)
+    killer.start()
+    try:
+        r = stream(four_routers, programs, work, f"kills-{policy}-{size}", args, policy)
+    finally:
+        killer.stop_flag.set()
+        killer.join()
+    assert r.ok, r.describe()
+    assert len(killer.done) >= 5, f"only {len(killer.done)} kill(s) fell inside the run"
+    secs = max(s for s, _ in figures(r))
+    with open(os.path.join(work, "failover.txt"), "a") as f:
+        f.write(f"{policy} {size} B x {count}: {len(killer.done)} kills, {secs:.1f} s "
+                f"(without kills {base:.1f} s), longest batch "
+                f"{max(l for _, l in figures(r)):.2f} s; killed "
+                f"{' '.join(n for _, n in killer.done)}\n")
+
+
+def test_three_of_four_routers_killed_one_after_another(four_routers, routers, programs, work):
+    """Routers a1, a2, a3 die for good, 3 s apart: a0 carries on alone, and
+    every message arrives."""
+    args = ("--size", str(16 << 20), "--count", "80", "--window", "2")
+    killer = Killer(routers, kills=3, seed=0, start=3.0, period=3.0, restart=None,
+                    nodes=["a1", "a2", "a3"])
+    killer.rng.choice = lambda nodes, it=iter(["a1", "a2", "a3"]): next(it)
+    killer.start()
+    try:
+        r = stream(four_routers, programs, work, "three-killed", args)
+    finally:
+        killer.stop_flag.set()
+        killer.join()
+    assert r.ok, r.describe()
+    assert [n for _, n in killer.done] == ["a1", "a2", "a3"], killer.done
+
+
+def test_every_router_killed_gives_an_mpi_error_within_10_s(four_routers, routers, programs,
+                                                           work):
+    """All four routers of cluster a die at once: both ranks end with an MPI
+    error that names the cluster they can no longer reach, within 10 s."""
+    args = ("--size", str(16 << 20), "--count", "100000", "--window", "2")
+    killer = Killer(routers, kills=0, seed=0)
+    t_kill = []
+
+    def kill_all():
+        time.sleep(4)
+        for n in ("a0", "a1", "a2", "a3"):
+            routers.kill(n)
+        t_kill.append(time.time())
+
+    t = threading.Thread(target=kill_all)
+    start = time.time()
+    t.start()
+    r = stream(four_routers, programs, work, "all-killed", args, timeout=120)
+    t.join()
+    assert r.failed_with(r"MPI error after [0-9.]+ s .*(no router|cluster [ab])"), r.describe()
+    errs = [float(x) for x in re.findall(r"MPI error after ([0-9.]+) s", r.output)]
+    assert errs, r.describe()
+    # the job's own clock starts after MPI_Init; the kill is timed from mpiexec's start
+    assert start + min(errs) - t_kill[0] <= 10 + 3, (
+        f"first MPI error {start + min(errs) - t_kill[0]:.1f} s after the kill\n{r.describe()}")
+
+
+def test_restarted_router_carries_traffic_again_within_5_s(four_routers, routers, programs,
+                                                           work):
+    """Router a2 is killed, and restarted 2 s later while the stream runs:
+    within 5 s of its start it forwards messages again (its stats line,
+    printed every half second, counts bytes)."""
+    args = ("--size", str(16 << 20), "--count", "150", "--window", "2")
+    seen = []
+
+    def cycle():
+        time.sleep(4)
+        routers.kill("a2")
+        time.sleep(2)
+        log = routers.log("a2")
+        mark = os.path.getsize(log) if os.path.exists(log) else 0
+        routers.start("a2", ["--stats-interval", "0.5"])
+        t0 = time.time()
+        while time.time() - t0 < 15:
+            with open(log, errors="replace") as f:
+                f.seek(mark)
+                for line in f:
+                    i = line.find("stats-json ")
+                    if i < 0:
+                        continue
+                    st = json.loads(line[i + len("stats-json "):])
+                    if st["bytes_in"] + st["bytes_out"] > 0:
+                        seen.append(time.time() - t0)
+                        return
+            time.sleep(0.25)
+
+    t = threading.Thread(target=cycle)
+    t.start()
+    r = stream(four_routers, programs, work, "restart", args)
+    t.join()
+    assert r.ok, r.describe()
+    assert seen, "the restarted router forwarded nothing within 15 s"
+    assert seen[0] <= 5, f"the restarted router carried traffic only after {seen[0]:.1f} s"
+    with open(os.path.join(work, "failover.txt"), "a") as f:
+        f.write(f"restart: router a2 carried bytes {seen[0]:.1f} s after its start\n")
