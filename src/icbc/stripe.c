@@ -55,7 +55,9 @@ typedef struct {
     size_t size;
     size_t received; /* bytes whose chunk ended well */
     size_t unit;     /* length of every chunk but the last (our chunk size) */
-    uint8_t *seen;   /* owned: one bit per chunk, set when it began */
+    uint8_t *seen;    /* owned: one bit per chunk, set when it began */
+    uint8_t *arrived; /* failover: one bit per chunk, set when it is in place (in
+                       * SEEN's allocation); a second copy may stream meanwhile */
     double t_last;
     void *user;
     int next_free;
@@ -909,7 +911,7 @@ icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, uint64_t cooki
 
     if (size == 0)
         return ICBC_ERR_INVALID;
-    seen = calloc((nunits + 7) / 8, 1);
+    seen = calloc((nunits + 7) / 8, st->cfg.failover ? 2 : 1);
     if (seen == NULL || (i = slot_alloc(st)) == NONE) {
         free(seen);
         return ICBC_ERR_NO_MEMORY;
@@ -917,6 +919,7 @@ icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, uint64_t cooki
     slot_t *s = &st->slots[i];
     s->unit = unit;
     s->seen = seen;
+    s->arrived = st->cfg.failover ? seen + (nunits + 7) / 8 : NULL;
     s->peer = peer;
     s->size = size;
     s->dest = dest;
@@ -959,9 +962,12 @@ static icbc_status_t chunk_claim(slot_t *s, const icbc_stripe_chunk_t *c)
         c->len != (s->size - c->offset < s->unit ? s->size - c->offset : s->unit))
         return ICBC_ERR_INVALID;
     size_t u = c->offset / s->unit;
-    if (s->seen[u / 8] & (1u << (u % 8)))
+    uint8_t bit = (uint8_t) (1u << (u % 8));
+    /* with failover, a copy may come while the first still streams (its
+     * router dying under it): both may stream, the first whole one counts */
+    if (s->arrived ? (s->arrived[u / 8] & bit) != 0 : (s->seen[u / 8] & bit) != 0)
         return ICBC_ERR_INVALID;
-    s->seen[u / 8] |= (uint8_t) (1u << (u % 8));
+    s->seen[u / 8] |= bit;
     return ICBC_OK;
 }
 
@@ -1040,6 +1046,17 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
         }
         slot_complete(st, (int) rx->slot, ICBC_ERR_PEER_FAILED, "a chunk was lost");
         return;
+    }
+    if (s->arrived) {
+        size_t u = rx->offset / s->unit;
+        uint8_t bit = (uint8_t) (1u << (u % 8));
+        if (s->arrived[u / 8] & bit) { /* the other copy was first */
+            st->stats.duplicate_chunks++;
+            free(rx->staging);
+            rx->staging = NULL;
+            return;
+        }
+        s->arrived[u / 8] |= bit;
     }
     if (rx->staging) {
         st->ops.place(st->ctx, s->user, rx->offset, rx->staging, rx->len);

@@ -123,7 +123,7 @@ def baseline_secs(b, programs, work, args, policy=None):
 @pytest.mark.parametrize("policy,size,count,window", [
     ("aggregate", 64 << 20, 60, 2),   # striped 64 MiB messages
     ("static", 64 << 20, 60, 2),      # the processes' fixed routers move
-    ("aggregate", 64, 150000, 64),    # small messages on the ordered lane
+    ("aggregate", 64, 500000, 64),    # small messages on the ordered lane
 ])
 def test_stream_survives_router_kills(policy, size, count, window, four_routers, routers,
                                       programs, work):
@@ -186,7 +186,7 @@ def test_every_router_killed_gives_an_mpi_error_within_10_s(four_routers, router
     t.start()
     r = stream(four_routers, programs, work, "all-killed", args, timeout=120)
     t.join()
-    assert r.failed_with(r"MPI error after [0-9.]+ s .*(no router|cluster [ab])"), r.describe()
+    assert r.failed_with(r"MPI error after [0-9.]+ s (.|\n)*(rank 0 is in cluster a|rank 1 is in cluster b)"), r.describe()
     errs = [float(x) for x in re.findall(r"MPI error after ([0-9.]+) s", r.output)]
     assert errs, r.describe()
     # the job's own clock starts after MPI_Init; the kill is timed from mpiexec's start

@@ -959,6 +959,45 @@ TEST_F(Failover, ChunkBrokenWhileStreamingWaitsForItsCopy)
     EXPECT_EQ(src, dst);
 }
 
+/* The first copy hangs on a dying router while the sender already sent the
+ * chunk again by another: the copy is taken, whichever ends whole first
+ * counts, and the receive completes once. */
+TEST_F(Failover, ACopyArrivingWhileTheFirstStillStreamsIsTaken)
+{
+    start(2 * CHUNK);
+    clear_to_send();
+    deliver(1);
+    icbc_stripe_rx_t first, copy, late;
+    void *w1, *w2, *w3;
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[0].c, &first, &w1));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[0].c, &copy, &w2))
+        << "a copy was refused while the first still streamed";
+    icbc_stripe_chunk_end(rx.st, &first, 0, 0); /* the dying router's pull fails */
+    EXPECT_TRUE(rx.recvs_done.empty());
+    memcpy(w2, tx.wire[0].data, tx.wire[0].c.len);
+    icbc_stripe_chunk_end(rx.st, &copy, 1, 0);
+    ASSERT_EQ(1u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_OK, rx.recvs_done[0].status);
+    EXPECT_EQ(src, dst);
+    /* both copies whole: the second is a duplicate */
+    start(2 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[2].c, &first, &w1));
+    ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[2].c, &copy, &w2));
+    memcpy(w1, tx.wire[2].data, tx.wire[2].c.len);
+    icbc_stripe_chunk_end(rx.st, &first, 1, 0);
+    uint64_t dups = rx.stats().duplicate_chunks;
+    memcpy(w2, tx.wire[2].data, tx.wire[2].c.len);
+    icbc_stripe_chunk_end(rx.st, &copy, 1, 0);
+    EXPECT_EQ(dups + 1, rx.stats().duplicate_chunks);
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[2].c, &late, &w3))
+        << "a copy of a chunk in place was taken";
+    EXPECT_EQ(ICBC_OK, deliver(3));
+    ASSERT_EQ(2u, rx.recvs_done.size());
+    EXPECT_EQ(ICBC_OK, rx.recvs_done[1].status);
+    EXPECT_EQ(src, dst);
+}
+
 TEST_F(Failover, NoConfirmationFailsTheSendAfterTheTimeout)
 {
     start(2 * CHUNK); /* timeout 10 s */

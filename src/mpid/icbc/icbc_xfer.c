@@ -78,11 +78,24 @@ cvars:
 MPIDI_ICBC_xfer_t MPIDI_ICBC_xfer;
 #define X MPIDI_ICBC_xfer
 
-static int xfer_error(int rank, const char *why)
+/* The MPI error of a transfer with RANK that failed for WHY; the peer's
+ * cluster is named where there are several. */
+int MPIDI_ICBC_xfer_error(int rank, const char *why)
 {
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
+    const icbc_routerfile_t *rf = MPIDI_ICBC_paths.rf;
+    char text[256];
+
+    if (peer && rf && peer->cluster >= 0 &&
+        (size_t) peer->cluster < icbc_routerfile_num_clusters(rf)) {
+        snprintf(text, sizeof(text), "%s (rank %d is in cluster %s)", why, rank,
+                 icbc_routerfile_cluster(rf, (size_t) peer->cluster)->name);
+        why = text;
+    }
     return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                 MPI_ERR_OTHER, "**icbc_xfer", "**icbc_xfer %d %s", rank, why);
 }
+
 
 /* ---- the engine's lanes and completions -------------------------------- */
 
@@ -123,7 +136,7 @@ static void stripe_send_complete(void *ctx, void *user, icbc_status_t status, co
     MPIR_Request *sreq = user;
 
     if (status != ICBC_OK)
-        sreq->status.MPI_ERROR = xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer, why);
+        sreq->status.MPI_ERROR = MPIDI_ICBC_xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer, why);
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
 
@@ -213,7 +226,7 @@ static void whole_done(void *arg, int ok)
 
     if (!ok)
         sreq->status.MPI_ERROR =
-            xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer, "message lost on its path");
+            MPIDI_ICBC_xfer_error(MPIDI_ICBC_AMREQ(sreq).xpeer, "message lost on its path");
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
 

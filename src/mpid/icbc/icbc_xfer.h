@@ -80,6 +80,9 @@ void MPIDI_ICBC_xfer_progress(void);
 /* Striped sends and receive slots in flight, for a hang's diagnosis. */
 void MPIDI_ICBC_xfer_dump(FILE *f);
 
+/* The MPI error of a transfer with RANK that failed for WHY (names its
+ * cluster). */
+int MPIDI_ICBC_xfer_error(int rank, const char *why);
 /* PEER failed (or the path to it): every transfer with it ends in an error. */
 void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
 /* Failover: chunk LANE is lost (what it carried and is not confirmed goes

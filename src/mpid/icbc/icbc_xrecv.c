@@ -42,9 +42,7 @@ void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t stat
     /* sets the status count, or the truncation error of a short buffer */
     MPIDIG_recv_setup(rreq);
     if (status != ICBC_OK)
-        rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
-                                                      __LINE__, MPI_ERR_OTHER, "**icbc_xfer",
-                                                      "**icbc_xfer %d %s", amreq->xpeer, why);
+        rreq->status.MPI_ERROR = MPIDI_ICBC_xfer_error(amreq->xpeer, why);
     amreq->xkind = MPIDI_ICBC_XKIND_NONE;
     MPIDIG_REQUEST(rreq, req->target_cmpl_cb)(rreq);
 }
