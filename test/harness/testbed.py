@@ -126,15 +126,16 @@ class Testbed:
         return subprocess.run(self.exec_cmd(node, argv), timeout=timeout, env=env,
                               capture_output=True, text=True, **kw)
 
-    def start_router(self, node, extra=(), env=None):
+    def start_router(self, node, extra=(), env=None, exe=None):
         """icbc-router as docs/router.md starts it: the router file and the
-        host, as a daemon; returns its pid."""
+        host, as a daemon; returns its pid. EXE: another build of it (the
+        sanitizer build of a soak)."""
         pidfile = os.path.join(self.work, f"router-{node}.pid")
         logfile = os.path.join(self.work, f"router-{node}.log")
         for p in (pidfile,):
             if os.path.exists(p):
                 os.unlink(p)
-        r = self.run_on(node, [os.path.join(self.prefix, "bin", "icbc-router"),
+        r = self.run_on(node, [exe or os.path.join(self.prefix, "bin", "icbc-router"),
                                "--routerfile", os.path.join(self.state, "routers.conf"),
                                "--host", node, "--daemon", "--pidfile", pidfile,
                                "--logfile", logfile] + list(extra), env=env, timeout=60)

@@ -5,6 +5,11 @@
  * while it runs.
  *
  *   failover_stream [--size BYTES] [--count N] [--window W] [--seed S]
+ *                   [--vary] [--seconds T]
+ *
+ * --vary: message i has 16 .. BYTES bytes, drawn from (seed, i), the same
+ * on both sides. --seconds T: as many batches as fit in T seconds (rank 0
+ * decides after each batch and broadcasts it) instead of --count.
  *
  * Message i of a sender carries (sender, i) in its first 16 bytes and a
  * pattern of (seed, sender, i) after them, so the receiver finds a wrong
@@ -60,11 +65,29 @@ static const char *check(const unsigned char *buf, size_t size, int sender, uint
     return NULL;
 }
 
+/* Bytes of message I: SIZE, or with VARY 16 .. SIZE from (SEED, I). */
+static size_t msg_size(size_t size, int vary, int seed, uint64_t i)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t) seed * 0xbf58476d1ce4e5b9ull;
+
+    if (!vary)
+        return size;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    /* sizes spread over the scales: below and above the stripe threshold */
+    size_t top = (size_t) 16 << (x % 64 % 28);
+    if (top > size)
+        top = size;
+    return 16 + (size_t) ((x >> 8) % (top - 15));
+}
+
 int main(int argc, char **argv)
 {
     size_t size = 64u << 20;
     long count = 16, window = 2;
-    int seed = 1, rank, nprocs, rc;
+    int seed = 1, rank, nprocs, rc, vary = 0;
+    double seconds = 0;
 
     for (int a = 1; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--size"))
@@ -75,7 +98,14 @@ int main(int argc, char **argv)
             window = strtol(argv[a + 1], NULL, 0);
         else if (!strcmp(argv[a], "--seed"))
             seed = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "--seconds"))
+            seconds = atof(argv[a + 1]);
     }
+    for (int a = 1; a < argc; a++)
+        if (!strcmp(argv[a], "--vary"))
+            vary = 1;
+    if (seconds > 0)
+        count = 1L << 40;
     MPI_Init(&argc, &argv);
     t0 = MPI_Wtime();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -99,15 +129,16 @@ int main(int argc, char **argv)
         }
     }
     double longest = 0, start = MPI_Wtime();
-    uint64_t next = 0;
+    uint64_t next = 0, bytes = 0;
     while ((long) next < count) {
         long n = count - (long) next < window ? count - (long) next : window;
         double b0 = MPI_Wtime();
         for (long w = 0; w < n; w++) {
-            fill(sbuf[w], size, rank, next + w, seed);
+            size_t len = msg_size(size, vary, seed, next + w);
+            fill(sbuf[w], len, rank, next + w, seed);
             if ((rc = MPI_Irecv(rbuf[w], (int) size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &req[w])))
                 die_mpi(rc, "MPI_Irecv");
-            if ((rc = MPI_Isend(sbuf[w], (int) size, MPI_BYTE, peer, 1, MPI_COMM_WORLD,
+            if ((rc = MPI_Isend(sbuf[w], (int) len, MPI_BYTE, peer, 1, MPI_COMM_WORLD,
                                 &req[window + w])))
                 die_mpi(rc, "MPI_Isend");
         }
@@ -118,10 +149,12 @@ int main(int argc, char **argv)
             if ((rc = MPI_Wait(&req[window + w], MPI_STATUS_IGNORE)))
                 die_mpi(rc, "MPI_Wait (send)");
             int got;
+            size_t len = msg_size(size, vary, seed, next + w);
             MPI_Get_count(&st, MPI_BYTE, &got);
-            CHECK((size_t) got == size, "message %llu: %d bytes, not %zu",
-                  (unsigned long long) (next + w), got, size);
-            const char *bad = check(rbuf[w], size, peer, next + w, seed);
+            CHECK((size_t) got == len, "message %llu: %d bytes, not %zu",
+                  (unsigned long long) (next + w), got, len);
+            bytes += len;
+            const char *bad = check(rbuf[w], len, peer, next + w, seed);
             CHECK(bad == NULL, "message %llu from rank %d: %s", (unsigned long long) (next + w),
                   peer, bad);
         }
@@ -129,7 +162,15 @@ int main(int argc, char **argv)
         if (dt > longest)
             longest = dt;
         next += (uint64_t) n;
+        if (seconds > 0) {
+            int go = MPI_Wtime() - start < seconds;
+            if ((rc = MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD)))
+                die_mpi(rc, "MPI_Bcast");
+            if (!go)
+                break;
+        }
     }
+    count = (long) next;
     double secs = MPI_Wtime() - start;
     /* nothing more may arrive: a late duplicate would show here */
     double until = MPI_Wtime() + 1.0;
@@ -141,9 +182,10 @@ int main(int argc, char **argv)
         if (flag)
             break;
     }
-    printf("rank %d: %ld messages of %zu bytes received intact and in order from rank %d in "
+    printf("rank %d: %ld messages of %s%zu bytes received intact and in order from rank %d in "
            "%.2f s (%.1f MB/s); longest batch of %ld: %.2f s\n",
-           rank, count, size, peer, secs, (double) size * count / secs / 1e6, window, longest);
+           rank, count, vary ? "up to " : "", size, peer, secs, (double) bytes / secs / 1e6,
+           window, longest);
     fflush(stdout);
     if ((rc = MPI_Barrier(MPI_COMM_WORLD)))
         die_mpi(rc, "MPI_Barrier");

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""Router failover measured: what router kills cost a stream, and a soak.
+
+    python3 benchmarks/failover/run.py [--kills 24] [--policies aggregate,static]
+        [--size 64Mi] [--count 90] [--small-count 600000] [--soak SECONDS] [--asan]
+        [--prefix _install] [--out benchmarks/results/failover]
+
+One testbed: two clusters of four nodes, all of them router nodes (icbc-testbed
+up --clusters 2 --nodes 4 --routers 4 --nic-rate 1gbit --wan-rate 8gbit
+--delay 1ms), icbc-router daemons started as docs/router.md says, jobs
+started with the testbed's env file and mpiexec (MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0:
+the daemons are the routers; MPIR_CVAR_CH4_ICBC_POLICY per run: one testbed
+for every policy).
+
+Kills: per policy, test/mpi/failover_stream (rank 0 in cluster a, rank 1 in
+b, both ways, every byte, the order and duplicates checked) runs once
+without kills and once while a router drawn at random is killed with
+SIGKILL every 1-3 s and restarted 1.5 s later, until --kills kills; then
+the same with 64-byte messages (ordered lane). Row per run in kills.csv:
+seconds with and without kills, the penalty per kill, the longest batch.
+
+Soak (--soak S): failover_stream --vary (16 B .. 16 MiB) for S seconds
+under aggregate while routers a1-a3 and b1-b3 are killed and restarted at
+random (a0 and b0 stay up, their resident size sampled every 10 s into
+soak_rss.csv); --asan runs the daemons built with AddressSanitizer and
+LeakSanitizer (_build/asan/icbc-router), whose reports are searched in
+their logs when they stop.
+
+Exit status 0 when every run delivered everything (and the soak's routers
+reported nothing), 1 otherwise.
+"""
+import argparse
+import csv
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "test", "harness"))
+
+from mpirun import run_mpi, vm_kib  # noqa: E402
+from testbed import Testbed, mpicc  # noqa: E402
+
+ROUTERS = [f"{c}{i}" for c in "ab" for i in range(4)]
+TESTBED = ["--clusters", "2", "--nodes", "4", "--routers", "4", "--nic-rate", "1gbit",
+           "--wan-rate", "8gbit", "--delay", "1ms"]
+
+
+def size_arg(text):
+    m = re.fullmatch(r"([0-9]+)(Ki|Mi|Gi)?", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text}")
+    return int(m.group(1)) << {None: 0, "Ki": 10, "Mi": 20, "Gi": 30}[m.group(2)]
+
+
+class Daemons:
+    def __init__(self, tb, binary=None):
+        self.tb, self.binary, self.pids = tb, binary, {}
+
+    def start(self, node, extra=()):
+        env = None
+        if self.binary:
+            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:log_path=" +
+                       os.path.join(self.tb.work, f"asan-{node}"))
+        self.pids[node] = self.tb.start_router(node, list(extra), env=env, exe=self.binary)
+
+    def kill(self, node):
+        os.kill(self.pids[node], signal.SIGKILL)
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{self.pids[node]}"):
+                break
+            time.sleep(0.02)
+
+
+class Killer(threading.Thread):
+    def __init__(self, daemons, kills, seed, nodes, period=(1.0, 3.0), restart=1.5):
+        super().__init__()
+        self.d, self.kills, self.rng, self.nodes = daemons, kills, random.Random(seed), nodes
+        self.period, self.restart = period, restart
+        self.done = []
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        if self.stop_flag.wait(2.0):
+            return
+        while len(self.done) < self.kills:
+            node = self.rng.choice(self.nodes)
+            self.d.kill(node)
+            self.done.append(node)
+            self.stop_flag.wait(self.restart)
+            self.d.start(node)
+            if self.stop_flag.wait(self.rng.uniform(*self.period)):
+                return
+
+
+def figures(r):
+    return [(float(a), float(b)) for a, b in re.findall(
+        r"in ([0-9.]+) s \([0-9.]+ MB/s\); longest batch of [0-9]+: ([0-9.]+) s", r.output)]
+
+
+def stream(o, tb, exe, name, args, policy, timeout=900):
+    env = {"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0", "MPIR_CVAR_CH4_ICBC_POLICY": policy}
+    return run_mpi(o.prefix, tb.user_env(), exe, 2, tb.work, name=name, hosts=o.hosts,
+                   extra_env=env, args=args, timeout=timeout)
+
+
+def kills(o, tb, exe, daemons):
+    rows, ok = [], True
+    cases = [(p, o.size, o.count, 2) for p in o.policies] + [("aggregate", 64, o.small_count, 64)]
+    for policy, size, count, window in cases:
+        args = ("--size", str(size), "--count", str(count), "--window", str(window))
+        base = stream(o, tb, exe, f"base-{policy}-{size}", args, policy)
+        killer = Killer(daemons, o.kills, seed=size + len(policy), nodes=ROUTERS)
+        killer.start()
+        try:
+            r = stream(o, tb, exe, f"kills-{policy}-{size}", args, policy)
+        finally:
+            killer.stop_flag.set()
+            killer.join()
+        good = base.ok and r.ok
+        ok &= good
+        bs = max((s for s, _ in figures(base)), default=float("nan"))
+        ks = max((s for s, _ in figures(r)), default=float("nan"))
+        n = len(killer.done)
+        rows.append({"policy": policy, "size": size, "count": count, "kills": n,
+                     "secs_no_kills": f"{bs:.2f}", "secs_kills": f"{ks:.2f}",
+                     "penalty_per_kill": f"{(ks - bs) / n:.3f}" if n else "",
+                     "longest_batch": f"{max((l for _, l in figures(r)), default=0):.2f}",
+                     "delivered": "yes" if good else "no",
+                     "killed": " ".join(killer.done),
+                     "why": "" if good else (r.describe() if not r.ok else base.describe())
+                     .splitlines()[0]})
+        print(f"{policy} {size} B x {count}: {n} kills, {ks:.1f} s (without {bs:.1f} s), "
+              f"{'delivered' if good else 'FAILED'}", flush=True)
+    with open(os.path.join(o.out, "kills.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return ok
+
+
+def soak(o, tb, exe, daemons):
+    args = ("--size", str(16 << 20), "--vary", "--seconds", str(o.soak), "--window", "4")
+    samples = []
+    killer = Killer(daemons, 10 ** 6, seed=42, nodes=[n for n in ROUTERS if n[1] != "0"],
+                    period=(5.0, 15.0))
+    stop = threading.Event()
+
+    def sample():
+        t0 = time.time()
+        while not stop.wait(10):
+            samples.append([f"{time.time() - t0:.0f}"] +
+                           [vm_kib(daemons.pids[n], "VmRSS") for n in ("a0", "b0")])
+
+    s = threading.Thread(target=sample)
+    killer.start()
+    s.start()
+    try:
+        r = stream(o, tb, exe, "soak", args, "aggregate", timeout=o.soak + 300)
+    finally:
+        killer.stop_flag.set()
+        stop.set()
+        killer.join()
+        s.join()
+    tb.stop_daemons()
+    reports = []
+    for node in ROUTERS:
+        for path in [p for p in os.listdir(tb.work) if p.startswith(f"asan-{node}")]:
+            with open(os.path.join(tb.work, path), errors="replace") as f:
+                text = f.read()
+            if "Sanitizer" in text:
+                reports.append(f"{path}: {text.splitlines()[0] if text else ''}")
+    with open(os.path.join(o.out, "soak_rss.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["secs", "a0_rss_kib", "b0_rss_kib"])
+        w.writerows(samples)
+    rss = [x for row in samples for x in row[1:] if x]
+    print(f"soak: {o.soak} s, {len(killer.done)} kills and restarts, "
+          f"{'delivered' if r.ok else 'FAILED: ' + r.describe()}; sanitizer reports: "
+          f"{len(reports)}; a0/b0 RSS first {samples[0][1:] if samples else '-'} KiB, "
+          f"last {samples[-1][1:] if samples else '-'} KiB", flush=True)
+    for line in reports:
+        print("  " + line)
+    with open(os.path.join(o.out, "soak.txt"), "w") as f:
+        f.write(" ".join(sys.argv) + "\n")
+        f.write(f"{o.soak} s, {len(killer.done)} kills: {' '.join(killer.done)}\n")
+        f.write(f"delivered: {r.ok}\nsanitizer reports: {len(reports)}\n" +
+                "".join(x + "\n" for x in reports))
+        f.write("\n".join(l for l in r.output.splitlines() if l.startswith("rank ")) + "\n")
+    return r.ok and not reports and bool(rss)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kills", type=int, default=24)
+    ap.add_argument("--policies", default="aggregate,static")
+    ap.add_argument("--size", type=size_arg, default=64 << 20)
+    ap.add_argument("--count", type=int, default=90)
+    ap.add_argument("--small-count", type=int, default=900000)
+    ap.add_argument("--soak", type=int, default=0)
+    ap.add_argument("--asan", action="store_true")
+    ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
+    ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "failover"))
+    o = ap.parse_args(argv)
+    o.policies = [p for p in o.policies.split(",") if p]
+    o.prefix = os.path.abspath(o.prefix)
+    os.makedirs(o.out, exist_ok=True)
+    work = os.path.join(TOP, "_build", "bench-failover")
+    tb = Testbed("fb", o.prefix, TESTBED, work)
+    exe = os.path.join(work, "failover_stream")
+    if not mpicc(o.prefix, os.path.join(TOP, "test", "mpi", "failover_stream.c"), exe,
+                 exe + ".build.log"):
+        raise SystemExit(f"failover_stream does not build (see {exe}.build.log)")
+    binary = os.path.join(TOP, "_build", "asan", "icbc-router") if o.asan else None
+    if binary and not os.access(binary, os.X_OK):
+        raise SystemExit(f"--asan: {binary} is not built (./quickstart.sh test builds it)")
+    tb.up()
+    ok = True
+    try:
+        o.hosts = os.path.join(work, "hosts")
+        with open(o.hosts, "w") as f:
+            f.write("a0\nb0\n")
+        daemons = Daemons(tb, binary)
+        for n in ROUTERS:
+            daemons.start(n)
+        if o.kills:
+            ok &= kills(o, tb, exe, daemons)
+        if o.soak:
+            ok &= soak(o, tb, exe, daemons)
+    finally:
+        tb.down()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
