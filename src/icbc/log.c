@@ -49,13 +49,24 @@ int icbc_log_enabled(icbc_log_level_t level)
 void icbc_log(icbc_log_level_t level, const char *fmt, ...)
 {
     static const char *names[] = { "error", "warn", "info", "debug" };
-    char line[1024];
+    char line[1024], *text = line;
     va_list ap;
+    int n;
 
     if (!icbc_log_enabled(level))
         return;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "[%s] %s: %s\n", log_ident, names[level], line);
+    /* a long line (a router's stats with its trunks and processes) whole */
+    if (n >= (int) sizeof(line) && (text = malloc((size_t) n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t) n + 1, fmt, ap);
+        va_end(ap);
+    } else if (text == NULL) {
+        text = line;
+    }
+    fprintf(stderr, "[%s] %s: %s\n", log_ident, names[level], text);
+    if (text != line)
+        free(text);
 }

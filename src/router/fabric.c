@@ -154,6 +154,26 @@ static void cluster_state_to(rt_peer_t *p, int cluster, int reachable)
     rt_pump_later(r, &p->out);
 }
 
+/* The statistics of (JOB, RANK), made at its first registration; NULL
+ * beyond PSTATS_MAX processes (or out of memory): not counted. */
+#define PSTATS_MAX 65536
+
+static rt_pstat_t *pstat_of(icbc_router_t *r, uint64_t job, uint32_t rank)
+{
+    rt_pstat_t *ps = icbc_hmap_get(&r->pstat_map, job, rank);
+
+    if (ps || r->pstat_map.count >= PSTATS_MAX || (ps = calloc(1, sizeof(*ps))) == NULL)
+        return ps;
+    ps->job = job;
+    ps->rank = rank;
+    if (icbc_hmap_put(&r->pstat_map, job, rank, ps) != ICBC_OK) {
+        free(ps);
+        return NULL;
+    }
+    icbc_list_push(&r->pstats, &ps->link);
+    return ps;
+}
+
 /* A REGISTER that rt_fabric_admit found well-formed and proven. */
 static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh)
 {
@@ -175,6 +195,7 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh)
     mx_server_trust_peer(p->mp);
     p->job = rh->job;
     p->rank = rh->src_rank;
+    p->ps = pstat_of(r, p->job, p->rank);
     icbc_list_del(&p->unreg_link);
     r->st.registered = r->registry.count;
     icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
@@ -276,6 +297,10 @@ static int forward(rt_peer_t *p, const mx_recv_t *rcv, const icbc_route_hdr_t *r
     }
     m->len = rcv->len;
     m->credit = credit;
+    if (p->ps) {
+        p->ps->msgs_from++;
+        p->ps->bytes_from += rcv->len;
+    }
     rt_enqueue(q, m);
     if (rcv->len == 0) {
         rt_pump_later(r, q);

@@ -128,6 +128,17 @@ void rt_pump(rt_queue_t *q)
             if (s->busy || !s->ready)
                 break;
         }
+        if (q->kind == Q_STREAM) {
+            rt_trunk_t *t = ((rt_stream_t *) q->owner)->t;
+            t->msgs_out++;
+            t->bytes_out += m->len;
+        } else if (q->kind == Q_PEER) {
+            rt_peer_t *p = q->owner;
+            if (p->ps) {
+                p->ps->msgs_to++;
+                p->ps->bytes_to += m->len;
+            }
+        }
         icbc_list_del(&m->qlink);
         q->bytes -= m->len;
         m->q = NULL;

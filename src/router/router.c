@@ -98,6 +98,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     }
     icbc_hmap_init(&r->registry);
     icbc_hmap_init(&r->unreach_logged);
+    icbc_hmap_init(&r->pstat_map);
+    icbc_list_init(&r->pstats);
     icbc_list_init(&r->unregistered);
     icbc_list_init(&r->peers);
     icbc_list_init(&r->to_pump);
@@ -273,16 +275,70 @@ void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, siz
         snprintf(buf + n, len - n, ", \"peak_rss_kb\": %ld}", st->peak_rss_kb);
 }
 
+/* Appends to the JSON object in BUF (closing brace dropped and put back)
+ * the counters of each trunk and of each process that registered (the
+ * first STATS_PROCESSES_MAX; "processes_more" counts the rest). */
+#define STATS_PROCESSES_MAX 128
+
+static size_t json_tail(icbc_router_t *r, char *buf, size_t len)
+{
+    size_t n = strlen(buf);
+    int first = 1, shown = 0, more = 0;
+
+#define OUT(...)                                                                                   \
+    do {                                                                                           \
+        if (n < len)                                                                               \
+            n += (size_t) snprintf(buf + n, len - n, __VA_ARGS__);                                \
+    } while (0)
+    if (n > 0 && buf[n - 1] == '}')
+        n--;
+    OUT(", \"trunks\": [");
+    for (int i = 0; i < r->ntrunks; i++) {
+        const rt_trunk_t *t = &r->trunks[i];
+        OUT("%s{\"cluster\": \"%s\", \"router\": %d, \"up\": %d, \"msgs_out\": %llu, "
+            "\"bytes_out\": %llu, \"msgs_in\": %llu, \"bytes_in\": %llu, \"downs\": %llu}",
+            first ? "" : ", ", icbc_routerfile_cluster(r->rf, (size_t) t->cluster)->name, t->peer,
+            t->up, (unsigned long long) t->msgs_out, (unsigned long long) t->bytes_out,
+            (unsigned long long) t->msgs_in, (unsigned long long) t->bytes_in,
+            (unsigned long long) t->downs);
+        first = 0;
+    }
+    OUT("], \"processes\": [");
+    first = 1;
+    for (icbc_list_t *e = r->pstats.next; e != &r->pstats; e = e->next) {
+        const rt_pstat_t *p = ICBC_CONTAINER(e, rt_pstat_t, link);
+        if (shown == STATS_PROCESSES_MAX) {
+            more++;
+            continue;
+        }
+        OUT("%s{\"job\": %llu, \"rank\": %u, \"msgs_from\": %llu, \"bytes_from\": %llu, "
+            "\"msgs_to\": %llu, \"bytes_to\": %llu}",
+            first ? "" : ", ", (unsigned long long) p->job, p->rank,
+            (unsigned long long) p->msgs_from, (unsigned long long) p->bytes_from,
+            (unsigned long long) p->msgs_to, (unsigned long long) p->bytes_to);
+        first = 0;
+        shown++;
+    }
+    OUT("], \"processes_more\": %d}", more);
+#undef OUT
+    return n;
+}
+
 static void stats_line(icbc_router_t *r)
 {
-    char line[1024];
+    size_t cap = 4096 + (size_t) r->ntrunks * 192 + STATS_PROCESSES_MAX * 160;
+    char *line = malloc(cap);
     icbc_router_stats_t st = r->st;
 
+    if (line == NULL)
+        return;
     st.peak_rss_kb = peak_rss_kb();
-    icbc_router_format_stats(&st, line, sizeof(line));
+    icbc_router_format_stats(&st, line, cap);
     icbc_info("router %s: %s", r->name, line);
-    icbc_router_format_stats_json(&st, line, sizeof(line));
+    icbc_router_format_stats_json(&st, line, cap);
+    json_tail(r, line, cap);
     icbc_info("router %s: stats-json %s", r->name, line);
+    free(line);
 }
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
@@ -369,6 +425,12 @@ void icbc_router_destroy(icbc_router_t *r)
         close(r->stop_fd);
     icbc_hmap_free(&r->registry);
     icbc_hmap_free(&r->unreach_logged);
+    icbc_hmap_free(&r->pstat_map);
+    while (!icbc_list_empty(&r->pstats)) {
+        rt_pstat_t *ps = ICBC_CONTAINER(r->pstats.next, rt_pstat_t, link);
+        icbc_list_del(&ps->link);
+        free(ps);
+    }
     free(r->dead);
     pthread_mutex_destroy(&r->pub_lock);
     memset(r->key, 0, sizeof(r->key));

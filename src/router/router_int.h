@@ -129,6 +129,9 @@ struct rt_trunk {
     double retry_at; /* initiator: next connect attempt (ms, monotonic) */
     double backoff_ms;
     int failures; /* connect failures since the last up, for the log */
+    /* statistics (stats-json "trunks") */
+    uint64_t msgs_out, bytes_out, msgs_in, bytes_in;
+    uint64_t downs; /* times it went down after being up */
 };
 
 struct rt_peer {
@@ -144,7 +147,17 @@ struct rt_peer {
     rt_queue_t out;          /* messages to this process */
     size_t credit_due;       /* eager bytes handed on, not credited yet */
     icbc_list_t credit_link; /* in router->credit_pending while a CREDIT is due */
+    struct rt_pstat *ps; /* its statistics (kept after it leaves); NULL: none */
 };
+
+/* Statistics of a process, by (job, rank), kept for the router's life
+ * (stats-json "processes"): messages it sent us, and we handed it. */
+typedef struct rt_pstat {
+    icbc_list_t link; /* in router->pstats */
+    uint64_t job;
+    uint32_t rank;
+    uint64_t msgs_from, bytes_from, msgs_to, bytes_to;
+} rt_pstat_t;
 
 struct icbc_router {
     icbc_router_config_t cfg;
@@ -171,6 +184,8 @@ struct icbc_router {
 
     icbc_hmap_t registry;       /* (job, rank) -> rt_peer_t */
     icbc_hmap_t unreach_logged; /* (job, cluster << 32 | rank) already logged */
+    icbc_hmap_t pstat_map;      /* (job, rank) -> rt_pstat_t */
+    icbc_list_t pstats;         /* every rt_pstat_t, in order of first registration */
     icbc_list_t unregistered;   /* rt_peer_t by deadline */
     icbc_list_t peers;          /* every rt_peer_t */
     icbc_list_t to_pump;        /* queues to pump once UCX callbacks returned */

@@ -138,6 +138,7 @@ static void trunk_down(rt_trunk_t *t, const char *why, int failed)
             icbc_warn("router %s: trunk to %s down: %s", r->name, trunk_name(t, name, sizeof(name)),
                       why);
         r->st.trunks_up--;
+        t->downs++;
     } else if (t->initiator) {
         t->failures++;
         if (t->failures == 1 || t->failures % 20 == 0)
@@ -346,6 +347,8 @@ static void stream_payload(rt_stream_t *s)
     s->rx = NULL;
     if (m == NULL)
         return; /* a discarded frame */
+    s->t->msgs_in++;
+    s->t->bytes_in += m->len;
     q = rt_route(r, &m->rh);
     if (q == NULL) {
         rt_unreachable(r, &m->rh, "not registered");

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from conftest import bed
-from mpirun import run_mpi
+from mpirun import run_mpi, router_stats
 
 ROUTERS = [f"{c}{i}" for c in "ab" for i in range(4)]
 JOB_ENV = {"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"}
@@ -232,3 +232,13 @@ def test_restarted_router_carries_traffic_again_within_5_s(four_routers, routers
     assert seen[0] <= 5, f"the restarted router carried traffic only after {seen[0]:.1f} s"
     with open(os.path.join(work, "failover.txt"), "a") as f:
         f.write(f"restart: router a2 carried bytes {seen[0]:.1f} s after its start\n")
+    # the stats line at exit: per trunk and per process; b2's trunk to a2
+    # went down once (the kill) and carried bytes both ways over the run
+    routers.stop()
+    b2 = router_stats(routers.log("b2"))
+    trunk = [t for t in b2["trunks"] if t["cluster"] == "a" and t["router"] == 2]
+    assert len(trunk) == 1 and trunk[0]["downs"] >= 1 and trunk[0]["bytes_out"] > 0 \
+        and trunk[0]["bytes_in"] > 0, b2["trunks"]
+    a0 = router_stats(routers.log("a0"))
+    rank0 = [p for p in a0["processes"] if p["rank"] == 0]
+    assert rank0 and rank0[0]["bytes_from"] > 0 and rank0[0]["bytes_to"] > 0, a0["processes"]
