@@ -160,6 +160,10 @@ typedef struct icbc_stripe_config {
     icbc_stripe_placement_t placement;
     double rate_window; /* adaptive: seconds over which a lane's rate is measured
                          * (0: 0.25) */
+    int feedback;       /* adaptive: the far end reports what each lane delivered
+                         * (icbc_stripe_lane_delivered); a lane's load is then the bytes
+                         * handed to it and not delivered yet, its rate what it delivered,
+                         * so bytes queued beyond the lane (in a router) count too */
 } icbc_stripe_config_t;
 
 typedef struct icbc_stripe icbc_stripe_t;
@@ -241,6 +245,8 @@ void icbc_stripe_peer_failed(icbc_stripe_t *stripe, int peer, const char *why);
 void icbc_stripe_lane_lost(icbc_stripe_t *stripe, int lane, double now);
 /* LANE carries chunks again (a router back). */
 void icbc_stripe_lane_revived(icbc_stripe_t *stripe, int lane);
+/* Feedback: a receiver got BYTES of chunks that went by LANE. */
+void icbc_stripe_lane_delivered(icbc_stripe_t *stripe, int lane, size_t bytes, double now);
 
 typedef struct icbc_stripe_stats {
     int active_sends, active_slots, blocked_sends;
@@ -256,7 +262,8 @@ typedef struct icbc_stripe_stats {
 
 /* What the engine knows of a lane (adaptive placement measures it). */
 typedef struct icbc_stripe_lane_stats {
-    uint64_t inflight; /* bytes handed to it and not reported yet */
+    uint64_t inflight;  /* bytes handed to it and not reported yet */
+    uint64_t undelivered; /* feedback: bytes handed to it, not reported delivered */
     uint64_t sent;     /* bytes it reported sent, in all */
     double rate;       /* bytes/s it delivered lately; 0: not measured yet */
     int down;

@@ -34,6 +34,10 @@
  *          lane before it has been delivered (MPI_Win_complete's notices)
  *   CONFIRM  no MPI header, no payload; cookie: the striped send it names
  *          arrived whole (failover: the sender keeps its chunks until then)
+ *   DELIVERED  no MPI header, no payload; cookie: a lane (router) of the
+ *          sender, offset: bytes of its chunks that arrived by it (adaptive
+ *          placement's feedback). A CHUNK then carries that lane + 1 in the
+ *          sequence number's place.
  *   ACK    no MPI header, no payload; cookie: the highest sequence number
  *          of the pair's ordered lane delivered in order (failover: the
  *          sender keeps every numbered message until it is acknowledged)
@@ -66,14 +70,15 @@ typedef enum {
     ICBC_MSG_SYNC_ACK = 6, /* the answer; cookie as in the SYNC */
     ICBC_MSG_CONFIRM = 7,  /* a striped send arrived whole; cookie names it */
     ICBC_MSG_ACK = 8,      /* ordered lane delivered up to sequence number cookie */
+    ICBC_MSG_DELIVERED = 9, /* offset bytes of chunks arrived by the sender's lane cookie */
 } icbc_msg_kind_t;
 
-#define ICBC_MSG_KIND_LAST ICBC_MSG_ACK
+#define ICBC_MSG_KIND_LAST ICBC_MSG_DELIVERED
 
 /* Kinds that carry neither an MPI header nor a payload. */
 #define ICBC_MSG_KIND_BARE(kind)                                                                   \
     ((kind) == ICBC_MSG_CTS || (kind) == ICBC_MSG_SYNC || (kind) == ICBC_MSG_SYNC_ACK ||           \
-     (kind) == ICBC_MSG_CONFIRM || (kind) == ICBC_MSG_ACK)
+     (kind) == ICBC_MSG_CONFIRM || (kind) == ICBC_MSG_ACK || (kind) == ICBC_MSG_DELIVERED)
 
 typedef struct icbc_am_hdr {
     uint8_t kind;

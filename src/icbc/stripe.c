@@ -77,7 +77,8 @@ typedef struct {
 
 /* A lane as placement sees it. */
 typedef struct {
-    uint64_t inflight;  /* bytes handed to it, not reported yet */
+    uint64_t inflight;    /* bytes handed to it, not reported yet */
+    uint64_t undelivered; /* feedback: handed to it, not reported delivered */
     uint64_t sent;      /* bytes reported sent, in all */
     uint64_t win_bytes; /* reported sent since win_start */
     double win_start;   /* 0: no window open */
@@ -522,7 +523,8 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
     ln->inflight -= f->len;
     if (ok) {
         ln->sent += f->len;
-        ln->win_bytes += f->len;
+        if (!st->cfg.feedback)
+            ln->win_bytes += f->len;
     }
     flight_free(st, (int) fi);
     s = &st->sends[i];
@@ -576,13 +578,14 @@ static void lanes_measure(icbc_stripe_t *st, double now)
     for (int l = 0; l < st->nlanes_seen; l++) {
         lane_t *ln = &st->lanes[l];
         double dt = now - ln->win_start;
-        if (ln->win_start == 0 && ln->win_bytes == 0 && ln->inflight == 0) {
+        uint64_t load = st->cfg.feedback ? ln->undelivered : ln->inflight;
+        if (ln->win_start == 0 && ln->win_bytes == 0 && load == 0) {
             ln->win_start = now;
             continue;
         }
         if (dt < st->cfg.rate_window)
             continue;
-        if (ln->win_bytes > 0 || ln->inflight > 0) {
+        if (ln->win_bytes > 0 || load > 0) {
             double r = (double) ln->win_bytes / dt;
             ln->rate = ln->measured ? 0.5 * ln->rate + 0.5 * r : r;
             ln->measured = 1;
@@ -633,7 +636,7 @@ static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int
     for (int k = 0; k < n; k++) {
         const lane_t *ln = &st->lanes[order[k]];
         double rate = ln->measured ? ln->rate : mean;
-        double bytes = (double) (ln->inflight + len);
+        double bytes = (double) ((st->cfg.feedback ? ln->undelivered : ln->inflight) + len);
         est[k] = known == 0 ? bytes : rate > 0 ? bytes / rate : 1e300;
     }
     /* stable: equal estimates keep the rotation's order */
@@ -658,6 +661,7 @@ void icbc_stripe_lane_stats(const icbc_stripe_t *st, int lane, icbc_stripe_lane_
     if (lane < 0 || lane >= ICBC_STRIPE_LANES_MAX)
         return;
     out->inflight = st->lanes[lane].inflight;
+    out->undelivered = st->lanes[lane].undelivered;
     out->sent = st->lanes[lane].sent;
     out->rate = st->lanes[lane].measured ? st->lanes[lane].rate : 0;
     out->down = lane_down(st, lane);
@@ -742,6 +746,8 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             }
         }
         if (rc == ICBC_OK) {
+            if (st->cfg.feedback)
+                st->lanes[lane].undelivered += c.len;
             s->lane = (lane + 1) % nlanes; /* the next chunk starts after it */
             st->stats.chunks_sent++;
             if (again) {
@@ -801,6 +807,10 @@ void icbc_stripe_lane_lost(icbc_stripe_t *st, int lane, double now)
         return;
     st->lanes_down |= (uint64_t) 1 << lane;
     st->stats.lanes_lost++;
+    /* reports of what went by it, and some of the others' that travelled
+     * with it, are lost: every lane's load starts again from what follows */
+    for (int l = 0; l < ICBC_STRIPE_LANES_MAX; l++)
+        st->lanes[l].undelivered = 0;
     for (int i = 0; i < st->nsends; i++) {
         send_t *s = &st->sends[i];
         uint32_t lost = 0;
@@ -821,6 +831,18 @@ void icbc_stripe_lane_lost(icbc_stripe_t *st, int lane, double now)
             send_schedule(st, i);
         }
     }
+}
+
+void icbc_stripe_lane_delivered(icbc_stripe_t *st, int lane, size_t bytes, double now)
+{
+    lane_t *ln;
+
+    (void) now;
+    if (!st->cfg.feedback || lane < 0 || lane >= ICBC_STRIPE_LANES_MAX)
+        return;
+    ln = &st->lanes[lane];
+    ln->undelivered -= bytes < ln->undelivered ? bytes : ln->undelivered;
+    ln->win_bytes += bytes;
 }
 
 void icbc_stripe_lane_revived(icbc_stripe_t *st, int lane)

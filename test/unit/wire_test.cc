@@ -77,7 +77,7 @@ bool wire_bytes_valid(const std::vector<uint8_t> &b, unsigned max_handler, uint3
     if (b.size() < ICBC_WIRE_AM_HDR_SIZE || b[0] != ICBC_WIRE_VERSION)
         return false;
     unsigned kind = b[1];
-    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_ACK || get16(2) >= max_handler ||
+    if (kind < ICBC_MSG_AM || kind > ICBC_MSG_DELIVERED || get16(2) >= max_handler ||
         get32(8) >= world)
         return false;
     size_t am_hdr_sz = get16(6);
@@ -88,7 +88,7 @@ bool wire_bytes_valid(const std::vector<uint8_t> &b, unsigned max_handler, uint3
         return false;
     bool data_zero = get32(16) == 0 && get32(20) == 0;
     bool bare = kind == ICBC_MSG_CTS || kind == ICBC_MSG_SYNC || kind == ICBC_MSG_SYNC_ACK ||
-                kind == ICBC_MSG_CONFIRM || kind == ICBC_MSG_ACK;
+                kind == ICBC_MSG_CONFIRM || kind == ICBC_MSG_ACK || kind == ICBC_MSG_DELIVERED;
     return !(bare && !data_zero);
 }
 
@@ -103,7 +103,7 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
     int accepted = 0, rejected = 0;
     for (int i = 0; i < 20000; i++) {
         icbc_am_hdr_t h = {};
-        h.kind = (uint8_t) (ICBC_MSG_AM + rng() % 8);
+        h.kind = (uint8_t) (ICBC_MSG_AM + rng() % 9);
         h.seq = rng() % 3 ? 0 : rng();
         h.handler_id = (uint16_t) (rng() % max_handler);
         h.src_vci = (uint8_t) rng();

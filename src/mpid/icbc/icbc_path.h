@@ -31,6 +31,9 @@
 
 /* The pair's ordered lane. */
 #define MPIDI_ICBC_LANE_ORDERED (-1)
+/* Small reports that may be lost (adaptive placement's DELIVERED): the
+ * pair's router, not numbered or kept; routed path only. */
+#define MPIDI_ICBC_LANE_CONTROL (-2)
 
 /* Path kinds that can have an ops table. */
 #define ICBC_PATH_KINDS (ICBC_PATH_IMPI + 1)

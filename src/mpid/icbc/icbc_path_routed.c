@@ -229,7 +229,8 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
                                     "failed earlier");
     if (ordered && P.failover)
         return numbered_send(peer, inner, inner_len, payload, len, cb, arg);
-    if (ordered || (P.policy == ICBC_RF_POLICY_STATIC && !P.failover)) {
+    if (ordered || lane == MPIDI_ICBC_LANE_CONTROL ||
+        (P.policy == ICBC_RF_POLICY_STATIC && !P.failover)) {
         router = fixed_router(peer);
     } else {
         router = lane;

@@ -112,6 +112,7 @@ static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane, const icbc
     icbc_am_hdr_t wh = {
         .kind = ICBC_MSG_CHUNK,
         .src_rank = (uint32_t) MPIR_Process.rank,
+        .seq = X.feedback ? (uint32_t) lane + 1 : 0, /* the receiver reports it DELIVERED */
         .data_sz = c->len,
         .slot = c->slot,
         .gen = c->gen,
@@ -183,7 +184,12 @@ int MPIDI_ICBC_xfer_init(void)
                  MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT);
         return MPIDI_ICBC_path_cfg_error(why);
     }
+    /* adaptive placement over routers: receivers report what each router
+     * delivered, so bytes queued in a router count as its load */
+    cfg.feedback = cfg.placement == ICBC_STRIPE_PLACE_ADAPTIVE &&
+                   MPIDI_ICBC_paths.policy == ICBC_RF_POLICY_AGGREGATE && MPIDI_ICBC_paths.rf;
     memset(&X, 0, sizeof(X));
+    X.feedback = cfg.feedback;
     X.threshold = MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0);
     MPIR_ERR_CHKANDJUMP(icbc_stripe_create(&cfg, &stripe_ops, NULL, &X.stripe) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
@@ -466,6 +472,26 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         X.sync_failed = rank;
     }
     icbc_stripe_peer_failed(X.stripe, rank, why);
+}
+
+/* Feedback: BYTES of RANK's chunks arrived by its LANE. */
+void MPIDI_ICBC_xfer_send_delivered(int rank, int lane, size_t bytes)
+{
+    uint8_t inner[ICBC_WIRE_HDR_LEN(ICBC_MSG_DELIVERED)];
+    icbc_am_hdr_t wh = {
+        .kind = ICBC_MSG_DELIVERED,
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .cookie = (uint64_t) lane,
+        .offset = bytes,
+    };
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
+    int busy;
+
+    if (peer == NULL || peer->path != ICBC_PATH_ROUTED || peer->state == ICBC_PEER_FAILED)
+        return;
+    icbc_am_hdr_pack(&wh, inner);
+    MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_CONTROL, inner, sizeof(inner), NULL, 0, ordered_done,
+                         NULL, &busy);
 }
 
 void MPIDI_ICBC_xfer_lane_lost(int lane)

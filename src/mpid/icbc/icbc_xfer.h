@@ -37,6 +37,7 @@
 typedef struct {
     icbc_stripe_t *stripe;
     MPI_Aint threshold;
+    int feedback; /* the engine's: chunks carry their lane, receivers report DELIVERED */
     double failed_at; /* first path failure, 0: none */
     char failure[160];
     /* MPIDI_ICBC_xfer_sync: the round, and per world rank the round it
@@ -88,6 +89,8 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why);
 /* Failover: chunk LANE is lost (what it carried and is not confirmed goes
  * again by the others), or carries chunks again. */
 void MPIDI_ICBC_xfer_lane_lost(int lane);
+/* Feedback: BYTES of RANK's chunks arrived by its LANE (routed path). */
+void MPIDI_ICBC_xfer_send_delivered(int rank, int lane, size_t bytes);
 void MPIDI_ICBC_xfer_lane_revived(int lane);
 
 /* ---- receive side (icbc_xrecv.c) ----------------------------------------- */

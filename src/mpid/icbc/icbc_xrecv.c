@@ -236,6 +236,11 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         icbc_stripe_send_confirmed(X.stripe, src_rank, x->wh.cookie, icbc_clock_coarse());
         return 0;
     case ICBC_MSG_ACK: return 0; /* the routed path takes them before they get here */
+    case ICBC_MSG_DELIVERED:
+        if (x->wh.cookie < ICBC_STRIPE_LANES_MAX)
+            icbc_stripe_lane_delivered(X.stripe, (int) x->wh.cookie, x->wh.offset,
+                                       icbc_clock_coarse());
+        return 0;
     case ICBC_MSG_CHUNK: {
         icbc_stripe_chunk_t c = {
             .slot = x->wh.slot,
@@ -267,7 +272,12 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok)
         MPL_free(x->buf);
         x->buf = NULL;
         break;
-    case ICBC_MSG_CHUNK: icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_coarse()); break;
+    case ICBC_MSG_CHUNK:
+        icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_coarse());
+        /* the sender's adaptive placement: this lane delivered it */
+        if (ok && x->wh.seq != 0)
+            MPIDI_ICBC_xfer_send_delivered(x->src_rank, (int) x->wh.seq - 1, x->len);
+        break;
     }
     x->kind = 0;
 }
