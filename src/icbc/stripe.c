@@ -80,8 +80,9 @@ typedef struct {
     uint64_t inflight;    /* bytes handed to it, not reported yet */
     uint64_t undelivered; /* feedback: handed to it, not reported delivered */
     uint64_t sent;      /* bytes reported sent, in all */
-    uint64_t win_bytes; /* reported sent since win_start */
-    double win_start;   /* 0: no window open */
+    uint64_t win_bytes; /* moved in the current window */
+    double win_start;   /* when the lane last got work; 0: it has none */
+    double win_busy;    /* seconds with work in the current window, before win_start */
     double rate;        /* bytes/s lately */
     int measured;       /* rate holds a measurement */
 } lane_t;
@@ -509,6 +510,8 @@ static void send_schedule(icbc_stripe_t *st, int i)
     /* SENDING: the running send_pump takes them; BLOCKED: queued already */
 }
 
+static void lane_moved(icbc_stripe_t *st, lane_t *ln, uint64_t bytes, double now);
+
 void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double now)
 {
     uint32_t fi = (uint32_t) token, fgen = (uint32_t) (token >> 32);
@@ -524,7 +527,7 @@ void icbc_stripe_chunk_sent(icbc_stripe_t *st, uint64_t token, int ok, double no
     if (ok) {
         ln->sent += f->len;
         if (!st->cfg.feedback)
-            ln->win_bytes += f->len;
+            lane_moved(st, ln, f->len, now);
     }
     flight_free(st, (int) fi);
     s = &st->sends[i];
@@ -570,28 +573,58 @@ static int next_unit(send_t *s, uint32_t *u, int *again)
 
 /* ---- placement ------------------------------------------------------------ */
 
-/* Closes each lane's measuring window that is over: its rate is what it
- * delivered in it (averaged with the last one). An idle lane keeps its
- * rate; a lane that holds chunks and delivers nothing goes towards 0. */
+/* A lane's rate is measured while it has work: a window opens when an idle
+ * lane is handed a chunk and closes after rate_window, or when the lane
+ * runs dry; its rate is what the lane delivered in it (averaged with the
+ * last). An idle lane keeps its rate (time without work says nothing of
+ * its speed); a lane that holds chunks and delivers nothing goes towards 0. */
+static uint64_t lane_load(const icbc_stripe_t *st, const lane_t *ln)
+{
+    return st->cfg.feedback ? ln->undelivered : ln->inflight;
+}
+
+/* Seconds LN had work in its current window, up to NOW. */
+static double lane_busy(const lane_t *ln, double now)
+{
+    return ln->win_busy + (ln->win_start > 0 ? now - ln->win_start : 0);
+}
+
+/* The window is over: its rate goes into the lane's. */
+static void lane_close(lane_t *ln, double now)
+{
+    double busy = lane_busy(ln, now);
+
+    if (busy > 0) {
+        double r = (double) ln->win_bytes / busy;
+        ln->rate = ln->measured ? 0.5 * ln->rate + 0.5 * r : r;
+        ln->measured = 1;
+    }
+    ln->win_bytes = 0;
+    ln->win_busy = 0;
+    if (ln->win_start > 0)
+        ln->win_start = now;
+}
+
+/* BYTES went through LN (sent, or with feedback delivered). A lane that
+ * runs dry stops its window's clock until it gets work again. */
+static void lane_moved(icbc_stripe_t *st, lane_t *ln, uint64_t bytes, double now)
+{
+    ln->win_bytes += bytes;
+    if (lane_load(st, ln) == 0 && ln->win_start > 0) {
+        ln->win_busy += now - ln->win_start;
+        ln->win_start = 0;
+    }
+    if (lane_busy(ln, now) >= st->cfg.rate_window)
+        lane_close(ln, now);
+}
+
+/* Closes the windows that are over (a lane that stalls shows it here). */
 static void lanes_measure(icbc_stripe_t *st, double now)
 {
     for (int l = 0; l < st->nlanes_seen; l++) {
         lane_t *ln = &st->lanes[l];
-        double dt = now - ln->win_start;
-        uint64_t load = st->cfg.feedback ? ln->undelivered : ln->inflight;
-        if (ln->win_start == 0 && ln->win_bytes == 0 && load == 0) {
-            ln->win_start = now;
-            continue;
-        }
-        if (dt < st->cfg.rate_window)
-            continue;
-        if (ln->win_bytes > 0 || load > 0) {
-            double r = (double) ln->win_bytes / dt;
-            ln->rate = ln->measured ? 0.5 * ln->rate + 0.5 * r : r;
-            ln->measured = 1;
-        }
-        ln->win_bytes = 0;
-        ln->win_start = now;
+        if (ln->win_start > 0 && lane_busy(ln, now) >= st->cfg.rate_window)
+            lane_close(ln, now);
     }
 }
 
@@ -725,6 +758,8 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             uint64_t token = make_id(f->gen, fi);
             tried++;
             s->outstanding++;
+            if (st->lanes[lane].win_start == 0 && lane_load(st, &st->lanes[lane]) == 0)
+                st->lanes[lane].win_start = now; /* it had nothing: its window opens */
             st->lanes[lane].inflight += c.len;
             if (s->where != NULL)
                 s->where[u] = UNIT_FLYING;
@@ -837,12 +872,11 @@ void icbc_stripe_lane_delivered(icbc_stripe_t *st, int lane, size_t bytes, doubl
 {
     lane_t *ln;
 
-    (void) now;
     if (!st->cfg.feedback || lane < 0 || lane >= ICBC_STRIPE_LANES_MAX)
         return;
     ln = &st->lanes[lane];
     ln->undelivered -= bytes < ln->undelivered ? bytes : ln->undelivered;
-    ln->win_bytes += bytes;
+    lane_moved(st, ln, bytes, now);
 }
 
 void icbc_stripe_lane_revived(icbc_stripe_t *st, int lane)
@@ -1208,6 +1242,15 @@ void icbc_stripe_dump(const icbc_stripe_t *st, FILE *f, double now)
                 (unsigned long long) st->stats.chunks_resent,
                 (unsigned long long) st->stats.confirmations,
                 (unsigned long long) st->stats.late_chunks);
+    fprintf(f, "  lanes (placement %s%s):", icbc_stripe_placement_str(st->cfg.placement),
+            st->cfg.feedback ? ", feedback" : "");
+    for (int l = 0; l < st->nlanes_seen; l++) {
+        const lane_t *ln = &st->lanes[l];
+        fprintf(f, " [%d] %llu in flight, %llu undelivered, %.1f MB/s%s", l,
+                (unsigned long long) ln->inflight, (unsigned long long) ln->undelivered,
+                ln->measured ? ln->rate / 1e6 : 0.0, lane_down(st, l) ? " (down)" : "");
+    }
+    fprintf(f, "\n");
 #ifndef NDEBUG
     unsigned first = st->nlog > TRANSITIONS_KEPT ? st->nlog - TRANSITIONS_KEPT : 0;
     fprintf(f, "  last %u state transitions:\n", st->nlog - first);

@@ -784,6 +784,17 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     return post_msg(rt, req);
 }
 
+int mx_client_would_wait(const mx_client_t *c, int router, size_t len)
+{
+    const router_t *rt;
+    mx_creq_t probe = { .len = len, .hdr_len = ICBC_ROUTE_HDR_SIZE };
+
+    if (router < 0 || (size_t) router >= c->p.nrouters)
+        return 0;
+    rt = &c->routers[router];
+    return rt->wait_head != NULL || !window_open(rt, &probe);
+}
+
 icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
                                   mx_client_cb_t cb, void *arg)
 {

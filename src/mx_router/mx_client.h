@@ -115,6 +115,11 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
                              uint16_t flags, const void *inner, size_t inner_len,
                              const void *payload, size_t len, mx_client_cb_t cb, void *arg);
 
+/* Whether a send of LEN payload bytes to ROUTER would wait in the client
+ * (its window is full, or sends already wait): a caller that can place the
+ * message elsewhere (a chunk) may prefer another router. */
+int mx_client_would_wait(const mx_client_t *c, int router, size_t len);
+
 /* Pulls a rendezvous payload (m->data of on_msg) into BUF. */
 icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
                                   mx_client_cb_t cb, void *arg);

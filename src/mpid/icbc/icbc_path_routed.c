@@ -238,6 +238,12 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
             *busy = 1; /* lost since the engine chose it: it learns in progress */
             return MPI_SUCCESS;
         }
+        /* a chunk waits in the engine, not behind this router's window: the
+         * placement then chooses among the routers that take chunks now */
+        if (mx_client_would_wait(routed.mx, router, len)) {
+            *busy = 1;
+            return MPI_SUCCESS;
+        }
     }
     if (router < 0)
         return router_error(peer, router, NULL);
