@@ -2,7 +2,7 @@
 """Router failover measured: what router kills cost a stream, and a soak.
 
     python3 benchmarks/failover/run.py [--kills 24] [--policies aggregate,static]
-        [--size 64Mi] [--count 90] [--small-count 600000] [--soak SECONDS] [--asan]
+        [--size 64Mi] [--count 90] [--small-count 1500000] [--soak SECONDS] [--asan]
         [--prefix _install] [--out benchmarks/results/failover]
 
 One testbed: two clusters of four nodes, all of them router nodes (icbc-testbed
@@ -16,7 +16,8 @@ Kills: per policy, test/mpi/failover_stream (rank 0 in cluster a, rank 1 in
 b, both ways, every byte, the order and duplicates checked) runs once
 without kills and once while a router drawn at random is killed with
 SIGKILL every 1-3 s and restarted 1.5 s later, until --kills kills; then
-the same with 64-byte messages (ordered lane). Row per run in kills.csv:
+the same with 64-byte messages (ordered lane; --small-count 0: not). Row per
+case in kills.csv (a case run again replaces its row, the others stay):
 seconds with and without kills, the penalty per kill, the longest batch.
 
 Soak (--soak S): failover_stream --vary (16 B .. 16 MiB) for S seconds
@@ -111,7 +112,9 @@ def stream(o, tb, exe, name, args, policy, timeout=900):
 
 def kills(o, tb, exe, daemons):
     rows, ok = [], True
-    cases = [(p, o.size, o.count, 2) for p in o.policies] + [("aggregate", 64, o.small_count, 64)]
+    cases = [(p, o.size, o.count, 2) for p in o.policies]
+    if o.small_count:
+        cases.append(("aggregate", 64, o.small_count, 64))
     for policy, size, count, window in cases:
         args = ("--size", str(size), "--count", str(count), "--window", str(window))
         base = stream(o, tb, exe, f"base-{policy}-{size}", args, policy)
@@ -137,10 +140,17 @@ def kills(o, tb, exe, daemons):
                      .splitlines()[0]})
         print(f"{policy} {size} B x {count}: {n} kills, {ks:.1f} s (without {bs:.1f} s), "
               f"{'delivered' if good else 'FAILED'}", flush=True)
-    with open(os.path.join(o.out, "kills.csv"), "w", newline="") as f:
+    # rows of cases not run this time stay (a case is its policy and size)
+    path = os.path.join(o.out, "kills.csv")
+    keep = []
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            new = {(r["policy"], str(r["size"])) for r in rows}
+            keep = [r for r in csv.DictReader(f) if (r["policy"], r["size"]) not in new]
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(keep + rows)
     return ok
 
 
@@ -195,19 +205,68 @@ def soak(o, tb, exe, daemons):
     return r.ok and not reports and bool(rss)
 
 
+def plot(out):
+    """failover.png: seconds per case with and without kills; the soak's
+    router sizes over time, when there was a soak."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("run.py: no matplotlib here (use /usr/bin/python3): no plot", file=sys.stderr)
+        return
+    rows, rss = [], []
+    if os.path.exists(os.path.join(out, "kills.csv")):
+        with open(os.path.join(out, "kills.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+    if os.path.exists(os.path.join(out, "soak_rss.csv")):
+        with open(os.path.join(out, "soak_rss.csv"), newline="") as f:
+            rss = [r for r in csv.DictReader(f) if r["a0_rss_kib"] and r["b0_rss_kib"]]
+    fig, axes = plt.subplots(1, 2 if rss else 1, figsize=(11 if rss else 6, 4), squeeze=False)
+    ax = axes[0][0]
+    names = [f"{r['policy']}\n{int(r['size']) >> 20 or r['size']}{' MiB' if int(r['size']) >= 1 << 20 else ' B'}"
+             for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [float(r["secs_no_kills"]) for r in rows], 0.4, label="no kills")
+    ax.bar([i + 0.2 for i in x], [float(r["secs_kills"]) for r in rows], 0.4,
+           label="routers killed and restarted")
+    for i, r in zip(x, rows):
+        ax.text(i + 0.2, float(r["secs_kills"]), f"{r['kills']} kills", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("seconds for the stream (both ranks)")
+    ax.set_title("failover_stream, 2 clusters x 4 routers")
+    ax.legend(fontsize=8)
+    if rss:
+        ax = axes[0][1]
+        t = [float(r["secs"]) for r in rss]
+        ax.plot(t, [int(r["a0_rss_kib"]) / 1024 for r in rss], label="router a0")
+        ax.plot(t, [int(r["b0_rss_kib"]) / 1024 for r in rss], label="router b0")
+        ax.set_xlabel("seconds into the soak")
+        ax.set_ylabel("resident MiB")
+        ax.set_ylim(bottom=0)
+        ax.set_title("soak: routers never killed")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "failover.png"), dpi=110)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=24)
     ap.add_argument("--policies", default="aggregate,static")
     ap.add_argument("--size", type=size_arg, default=64 << 20)
     ap.add_argument("--count", type=int, default=90)
-    ap.add_argument("--small-count", type=int, default=900000)
+    ap.add_argument("--small-count", type=int, default=1500000)
     ap.add_argument("--soak", type=int, default=0)
     ap.add_argument("--asan", action="store_true")
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "failover"))
     o = ap.parse_args(argv)
     o.policies = [p for p in o.policies.split(",") if p]
+    if not o.kills and not o.soak:
+        raise SystemExit("run.py: nothing to do (--kills 0 and no --soak)")
     o.prefix = os.path.abspath(o.prefix)
     os.makedirs(o.out, exist_ok=True)
     work = os.path.join(TOP, "_build", "bench-failover")
@@ -234,6 +293,7 @@ def main(argv):
             ok &= soak(o, tb, exe, daemons)
     finally:
         tb.down()
+    plot(o.out)
     return 0 if ok else 1
 
 

@@ -59,18 +59,19 @@ cvars:
     - name        : MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT
       category    : CH4_ICBC
       type        : string
-      default     : "window"
+      default     : "adaptive"
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
-        Which router each chunk of a striped message takes. "window": the
-        next in turn, passing over a router whose window of chunks in
-        flight is full, so each carries what it keeps up with. "round-robin":
-        strictly in turn, every router the same share (the slowest sets the
-        pace). "adaptive": the router that would deliver the chunk first,
-        from the bytes it holds and the rate it delivered lately; a router
-        that stalls gets no chunk until it moves again.
+        Which router each chunk of a striped message takes. "adaptive" (the
+        default): the router that would deliver the chunk first, from the
+        bytes it holds and the rate it delivered lately, as the receivers
+        report them; a router with a quarter of the others' bandwidth gets
+        about a quarter of their share, one that stalls gets none until it
+        moves again. "window": the next in turn, passing over a router whose
+        window of chunks in flight is full. "round-robin": strictly in turn,
+        every router the same share (the slowest sets the pace).
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
