@@ -66,6 +66,7 @@ struct mx_client {
     size_t reqs_out;   /* sends and pulls in flight */
     double watched_ms; /* last mx_client_watch that looked */
     int nreconnecting;
+    unsigned char key[ICBC_RF_KEY_MAX]; /* p.key points here: registering again needs it */
 };
 
 static void fail(char *err, size_t errlen, const char *fmt, ...)
@@ -565,7 +566,14 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return ICBC_ERR_NO_MEMORY;
+    if (params->keylen > sizeof(c->key)) {
+        free(c);
+        fail(err, errlen, "mx_client: the key is longer than %d bytes", ICBC_RF_KEY_MAX);
+        return ICBC_ERR_INVALID;
+    }
     c->p = *params;
+    memcpy(c->key, params->key, params->keylen);
+    c->p.key = c->key;
     if (c->p.timeout_ms <= 0)
         c->p.timeout_ms = 10000;
     if (c->p.rndv_thresh == 0)

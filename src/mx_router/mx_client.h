@@ -74,7 +74,7 @@ typedef struct mx_client_params {
     uint16_t cluster; /* this process's cluster index */
     uint64_t job;
     uint32_t rank;
-    const unsigned char *key; /* the router file's key */
+    const unsigned char *key; /* the router file's key (copied) */
     size_t keylen;
     int timeout_ms;     /* registration deadline; 0: 10000 */
     size_t rndv_thresh; /* larger payloads go by rendezvous; 0: default */

@@ -89,21 +89,26 @@ int main(int argc, char **argv)
     int seed = 1, rank, nprocs, rc, vary = 0;
     double seconds = 0;
 
-    for (int a = 1; a + 1 < argc; a += 2) {
-        if (!strcmp(argv[a], "--size"))
-            size = strtoull(argv[a + 1], NULL, 0);
-        else if (!strcmp(argv[a], "--count"))
-            count = strtol(argv[a + 1], NULL, 0);
-        else if (!strcmp(argv[a], "--window"))
-            window = strtol(argv[a + 1], NULL, 0);
-        else if (!strcmp(argv[a], "--seed"))
-            seed = atoi(argv[a + 1]);
-        else if (!strcmp(argv[a], "--seconds"))
-            seconds = atof(argv[a + 1]);
-    }
-    for (int a = 1; a < argc; a++)
-        if (!strcmp(argv[a], "--vary"))
+    for (int a = 1; a < argc; a++) {
+        const char *v = a + 1 < argc ? argv[a + 1] : "";
+        if (!strcmp(argv[a], "--vary")) {
             vary = 1;
+            continue;
+        }
+        if (!strcmp(argv[a], "--size"))
+            size = strtoull(v, NULL, 0);
+        else if (!strcmp(argv[a], "--count"))
+            count = strtol(v, NULL, 0);
+        else if (!strcmp(argv[a], "--window"))
+            window = strtol(v, NULL, 0);
+        else if (!strcmp(argv[a], "--seed"))
+            seed = atoi(v);
+        else if (!strcmp(argv[a], "--seconds"))
+            seconds = atof(v);
+        else
+            continue; /* MPI's own arguments */
+        a++;
+    }
     if (seconds > 0)
         count = 1L << 40;
     MPI_Init(&argc, &argv);

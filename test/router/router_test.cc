@@ -248,7 +248,7 @@ class Client
 {
   public:
     Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
-           int timeout_ms = 5000, int rndv_window = 0, uint64_t job = kJob)
+           int timeout_ms = 5000, int rndv_window = 0, uint64_t job = kJob, int reconnect_ms = 0)
     {
         ucp_config_t *config;
         EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
@@ -288,6 +288,8 @@ class Client
         p.rndv_window = rndv_window;
         p.on_msg = OnMsg;
         p.on_router_lost = OnLost;
+        p.on_router_back = OnBack;
+        p.reconnect_ms = reconnect_ms;
         p.on_cluster_state = OnClusterState;
         p.arg = this;
         status_ = mx_client_create(&p, &c_, err, sizeof(err));
@@ -317,6 +319,10 @@ class Client
     int lost() const
     {
         return lost_;
+    }
+    int backs() const
+    {
+        return backs_;
     }
 
     void Progress()
@@ -450,6 +456,10 @@ class Client
     {
         static_cast<Client *>(arg)->lost_ = router;
     }
+    static void OnBack(int router, void *arg)
+    {
+        static_cast<Client *>(arg)->backs_++;
+    }
     static void OnClusterState(int router, uint16_t cluster, int reachable, void *arg)
     {
         static_cast<Client *>(arg)->states_.push_back({ cluster, reachable != 0 });
@@ -464,6 +474,7 @@ class Client
     std::vector<Pull> pulls_;
     size_t sends_ = 0, sent_ = 0, send_errors_ = 0;
     int lost_ = -1;
+    int backs_ = 0;
     std::vector<std::pair<uint16_t, bool>> states_;
     size_t seen_states_ = 0;
 };
@@ -1506,6 +1517,46 @@ pid_t SpawnRouter(const std::string &rf_path, const char *host, size_t headroom 
 }
 
 } // namespace
+
+// A process whose router died registers again with the daemon restarted at
+// the same router file entry (mx_client's reconnect_ms), and sends through
+// it again; without reconnect_ms it does not try.
+TEST_F(RouterTest, ClientRegistersAgainWithARestartedRouter)
+{
+    TwoClusters su;
+    RfPtr rf = LoadRf(su.rf_path);
+    auto ra = std::make_unique<RouterThread>(rf.get(), "a0");
+    Client ca(rf.get(), 0, 0, "", 5000, 0, kJob, 200);
+    Client still(rf.get(), 0, 1);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    ASSERT_EQ(ICBC_OK, still.status()) << still.error();
+    ra.reset(); // the router goes away
+    double end = NowMs() + 5000;
+    while ((ca.lost() != 0 || still.lost() != 0) && NowMs() < end) {
+        ca.Progress();
+        still.Progress();
+        mx_client_watch(ca.client());
+        mx_client_watch(still.client());
+    }
+    ASSERT_EQ(0, ca.lost()) << "the client did not see its router go";
+    ASSERT_EQ(0, still.lost());
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0,
+                                                   nullptr, nullptr));
+    ra = std::make_unique<RouterThread>(rf.get(), "a0");
+    end = NowMs() + 5000;
+    while (ca.backs() == 0 && NowMs() < end) {
+        ca.Progress();
+        still.Progress();
+        mx_client_watch(ca.client());
+        mx_client_watch(still.client());
+    }
+    ASSERT_EQ(1, ca.backs()) << "not registered again within 5 s";
+    EXPECT_TRUE(mx_client_router_alive(ca.client(), 0));
+    EXPECT_EQ(ICBC_OK, mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0, nullptr,
+                                      nullptr));
+    EXPECT_EQ(0, still.backs());
+    EXPECT_FALSE(mx_client_router_alive(still.client(), 0)) << "reconnected without reconnect_ms";
+}
 
 TEST_F(RouterTest, LostClusterIsAnnouncedAndSoIsItsReturn)
 {
