@@ -37,10 +37,10 @@ typedef struct icbc_seq_msg {
     icbc_list_t link;
     int peer;
     uint32_t seq;
-    int route;     /* sender: the route it last went by (the caller's number) */
-    int sends;     /* sender: sends of it not completed yet */
-    int acked;     /* sender: the receiver has it; freed once no send is left */
-    uint8_t *hdr;  /* HDR_LEN bytes, then LEN payload bytes at PAYLOAD */
+    int route;    /* sender: the route it last went by (the caller's number) */
+    int sends;    /* sender: sends of it not completed yet */
+    int acked;    /* sender: the receiver has it; freed once no send is left */
+    uint8_t *hdr; /* HDR_LEN bytes, then LEN payload bytes at PAYLOAD */
     size_t hdr_len;
     uint8_t *payload;
     size_t len;
@@ -66,8 +66,8 @@ void icbc_seq_destroy(icbc_seq_t *seq);
 
 /* Numbers a message to PEER and keeps a copy of HDR and PAYLOAD; the copy's
  * number is m->seq, its route ROUTE, one send counted. NULL: out of memory. */
-icbc_seq_msg_t *icbc_seq_keep(icbc_seq_t *seq, int peer, int route, const void *hdr,
-                              size_t hdr_len, const void *payload, size_t len);
+icbc_seq_msg_t *icbc_seq_keep(icbc_seq_t *seq, int peer, int route, const void *hdr, size_t hdr_len,
+                              const void *payload, size_t len);
 /* A send of M completed (whatever its outcome): M may be freed here, once
  * acknowledged. */
 void icbc_seq_send_done(icbc_seq_t *seq, icbc_seq_msg_t *m);

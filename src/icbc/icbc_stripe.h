@@ -262,10 +262,10 @@ typedef struct icbc_stripe_stats {
 
 /* What the engine knows of a lane (adaptive placement measures it). */
 typedef struct icbc_stripe_lane_stats {
-    uint64_t inflight;  /* bytes handed to it and not reported yet */
+    uint64_t inflight;    /* bytes handed to it and not reported yet */
     uint64_t undelivered; /* feedback: bytes handed to it, not reported delivered */
-    uint64_t sent;     /* bytes it reported sent, in all */
-    double rate;       /* bytes/s it delivered lately; 0: not measured yet */
+    uint64_t sent;        /* bytes it reported sent, in all */
+    double rate;          /* bytes/s it delivered lately; 0: not measured yet */
     int down;
 } icbc_stripe_lane_stats_t;
 

@@ -62,14 +62,14 @@ extern "C" {
     (ICBC_WIRE_AM_HDR_SIZE + ((kind) == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE))
 
 typedef enum {
-    ICBC_MSG_AM = 1,       /* MPI active message: MPI header + payload */
-    ICBC_MSG_RTS = 2,      /* request to send a striped payload */
-    ICBC_MSG_CTS = 3,      /* clear to send: the receive slot */
-    ICBC_MSG_CHUNK = 4,    /* one chunk of a striped payload */
-    ICBC_MSG_SYNC = 5,     /* "answer when all I sent before this has reached you" */
-    ICBC_MSG_SYNC_ACK = 6, /* the answer; cookie as in the SYNC */
-    ICBC_MSG_CONFIRM = 7,  /* a striped send arrived whole; cookie names it */
-    ICBC_MSG_ACK = 8,      /* ordered lane delivered up to sequence number cookie */
+    ICBC_MSG_AM = 1,        /* MPI active message: MPI header + payload */
+    ICBC_MSG_RTS = 2,       /* request to send a striped payload */
+    ICBC_MSG_CTS = 3,       /* clear to send: the receive slot */
+    ICBC_MSG_CHUNK = 4,     /* one chunk of a striped payload */
+    ICBC_MSG_SYNC = 5,      /* "answer when all I sent before this has reached you" */
+    ICBC_MSG_SYNC_ACK = 6,  /* the answer; cookie as in the SYNC */
+    ICBC_MSG_CONFIRM = 7,   /* a striped send arrived whole; cookie names it */
+    ICBC_MSG_ACK = 8,       /* ordered lane delivered up to sequence number cookie */
     ICBC_MSG_DELIVERED = 9, /* offset bytes of chunks arrived by the sender's lane cookie */
 } icbc_msg_kind_t;
 

@@ -133,8 +133,8 @@ void icbc_seq_destroy(icbc_seq_t *q)
 
 /* ---- sender -------------------------------------------------------------- */
 
-icbc_seq_msg_t *icbc_seq_keep(icbc_seq_t *q, int peer, int route, const void *hdr,
-                              size_t hdr_len, const void *payload, size_t len)
+icbc_seq_msg_t *icbc_seq_keep(icbc_seq_t *q, int peer, int route, const void *hdr, size_t hdr_len,
+                              const void *payload, size_t len)
 {
     pair_t *p = pair_of(q, peer);
     icbc_seq_msg_t *m;

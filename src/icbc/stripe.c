@@ -53,8 +53,8 @@ typedef struct {
     int peer;
     char *dest; /* the caller's; NULL: chunks go through ops->place */
     size_t size;
-    size_t received; /* bytes whose chunk ended well */
-    size_t unit;     /* length of every chunk but the last (our chunk size) */
+    size_t received;  /* bytes whose chunk ended well */
+    size_t unit;      /* length of every chunk but the last (our chunk size) */
     uint8_t *seen;    /* owned: one bit per chunk, set when it began */
     uint8_t *arrived; /* failover: one bit per chunk, set when it is in place (in
                        * SEEN's allocation); a second copy may stream meanwhile */
@@ -79,12 +79,12 @@ typedef struct {
 typedef struct {
     uint64_t inflight;    /* bytes handed to it, not reported yet */
     uint64_t undelivered; /* feedback: handed to it, not reported delivered */
-    uint64_t sent;      /* bytes reported sent, in all */
-    uint64_t win_bytes; /* moved in the current window */
-    double win_start;   /* when the lane last got work; 0: it has none */
-    double win_busy;    /* seconds with work in the current window, before win_start */
-    double rate;        /* bytes/s lately */
-    int measured;       /* rate holds a measurement */
+    uint64_t sent;        /* bytes reported sent, in all */
+    uint64_t win_bytes;   /* moved in the current window */
+    double win_start;     /* when the lane last got work; 0: it has none */
+    double win_busy;      /* seconds with work in the current window, before win_start */
+    double rate;          /* bytes/s lately */
+    int measured;         /* rate holds a measurement */
 } lane_t;
 
 typedef struct {

@@ -36,10 +36,10 @@ typedef struct {
     ucs_status_t ep_status; /* why the endpoint failed */
     double heard_ms;        /* last message of any kind from the router */
     int registered_once;
-    int was_ready;       /* registered at some point: worth reconnecting */
-    int reconnecting;    /* a new endpoint is registering (from mx_client_watch) */
-    double retry_ms;     /* next reconnection attempt */
-    double deadline_ms;  /* of the one under way */
+    int was_ready;      /* registered at some point: worth reconnecting */
+    int reconnecting;   /* a new endpoint is registering (from mx_client_watch) */
+    double retry_ms;    /* next reconnection attempt */
+    double deadline_ms; /* of the one under way */
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
 } router_t;

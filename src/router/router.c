@@ -288,7 +288,7 @@ static size_t json_tail(icbc_router_t *r, char *buf, size_t len)
 #define OUT(...)                                                                                   \
     do {                                                                                           \
         if (n < len)                                                                               \
-            n += (size_t) snprintf(buf + n, len - n, __VA_ARGS__);                                \
+            n += (size_t) snprintf(buf + n, len - n, __VA_ARGS__);                                 \
     } while (0)
     if (n > 0 && buf[n - 1] == '}')
         n--;

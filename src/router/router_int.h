@@ -147,7 +147,7 @@ struct rt_peer {
     rt_queue_t out;          /* messages to this process */
     size_t credit_due;       /* eager bytes handed on, not credited yet */
     icbc_list_t credit_link; /* in router->credit_pending while a CREDIT is due */
-    struct rt_pstat *ps; /* its statistics (kept after it leaves); NULL: none */
+    struct rt_pstat *ps;     /* its statistics (kept after it leaves); NULL: none */
 };
 
 /* Statistics of a process, by (job, rank), kept for the router's life

@@ -189,8 +189,8 @@ int main(int argc, char **argv)
     }
     printf("rank %d: %ld messages of %s%zu bytes received intact and in order from rank %d in "
            "%.2f s (%.1f MB/s); longest batch of %ld: %.2f s\n",
-           rank, count, vary ? "up to " : "", size, peer, secs, (double) bytes / secs / 1e6,
-           window, longest);
+           rank, count, vary ? "up to " : "", size, peer, secs, (double) bytes / secs / 1e6, window,
+           longest);
     fflush(stdout);
     if ((rc = MPI_Barrier(MPI_COMM_WORLD)))
         die_mpi(rc, "MPI_Barrier");

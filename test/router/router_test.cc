@@ -1540,8 +1540,8 @@ TEST_F(RouterTest, ClientRegistersAgainWithARestartedRouter)
     }
     ASSERT_EQ(0, ca.lost()) << "the client did not see its router go";
     ASSERT_EQ(0, still.lost());
-    EXPECT_EQ(ICBC_ERR_PEER_FAILED, mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0,
-                                                   nullptr, nullptr));
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED,
+              mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0, nullptr, nullptr));
     ra = std::make_unique<RouterThread>(rf.get(), "a0");
     end = NowMs() + 5000;
     while (ca.backs() == 0 && NowMs() < end) {
@@ -1552,8 +1552,8 @@ TEST_F(RouterTest, ClientRegistersAgainWithARestartedRouter)
     }
     ASSERT_EQ(1, ca.backs()) << "not registered again within 5 s";
     EXPECT_TRUE(mx_client_router_alive(ca.client(), 0));
-    EXPECT_EQ(ICBC_OK, mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0, nullptr,
-                                      nullptr));
+    EXPECT_EQ(ICBC_OK,
+              mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0, nullptr, nullptr));
     EXPECT_EQ(0, still.backs());
     EXPECT_FALSE(mx_client_router_alive(still.client(), 0)) << "reconnected without reconnect_ms";
 }

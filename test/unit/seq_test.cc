@@ -9,7 +9,8 @@ extern "C" {
 #include "icbc_seq.h"
 }
 
-namespace {
+namespace
+{
 
 struct Seq {
     icbc_seq_t *q = nullptr;
@@ -22,7 +23,10 @@ struct Seq {
         cfg.max_ahead = 1000;
         EXPECT_EQ(ICBC_OK, icbc_seq_create(&cfg, &q));
     }
-    ~Seq() { icbc_seq_destroy(q); }
+    ~Seq()
+    {
+        icbc_seq_destroy(q);
+    }
     icbc_seq_stats_t stats() const
     {
         icbc_seq_stats_t s;
@@ -131,8 +135,7 @@ TEST(Seq, TheReceiverDeliversEachNumberOnceInOrder)
         case ICBC_SEQ_DELIVER:
             delivered.push_back(a);
             while (icbc_seq_msg_t *h = icbc_seq_ready(s.q, 0, 0.0)) {
-                EXPECT_EQ("m" + std::to_string(h->seq),
-                          std::string((char *) h->payload, h->len));
+                EXPECT_EQ("m" + std::to_string(h->seq), std::string((char *) h->payload, h->len));
                 delivered.push_back(h->seq);
                 icbc_seq_release(s.q, h);
             }

@@ -688,9 +688,10 @@ struct Failover : TransferOver<1> {
 TEST(Stripe, FailoverNeedsAConfirmOp)
 {
     icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1, ICBC_STRIPE_PLACE_WINDOW, 0, 0 };
-    icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
-                              Side::recv_complete, Side::place, nullptr,
-                              nullptr };
+    icbc_stripe_ops_t ops = {
+        Side::send_chunk, Side::lanes, Side::send_complete, Side::recv_complete, Side::place,
+        nullptr,          nullptr
+    };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&cfg, &ops, nullptr, &st));
     EXPECT_EQ(nullptr, st);
@@ -1121,8 +1122,8 @@ struct Sim {
     int feedback = 0; /* the far end reports deliveries (icbc_stripe_lane_delivered) */
     std::vector<uint64_t> pulled;
     size_t delivered = 0;
-    int stall_lane = -1;                                    /* delivers nothing ... */
-    double stall_from = 0, stall_to = 0;                    /* ... in this interval */
+    int stall_lane = -1;                 /* delivers nothing ... */
+    double stall_from = 0, stall_to = 0; /* ... in this interval */
     icbc_stripe_t *st = nullptr;
     double now = 0;
     int done = 0;
@@ -1173,9 +1174,8 @@ struct Sim {
         carried.assign(rate.size(), 0);
         handed.assign(rate.size(), {});
         icbc_stripe_config_t cfg = { 256 << 10, 0, 0, 0, placement, 0.02, feedback };
-        icbc_stripe_ops_t ops = {
-            send_chunk, lanes, send_complete, recv_complete, nullptr, nullptr, nullptr
-        };
+        icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
+                                  nullptr,    nullptr, nullptr };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
         std::vector<char> buf(size);
         const double dt = 0.0002;
@@ -1232,7 +1232,6 @@ struct Sim {
         icbc_stripe_destroy(st);
         return all ? size / (now - start + dt) : 0;
     }
-
 };
 
 const double MB = 1e6;
@@ -1363,9 +1362,10 @@ TEST(StripePlacement, LaneStatsAndNames)
     EXPECT_STREQ("round-robin", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_ROUND_ROBIN));
     EXPECT_STREQ("window", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_WINDOW));
     icbc_stripe_config_t bad = { CHUNK, 0, 0, 0, (icbc_stripe_placement_t) 7, 0, 0 };
-    icbc_stripe_ops_t ops = { Side::send_chunk,    Side::lanes, Side::send_complete,
-                              Side::recv_complete, Side::place, Side::confirm,
-                              nullptr };
+    icbc_stripe_ops_t ops = {
+        Side::send_chunk, Side::lanes, Side::send_complete, Side::recv_complete, Side::place,
+        Side::confirm,    nullptr
+    };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&bad, &ops, nullptr, &st));
 }

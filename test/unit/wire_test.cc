@@ -219,7 +219,8 @@ TEST(WireHeader, SequenceNumberIsPeekedSetAndParsed)
     ASSERT_EQ(ICBC_OK, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
     EXPECT_EQ(0xfffffffeu, out.seq);
     EXPECT_EQ(h.cookie, out.cookie);
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_peek(buf.data(), ICBC_WIRE_AM_HDR_SIZE - 1, &kind, &seq));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_am_hdr_peek(buf.data(), ICBC_WIRE_AM_HDR_SIZE - 1, &kind, &seq));
     buf[0] ^= 0x80;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_peek(buf.data(), buf.size(), &kind, &seq));
     /* a payload on the bare kinds is refused */

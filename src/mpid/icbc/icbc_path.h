@@ -79,7 +79,7 @@ typedef struct {
     uint64_t job; /* same in every process of the job */
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
-    int nrouters;                          /* of our cluster */
+    int nrouters; /* of our cluster */
     int failover; /* routed messages survive lost routers (MPIR_CVAR_CH4_ICBC_FAILOVER, policy
                    * aggregate or static, some cluster with more than one router): the same
                    * in every process of the job */

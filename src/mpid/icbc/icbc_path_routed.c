@@ -72,18 +72,18 @@ cvars:
 
 static struct {
     mx_client_t *mx;
-    icbc_seq_t *seq;        /* failover: numbered ordered lanes */
-    uint64_t *unreach;      /* per router: clusters it reports unreachable (bit each) */
-    double *backoff_until;  /* per router: an UNREACHABLE came back through it */
-    uint64_t lanes_up;      /* routers the engine and the pairs use (bit each) */
-    int lanes_dirty;        /* something changed: look again in progress */
-    double none_since;      /* no router usable since then; 0: one is */
-    int failed_all;         /* transfers to other clusters were failed */
-    char why[160];          /* the reason they were, for the engine (kept) */
-    uint64_t failovers;     /* routers that stopped being usable */
-    uint64_t revivals;      /* routers usable again */
-    uint64_t resent;        /* ordered messages sent again */
-    uint64_t unreachable;   /* UNREACHABLE received */
+    icbc_seq_t *seq;       /* failover: numbered ordered lanes */
+    uint64_t *unreach;     /* per router: clusters it reports unreachable (bit each) */
+    double *backoff_until; /* per router: an UNREACHABLE came back through it */
+    uint64_t lanes_up;     /* routers the engine and the pairs use (bit each) */
+    int lanes_dirty;       /* something changed: look again in progress */
+    double none_since;     /* no router usable since then; 0: one is */
+    int failed_all;        /* transfers to other clusters were failed */
+    char why[160];         /* the reason they were, for the engine (kept) */
+    uint64_t failovers;    /* routers that stopped being usable */
+    uint64_t revivals;     /* routers usable again */
+    uint64_t resent;       /* ordered messages sent again */
+    uint64_t unreachable;  /* UNREACHABLE received */
 } routed;
 
 /* ---- lanes -------------------------------------------------------------- */
@@ -99,7 +99,7 @@ static int router_usable(int k, double now)
 static int fixed_router(icbc_peer_t *peer)
 {
     int base = P.policy == ICBC_RF_POLICY_STATIC ? MPIR_Process.rank % P.nrouters
-                                                  : (MPIR_Process.rank + peer->rank) % P.nrouters;
+                                                 : (MPIR_Process.rank + peer->rank) % P.nrouters;
     if (!P.failover)
         return base;
     for (int i = 0; i < P.nrouters; i++) {
@@ -288,9 +288,10 @@ static void lanes_update(double now)
             continue;
         routed.failovers++;
         icbc_warn("router %d of this cluster is not usable (%s); its traffic moves to the others",
-                  k, !mx_client_router_alive(routed.mx, k) ? "lost"
-                     : routed.unreach[k]                   ? "reports a cluster unreachable"
-                                                           : "sent messages back unreachable");
+                  k,
+                  !mx_client_router_alive(routed.mx, k) ? "lost"
+                  : routed.unreach[k]                   ? "reports a cluster unreachable"
+                                                        : "sent messages back unreachable");
         MPIDI_ICBC_xfer_lane_lost(k);
         for (int r = 0; r < MPIDI_ICBC_global.peers.size && up; r++)
             if (icbc_seq_kept_count(routed.seq, r) > 0)
@@ -396,8 +397,7 @@ static int numbered_receive(const mx_client_msg_t *m, int src, uint32_t seq_no)
     np->len = m->len;
     np->inner_len = m->inner_len;
     memcpy(np->inner, m->inner, m->inner_len);
-    if (mx_client_recv_data(routed.mx, m->data, np->data, m->len, numbered_pulled, np) !=
-        ICBC_OK) {
+    if (mx_client_recv_data(routed.mx, m->data, np->data, m->len, numbered_pulled, np) != ICBC_OK) {
         MPL_free(np->data);
         MPL_free(np);
         return 0;
@@ -486,8 +486,8 @@ static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, voi
         return;
     if (P.failover) {
         uint64_t bit = (uint64_t) 1 << (cluster % 64);
-        routed.unreach[router] = reachable ? routed.unreach[router] & ~bit
-                                           : routed.unreach[router] | bit;
+        routed.unreach[router] =
+            reachable ? routed.unreach[router] & ~bit : routed.unreach[router] | bit;
         routed.lanes_dirty = 1;
         return;
     }

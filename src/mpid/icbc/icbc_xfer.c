@@ -97,7 +97,6 @@ int MPIDI_ICBC_xfer_error(int rank, const char *why)
                                 MPI_ERR_OTHER, "**icbc_xfer", "**icbc_xfer %d %s", rank, why);
 }
 
-
 /* ---- the engine's lanes and completions -------------------------------- */
 
 static void chunk_lane_done(void *arg, int ok)

@@ -37,7 +37,7 @@
 typedef struct {
     icbc_stripe_t *stripe;
     MPI_Aint threshold;
-    int feedback; /* the engine's: chunks carry their lane, receivers report DELIVERED */
+    int feedback;     /* the engine's: chunks carry their lane, receivers report DELIVERED */
     double failed_at; /* first path failure, 0: none */
     char failure[160];
     /* MPIDI_ICBC_xfer_sync: the round, and per world rank the round it
