@@ -734,7 +734,9 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
         icbc_status_t rc = ICBC_ERR_BUSY;
         int tried = 0, refused = 0;
 
-        if (again && s->resent++ > 4 * s->nunits + 16) {
+        /* counted when a lane takes it: a resend that waits for a busy lane
+         * is tried again without having been lost again */
+        if (again && s->resent > 4 * s->nunits + 16) {
             send_fail(s, ICBC_ERR_PEER_FAILED, "chunks were lost on every lane, again and again");
             break;
         }
@@ -786,6 +788,7 @@ static void send_pump(icbc_stripe_t *st, int i, double now)
             s->lane = (lane + 1) % nlanes; /* the next chunk starts after it */
             st->stats.chunks_sent++;
             if (again) {
+                s->resent++;
                 st->stats.chunks_resent++;
                 s->to_resend--;
                 if (s->rescan == u) /* unless a report inside the call marked one below */

@@ -999,6 +999,31 @@ TEST_F(Failover, ACopyArrivingWhileTheFirstStillStreamsIsTaken)
     EXPECT_EQ(src, dst);
 }
 
+/* A chunk to send again that finds every lane busy waits, however many
+ * times progress finds them busy: only losses count towards the bound on
+ * resends, not the tries. */
+TEST_F(Failover, AResendWaitingForBusyLanesIsNotCountedAsLostAgain)
+{
+    start(CHUNK);
+    clear_to_send();
+    ASSERT_EQ(1u, tx.wire.size());
+    for (int l = 0; l < 3; l++)
+        tx.busy[l] = true;
+    report(0, 0); /* lost: it goes again, but every lane is busy */
+    for (int i = 0; i < 200; i++)
+        icbc_stripe_progress(tx.st, 0);
+    EXPECT_TRUE(tx.sends_done.empty()) << tx.sends_done[0].why;
+    for (int l = 0; l < 3; l++)
+        tx.busy[l] = false;
+    icbc_stripe_progress(tx.st, 0);
+    ASSERT_EQ(2u, tx.wire.size());
+    EXPECT_EQ(ICBC_OK, deliver(1));
+    confirm_back();
+    ASSERT_EQ(1u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[0].status);
+    EXPECT_EQ(src, dst);
+}
+
 TEST_F(Failover, NoConfirmationFailsTheSendAfterTheTimeout)
 {
     start(2 * CHUNK); /* timeout 10 s */
