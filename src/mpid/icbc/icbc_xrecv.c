@@ -252,8 +252,11 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         if (st == ICBC_OK) {
             x->kind = ICBC_MSG_CHUNK;
         } else if (st == ICBC_ERR_NOT_FOUND) {
-            /* late chunk of a failed receive: drop it, keep the path */
-            dropped(src_rank, "a chunk for no receive");
+            /* late chunk of a failed receive (or, with failover, a copy of
+             * one sent again after its receive completed): drop it, keep the
+             * path */
+            if (!MPIDI_ICBC_paths.failover)
+                dropped(src_rank, "a chunk for no receive");
         } else if (!MPIDI_ICBC_paths.failover) {
             dropped(src_rank, "a chunk off its message's grid or already received");
         } /* with failover, a chunk sent again arrives twice now and then (counted) */
