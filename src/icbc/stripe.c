@@ -630,7 +630,7 @@ static void lanes_measure(icbc_stripe_t *st, double now)
 
 /* The lanes to offer a chunk of LEN bytes of send S, best first, in
  * ORDER; returns how many. Adaptive placement offers it only to the lanes
- * that would deliver it about as soon as the best one (EST within 5%): when
+ * that would deliver it about as soon as the best one (EST within 2%): when
  * those are busy, waiting for them finishes sooner than a slower lane would
  * (a slow lane's queue of chunks is the last part of a message to arrive). */
 static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int *order)
@@ -683,7 +683,7 @@ static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int
             order[j - 1] = tl;
         }
     int good = 1;
-    while (good < n && est[good] <= 1.05 * est[0])
+    while (good < n && est[good] <= 1.02 * est[0])
         good++;
     return good;
 }
