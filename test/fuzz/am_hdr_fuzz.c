@@ -53,8 +53,7 @@ static int same_hdr(const icbc_am_hdr_t *a, const icbc_am_hdr_t *b)
     return a->kind == b->kind && a->handler_id == b->handler_id && a->src_vci == b->src_vci &&
            a->dst_vci == b->dst_vci && a->am_hdr_sz == b->am_hdr_sz && a->src_rank == b->src_rank &&
            a->seq == b->seq && a->data_sz == b->data_sz && a->cookie == b->cookie &&
-           a->slot == b->slot &&
-           a->gen == b->gen && a->offset == b->offset;
+           a->slot == b->slot && a->gen == b->gen && a->offset == b->offset;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
