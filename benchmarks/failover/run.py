@@ -33,9 +33,7 @@ reported nothing), 1 otherwise.
 import argparse
 import csv
 import os
-import random
 import re
-import signal
 import sys
 import threading
 import time
@@ -45,6 +43,7 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "test", "harness"))
 
 from mpirun import run_mpi, vm_kib  # noqa: E402
+from routerkill import Killer, RouterDaemons  # noqa: E402
 from testbed import Testbed, mpicc  # noqa: E402
 
 ROUTERS = [f"{c}{i}" for c in "ab" for i in range(4)]
@@ -57,46 +56,6 @@ def size_arg(text):
     if not m:
         raise argparse.ArgumentTypeError(f"not a size: {text}")
     return int(m.group(1)) << {None: 0, "Ki": 10, "Mi": 20, "Gi": 30}[m.group(2)]
-
-
-class Daemons:
-    def __init__(self, tb, binary=None):
-        self.tb, self.binary, self.pids = tb, binary, {}
-
-    def start(self, node, extra=()):
-        env = None
-        if self.binary:
-            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:log_path=" +
-                       os.path.join(self.tb.work, f"asan-{node}"))
-        self.pids[node] = self.tb.start_router(node, list(extra), env=env, exe=self.binary)
-
-    def kill(self, node):
-        os.kill(self.pids[node], signal.SIGKILL)
-        for _ in range(100):
-            if not os.path.exists(f"/proc/{self.pids[node]}"):
-                break
-            time.sleep(0.02)
-
-
-class Killer(threading.Thread):
-    def __init__(self, daemons, kills, seed, nodes, period=(1.0, 3.0), restart=1.5):
-        super().__init__()
-        self.d, self.kills, self.rng, self.nodes = daemons, kills, random.Random(seed), nodes
-        self.period, self.restart = period, restart
-        self.done = []
-        self.stop_flag = threading.Event()
-
-    def run(self):
-        if self.stop_flag.wait(2.0):
-            return
-        while len(self.done) < self.kills:
-            node = self.rng.choice(self.nodes)
-            self.d.kill(node)
-            self.done.append(node)
-            self.stop_flag.wait(self.restart)
-            self.d.start(node)
-            if self.stop_flag.wait(self.rng.uniform(*self.period)):
-                return
 
 
 def figures(r):
@@ -288,7 +247,7 @@ def main(argv):
         o.hosts = os.path.join(work, "hosts")
         with open(o.hosts, "w") as f:
             f.write("a0\nb0\n")
-        daemons = Daemons(tb, binary)
+        daemons = RouterDaemons(tb, binary)
         for n in ROUTERS:
             daemons.start(n)
         if o.kills:
