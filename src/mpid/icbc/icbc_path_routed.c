@@ -79,7 +79,6 @@ static struct {
     int lanes_dirty;       /* something changed: look again in progress */
     double none_since;     /* no router usable since then; 0: one is */
     int failed_all;        /* transfers to other clusters were failed */
-    char why[160];         /* the reason they were, for the engine (kept) */
     uint64_t failovers;    /* routers that stopped being usable */
     uint64_t revivals;     /* routers usable again */
     uint64_t resent;       /* ordered messages sent again */
@@ -307,8 +306,8 @@ static void lanes_update(double now)
     }
 }
 
-/* Every router lost for the grace period: the peers in other clusters fail,
- * each with its cluster named. */
+/* Every router lost for the grace period: the peers in other clusters fail
+ * (their MPI errors name each peer's cluster, MPIDI_ICBC_xfer_error). */
 static void fail_all(void)
 {
     routed.failed_all = 1;
@@ -316,12 +315,8 @@ static void fail_all(void)
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
         if (peer->path != ICBC_PATH_ROUTED || peer->state == ICBC_PEER_FAILED)
             continue;
-        const char *name = (size_t) peer->cluster < icbc_routerfile_num_clusters(P.rf)
-                               ? icbc_routerfile_cluster(P.rf, (size_t) peer->cluster)->name
-                               : "?";
-        snprintf(routed.why, sizeof(routed.why),
-                 "no router of this cluster reached cluster %s for %.0f s", name, FAILOVER_GRACE);
-        MPIDI_ICBC_xfer_peer_failed(r, routed.why);
+        /* one static reason: the engine keeps the pointer */
+        MPIDI_ICBC_xfer_peer_failed(r, "no router of this cluster reached its cluster for 5 s");
         icbc_seq_peer_reset(routed.seq, r);
     }
 }
