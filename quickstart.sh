@@ -89,6 +89,12 @@ run_suite() { # name command...: runs a suite, keeps its log, adds its counts
     if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "quickstart: suite $sname exited with $rc"; fi
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
     summary="$summary\n  $sname: $p passed, $f failed"
+    if [ "$f" != 0 ]; then # what failed, in the summary CI shows
+        local line
+        while IFS= read -r line; do
+            summary="$summary\n    ${line:0:200}"
+        done < <(grep -E 'FAILED' "$log" | grep -v '^=' | head -n 6)
+    fi
 }
 
 unit_tests() {
@@ -126,7 +132,8 @@ tests() {
     run_suite first-contact python3 "$top/test/mpi/first_contact.py" --prefix "$prefix"
     run_suite trust-boundary python3 "$top/test/mpi/trust_boundary.py" --prefix "$prefix"
     run_suite clusters python3 -m pytest -m "not slow" "$top/test/pytest/test_clusters.py" \
-        "$top/test/pytest/test_mpich_clusters.py" "$top/test/pytest/test_npb.py" --prefix "$prefix"
+        "$top/test/pytest/test_mpich_clusters.py" "$top/test/pytest/test_npb.py" \
+        "$top/test/pytest/test_pacing.py" --prefix "$prefix"
     run_suite failover python3 -m pytest "$top/test/pytest/test_failover.py" --prefix "$prefix"
     run_suite impi-lam python3 -m pytest "$top/test/pytest/test_impi_lam.py" --build "$build"
     run_suite impi-clients python3 -m pytest "$top/test/pytest/test_impi_clients.py" --prefix "$prefix"

@@ -6,12 +6,19 @@ policy, router count and WAN delay asked for, as a user runs them.
         [--policies aggregate,static,alltoall] [--routers 1,2,4] [--delays 0ms,5ms,10ms]
         [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
         [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
+        [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]...
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
 its router file with the policy line set as a user edits it, and our
 mpiexec with one rank per node, cluster a's nodes first (ranks 0..M-1 in
-a, M..2M-1 in b). Every run must pass NPB's own verification; one that does
+a, M..2M-1 in b). A --variant is one more column beside the policies: runs
+under POLICY with the variables given (e.g. a CVAR under study), labelled
+LABEL in the table and the plots; the variables reach the ranks with
+mpiexec -genv, as a user passes them. {matb_lib} in a value is the path of
+matb_preload.so (built here with our mpicc): with LD_PRELOAD={matb_lib} and
+ICBC_BENCH_MATB=BITS, the ranks set the ICBC_PACING_MATB attribute on
+MPI_COMM_WORLD after MPI_Init, as an application that paces itself does. Every run must pass NPB's own verification; one that does
 not, or dies, is a row with verified=no and the reason, never a number.
 
 Output (--out): npb.csv (one row per run: benchmark, class, policy, routers,
@@ -25,6 +32,7 @@ import argparse
 import csv
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -39,7 +47,7 @@ from testbed import Testbed  # noqa: E402
 
 POLICIES = ("aggregate", "static", "alltoall", "tcp")
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
-          "verified", "why", "nodes", "nic_rate", "wan_rate"]
+          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "wan_drops"]
 
 
 def split(text, what, allowed=None):
@@ -62,6 +70,7 @@ def options(argv):
     ap.add_argument("--nodes", type=int, default=4, help="nodes per cluster (one rank each)")
     ap.add_argument("--nic-rate", default="50mbit")
     ap.add_argument("--wan-rate", default="400mbit")
+    ap.add_argument("--buffer", default="", help="the WAN's buffer (icbc-testbed --buffer)")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--npb", default=npb.DEFAULT_NPB)
@@ -69,14 +78,44 @@ def options(argv):
     ap.add_argument("--work", default=os.path.join(TOP, "_build", "bench-apps"))
     ap.add_argument("--timeout", type=int, default=600, help="bound of one run, s")
     ap.add_argument("--testbed-name", default="apps")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL=POLICY:VAR=VALUE[:VAR=VALUE...], one more column")
     o = ap.parse_args(argv)
     o.benches = split(o.bench, "--bench")
     o.pols = split(o.policies, "--policies", POLICIES)
+    o.policy_of = {p: p for p in o.pols}
+    o.env_of = {p: {} for p in o.pols}
+    for v in o.variant:
+        label, _, rest = v.partition("=")
+        parts = rest.split(":")
+        if not label or label in o.policy_of or parts[0] not in POLICIES or \
+                any("=" not in x for x in parts[1:]):
+            raise SystemExit(f"run.py: bad --variant '{v}' (LABEL=POLICY:VAR=VALUE...)")
+        o.pols.append(label)
+        o.policy_of[label] = parts[0]
+        o.env_of[label] = dict(x.split("=", 1) for x in parts[1:])
     o.rl = [int(r) for r in split(o.routers, "--routers")]
     if any(r < 1 or r > o.nodes for r in o.rl):
         raise SystemExit(f"run.py: --routers must be 1..--nodes ({o.nodes})")
     o.dl = split(o.delays, "--delays")
     return o
+
+
+def wan_drops(tb):
+    """Frames the emulated WAN dropped so far, both directions (wan.stats,
+    rewritten every 100 ms: read after it settles)."""
+    time.sleep(0.3)
+    total = 0
+    try:
+        with open(os.path.join(tb.state, "wan.stats")) as f:
+            for line in f:
+                if line.startswith("dir "):
+                    for w in line.split():
+                        if w.startswith("drops="):
+                            total += int(w[6:])
+    except OSError:
+        pass
+    return total
 
 
 def delay_ms(text):
@@ -92,7 +131,8 @@ def run_matrix(o, exes, rows, log):
         for d in o.dl:
             tb = Testbed(o.testbed_name, o.prefix,
                          ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(r),
-                          "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d],
+                          "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d]
+                         + (["--buffer", o.buffer] if o.buffer else []),
                          os.path.join(o.work, f"R{r}-{d}"))
             tb.up()
             try:
@@ -103,14 +143,19 @@ def run_matrix(o, exes, rows, log):
                 for rep in range(1, o.reps + 1):
                     for bench in o.benches:
                         for pol in (o.pols if rep % 2 else list(reversed(o.pols))):
-                            tb.set_policy(pol)
+                            tb.set_policy(o.policy_of[pol])
                             name = f"{bench}.{o.cls}-{pol}-R{r}-{d}-rep{rep}"
+                            genv = [a for k, v in o.env_of[pol].items()
+                                    for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
+                            drops0 = wan_drops(tb)
                             res = run_mpi(o.prefix, env, exes[bench], np_, tb.work, name=name,
-                                          hosts=hosts, timeout=o.timeout)
+                                          hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
                             row = {"bench": bench.upper(), "cls": o.cls, "policy": pol,
                                    "routers": r, "delay": d, "procs": np_, "rep": rep,
                                    "nodes": o.nodes, "nic_rate": o.nic_rate,
-                                   "wan_rate": o.wan_rate, "verified": "no", "why": ""}
+                                   "wan_rate": o.wan_rate, "wan_buffer": o.buffer or "default",
+                                   "wan_drops": wan_drops(tb) - drops0,
+                                   "verified": "no", "why": ""}
                             try:
                                 rep_ = npb.parse(res.output)
                                 row.update(secs=rep_["secs"], mops=rep_["mops"],
@@ -183,6 +228,14 @@ def main(argv):
         except npb.NpbError as e:
             print(f"run.py: {e}", file=sys.stderr)
             return 2
+    o.matb_lib = os.path.join(o.work, "matb_preload.so")
+    if any("{matb_lib}" in v for v in o.variant):
+        r = subprocess.run([os.path.join(o.prefix, "bin", "mpicc"), "-O2", "-shared", "-fPIC",
+                            "-o", o.matb_lib, os.path.join(HERE, "matb_preload.c")],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"run.py: matb_preload.c does not build:\n{r.stderr}", file=sys.stderr)
+            return 2
     rows = []
     t0 = time.time()
     cmd = "python3 benchmarks/apps/run.py " + " ".join(argv)
@@ -196,7 +249,9 @@ def main(argv):
             w.writerow({k: r.get(k, "") for k in FIELDS})
     lines = [f"command: {cmd}", f"runs took {time.time() - t0:.0f} s",
              f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
-             f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D",
+             f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
+             + (f" --buffer {o.buffer}" if o.buffer else ""),
+             *[f"variant {v}" for v in o.variant],
              "", "Mop/s total (median of reps); ratio = aggregate / policy"]
     for bench in o.benches:
         for r in o.rl:
@@ -206,7 +261,10 @@ def main(argv):
                 for pol in o.pols:
                     m = median(rows, bench=bench.upper(), policy=pol, routers=r, delay=d)
                     ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
-                    cells.append(f"{pol} {m:.1f}{ratio}" if m else f"{pol} FAILED")
+                    drops = [int(x["wan_drops"]) for x in rows if x["bench"] == bench.upper()
+                             and x["policy"] == pol and x["routers"] == r and x["delay"] == d]
+                    dropped = f" [{statistics.median(drops):.0f} WAN drops]" if any(drops) else ""
+                    cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else f"{pol} FAILED")
                 lines.append(f"{bench.upper()}.{o.cls} R={r} delay {d}: " + ", ".join(cells))
     with open(os.path.join(o.out, "npb_summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -218,6 +218,8 @@ const char *bt_conn_peer_text(const bt_conn_t *c); /* "10.1.0.2:41234" */
 const char *bt_conn_peer_id(const bt_conn_t *c);   /* the id from AUTH, or "" */
 void bt_conn_set_arg(bt_conn_t *c, void *arg);
 int bt_conn_fd(const bt_conn_t *c);
+/* SO_MAX_PACING_RATE of C's socket from now on, bytes/s; 0: unpaced. */
+void bt_conn_set_pacing(bt_conn_t *c, uint64_t rate);
 
 /* ---- listeners ------------------------------------------------------- */
 

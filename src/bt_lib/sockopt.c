@@ -65,3 +65,12 @@ void bt_sock_addr_text(const struct sockaddr *sa, char *buf, size_t len)
         snprintf(buf, len, "(family %d)", sa->sa_family);
     }
 }
+
+void bt_conn_set_pacing(bt_conn_t *c, uint64_t rate)
+{
+    int fd = bt_conn_fd(c);
+
+    /* 0 to the kernel would stop the socket: ~0 is unlimited */
+    if (fd >= 0)
+        set_pacing(fd, rate > 0 ? rate : ~(uint64_t) 0, bt_conn_peer_text(c));
+}

@@ -39,3 +39,7 @@ include_icbc_HEADERS += src/icbc/icbc_list.h src/icbc/icbc_hmap.h
 # Numbered ordered lanes: kept until acknowledged, delivered once in order (failover).
 libicbc_la_SOURCES += src/icbc/seq.c
 include_icbc_HEADERS += src/icbc/icbc_seq.h
+
+# Pacing: a process's inter-cluster sending held to a rate (MATB).
+libicbc_la_SOURCES += src/icbc/pace.c
+include_icbc_HEADERS += src/icbc/icbc_pace.h

@@ -20,6 +20,7 @@
 #define ICBC_ROUTERFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "icbc_status.h"
@@ -102,6 +103,8 @@ void icbc_routerfile_free(icbc_routerfile_t *rf);
 const char *icbc_routerfile_name(const icbc_routerfile_t *rf);
 icbc_rf_policy_t icbc_routerfile_policy(const icbc_routerfile_t *rf);
 const char *icbc_routerfile_key_path(const icbc_routerfile_t *rf); /* NULL: no 'key' line */
+/* The WAN's rate in bits/s ('wan-rate'), 0: not given. */
+uint64_t icbc_routerfile_wan_rate(const icbc_routerfile_t *rf);
 size_t icbc_routerfile_num_clusters(const icbc_routerfile_t *rf);
 const icbc_rf_cluster_t *icbc_routerfile_cluster(const icbc_routerfile_t *rf, size_t i);
 size_t icbc_routerfile_num_hosts(const icbc_routerfile_t *rf); /* over all clusters */

@@ -11,6 +11,7 @@
  */
 #include "icbc_routerfile.h"
 #include "icbc_log.h"
+#include "icbc_pace.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -73,6 +74,8 @@ struct icbc_routerfile {
     int policy_line; /* 0: default */
     char *key_path;  /* resolved; NULL: no 'key' line */
     int key_line;
+    uint64_t wan_rate; /* bits/s; 0: no 'wan-rate' line */
+    int wan_rate_line;
     struct rf_cluster clusters[ICBC_RF_MAX_CLUSTERS];
     size_t nclusters;
     icbc_rf_impi_t impi[ICBC_RF_MAX_IMPI];
@@ -640,6 +643,22 @@ static icbc_status_t kw_policy(struct rf_parser *p, char **tok, int ntok)
     return ICBC_OK;
 }
 
+static icbc_status_t kw_wan_rate(struct rf_parser *p, char **tok, int ntok)
+{
+    icbc_routerfile_t *rf = p->rf;
+    if (ntok != 2)
+        return rf_fail_at(p, p->line, "'wan-rate' takes one rate (bits/s, e.g. 400mbit)");
+    if (rf->wan_rate_line)
+        return rf_fail_at(p, p->line, "duplicate 'wan-rate' (first on line %d)", rf->wan_rate_line);
+    if (icbc_pace_parse_rate(tok[1], &rf->wan_rate) != ICBC_OK || rf->wan_rate == 0)
+        return rf_fail_at(p, p->line,
+                          "bad wan-rate '%.*s%s' (a rate above 0 in bit, kbit, mbit or gbit, "
+                          "e.g. 400mbit)",
+                          RF_Q(tok[1]));
+    rf->wan_rate_line = p->line;
+    return ICBC_OK;
+}
+
 static icbc_status_t kw_key(struct rf_parser *p, char **tok, int ntok)
 {
     icbc_routerfile_t *rf = p->rf;
@@ -984,6 +1003,8 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
         return kw_policy(p, tok, ntok);
     if (strcmp(tok[0], "key") == 0)
         return kw_key(p, tok, ntok);
+    if (strcmp(tok[0], "wan-rate") == 0)
+        return kw_wan_rate(p, tok, ntok);
     if (strcmp(tok[0], "cluster") == 0)
         return kw_cluster(p, tok, ntok);
     if (strcmp(tok[0], "hosts") == 0)
@@ -1215,6 +1236,11 @@ const char *icbc_routerfile_name(const icbc_routerfile_t *rf)
 icbc_rf_policy_t icbc_routerfile_policy(const icbc_routerfile_t *rf)
 {
     return rf->policy;
+}
+
+uint64_t icbc_routerfile_wan_rate(const icbc_routerfile_t *rf)
+{
+    return rf->wan_rate;
 }
 
 const char *icbc_routerfile_key_path(const icbc_routerfile_t *rf)

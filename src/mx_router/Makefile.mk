@@ -11,4 +11,5 @@ include_icbc_HEADERS += \
     src/mx_router/mx_router.h \
     src/mx_router/mx_client.h \
     src/mx_router/mx_server.h \
-    src/mx_router/mx_guard.h
+    src/mx_router/mx_guard.h \
+    src/mx_router/mx_ucx.h

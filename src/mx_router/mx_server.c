@@ -12,6 +12,7 @@
 
 #include "icbc_log.h"
 #include "mx_guard.h"
+#include "mx_ucx.h"
 #include "icbc_hmap.h"
 #include "icbc_clock.h"
 #include "icbc_list.h"
@@ -288,6 +289,7 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
      * get its fixed address back while old connections sit in TIME_WAIT;
      * this is a transport setting, read from the environment only. */
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    mx_ucx_env_defaults();
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto ucx_fail;

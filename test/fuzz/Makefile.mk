@@ -60,6 +60,7 @@ fuzz-smoke: fuzz
 
 test/fuzz/routerfile_fuzz: $(top_srcdir)/test/fuzz/routerfile_fuzz.c \
     $(top_srcdir)/src/icbc/routerfile.c $(top_srcdir)/src/icbc/log.c \
+    $(top_srcdir)/src/icbc/pace.c $(top_srcdir)/src/icbc/icbc_pace.h \
     $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/icbc/icbc_routerfile.h \
     $(top_srcdir)/src/icbc/icbc_log.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)

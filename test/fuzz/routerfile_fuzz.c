@@ -15,7 +15,8 @@
  *     multicast or broadcast, wan and server addresses unique and no fabric
  *     address, fabric addresses unique within a cluster, fabric networks
  *     without host bits, a key path when there are routers, the policy
- *     accepted by icbc_routerfile_check_policy;
+ *     accepted by icbc_routerfile_check_policy, a wan-rate of 0 (none) or
+ *     at most 10^15 bits/s;
  *   - round trip: the file printed back in canonical form parses, and
  *     prints again to the same text with the same socket addresses.
  */
@@ -120,6 +121,8 @@ static void print_file(const icbc_routerfile_t *rf, struct text *t)
 
     t->len = 0;
     text_add(t, "policy %s\n", icbc_rf_policy_name(icbc_routerfile_policy(rf)));
+    if (icbc_routerfile_wan_rate(rf) > 0)
+        text_add(t, "wan-rate %llu\n", (unsigned long long) icbc_routerfile_wan_rate(rf));
     if (key != NULL) {
         if (strncmp(key, dir, dlen) == 0 && key[dlen] == '/')
             text_add(t, "key %s\n", key + dlen + 1);
@@ -198,13 +201,14 @@ static int same_addr(const icbc_rf_addr_t *a, const icbc_rf_addr_t *b)
     return a->salen == b->salen && memcmp(&a->sa, &b->sa, a->salen) == 0;
 }
 
-/* Wan and server addresses are unique in the file and no fabric address;
- * fabric addresses are unique within their cluster. */
+/* Wan and server addresses are unique in the file and no fabric address,
+ * except that impi entries may share a server (the foreign clients of one
+ * IMPI job); fabric addresses are unique within their cluster. */
 static void check_unique(const icbc_routerfile_t *rf)
 {
     struct use {
         const icbc_rf_addr_t *a;
-        int fabric;
+        int fabric, server;
         size_t cluster;
     } * u;
     size_t n = 0, cap = 2 * ICBC_RF_MAX_CLUSTERS * ICBC_RF_MAX_ROUTERS + ICBC_RF_MAX_IMPI;
@@ -214,16 +218,17 @@ static void check_unique(const icbc_routerfile_t *rf)
     for (size_t i = 0; i < icbc_routerfile_num_clusters(rf); i++) {
         const icbc_rf_cluster_t *c = icbc_routerfile_cluster(rf, i);
         for (size_t r = 0; r < c->nrouters; r++) {
-            u[n++] = (struct use){ &c->routers[r].fabric, 1, i };
-            u[n++] = (struct use){ &c->routers[r].wan, 0, i };
+            u[n++] = (struct use){ &c->routers[r].fabric, 1, 0, i };
+            u[n++] = (struct use){ &c->routers[r].wan, 0, 0, i };
         }
     }
     for (size_t i = 0; i < icbc_routerfile_num_impi(rf); i++)
-        u[n++] = (struct use){ &icbc_routerfile_impi(rf, i)->server, 0, (size_t) -1 };
+        u[n++] = (struct use){ &icbc_routerfile_impi(rf, i)->server, 0, 1, (size_t) -1 };
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
             if (same_addr(u[i].a, u[j].a))
-                FUZZ_CHECK(u[i].fabric && u[j].fabric && u[i].cluster != u[j].cluster);
+                FUZZ_CHECK((u[i].fabric && u[j].fabric && u[i].cluster != u[j].cluster) ||
+                           (u[i].server && u[j].server));
     free(u);
 }
 
@@ -234,6 +239,7 @@ static void check_file(const icbc_routerfile_t *rf, int nlines)
     int prev_line = 0;
 
     FUZZ_CHECK(strcmp(icbc_routerfile_name(rf), name) == 0);
+    FUZZ_CHECK(icbc_routerfile_wan_rate(rf) <= 1000000000000000ull);
     FUZZ_CHECK(nc >= 1 && nc <= ICBC_RF_MAX_CLUSTERS);
     FUZZ_CHECK(icbc_routerfile_cluster(rf, nc) == NULL);
     for (size_t i = 0; i < nc; i++) {
@@ -349,6 +355,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "--- printed:\n%s--- printed again:\n%s---\n", t1.s, t2.s);
     FUZZ_CHECK(t1.len == t2.len && memcmp(t1.s, t2.s, t1.len) == 0);
     FUZZ_CHECK(icbc_routerfile_policy(rf2) == icbc_routerfile_policy(rf));
+    FUZZ_CHECK(icbc_routerfile_wan_rate(rf2) == icbc_routerfile_wan_rate(rf));
     FUZZ_CHECK((icbc_routerfile_key_path(rf) == NULL) == (icbc_routerfile_key_path(rf2) == NULL));
     if (icbc_routerfile_key_path(rf) != NULL)
         FUZZ_CHECK(strcmp(icbc_routerfile_key_path(rf), icbc_routerfile_key_path(rf2)) == 0);

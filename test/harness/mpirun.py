@@ -36,7 +36,12 @@ class MpiResult:
                 re.search(pattern, self.output, re.M) is not None)
 
     def tail(self, n=8):
-        return "\n".join(self.output.splitlines()[-n:])
+        """The last N lines, after the job's own icbc lines and the
+        process manager's exit report (which name the rank and signal)."""
+        lines = self.output.splitlines()
+        marks = [l for l in lines[:-n] if l.startswith("[icbc") or "EXIT CODE" in l
+                 or "KILLED BY SIGNAL" in l or "PID " in l][-12:]
+        return "\n".join(marks + lines[-n:])
 
     def describe(self):
         state = "killed at its time limit" if self.timed_out else f"rc {self.rc}"

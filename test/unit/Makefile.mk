@@ -11,7 +11,8 @@ test_unit_icbc_unit_tests_CPPFLAGS += -DICBC_ROUTERFILE_TOOL='"$(abs_top_builddi
 endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/bcard_test.cc test/unit/wire_test.cc test/unit/peer_test.cc test/unit/route_test.cc \
-    test/unit/stripe_test.cc test/unit/seq_test.cc
+    test/unit/stripe_test.cc test/unit/seq_test.cc \
+    test/unit/pace_test.cc
 endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/bt_lib_test.cc

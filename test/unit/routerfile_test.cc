@@ -751,6 +751,30 @@ TEST_F(RouterFile, DuplicatePolicy)
               Err("policy tcp\ncluster a\npolicy tcp\n hosts a0\n"));
 }
 
+TEST_F(RouterFile, WanRateIsOptionalAndInBitsPerSecond)
+{
+    ExpectOk("cluster a\n hosts a0\n");
+    EXPECT_EQ(0u, icbc_routerfile_wan_rate(rf_));
+    ExpectOk("cluster a\n hosts a0\nwan-rate 400mbit   # anywhere, like policy\n");
+    EXPECT_EQ(400000000u, icbc_routerfile_wan_rate(rf_));
+    ExpectOk("wan-rate 2.5gbit\ncluster a\n hosts a0\n");
+    EXPECT_EQ(2500000000u, icbc_routerfile_wan_rate(rf_));
+    ExpectOk("wan-rate 400\ncluster a\n hosts a0\n"); /* a plain number: bits/s */
+    EXPECT_EQ(400u, icbc_routerfile_wan_rate(rf_));
+}
+
+TEST_F(RouterFile, BadWanRate)
+{
+    for (const char *bad : { "0", "-1mbit", "400Mbit", "400mbps", "fast", "1e9" })
+        EXPECT_EQ(std::string("t.conf:1: bad wan-rate '") + bad +
+                      "' (a rate above 0 in bit, kbit, mbit or gbit, e.g. 400mbit)",
+                  Err(std::string("wan-rate ") + bad + "\ncluster a\n hosts a0\n"));
+    EXPECT_EQ("t.conf:1: 'wan-rate' takes one rate (bits/s, e.g. 400mbit)",
+              Err("wan-rate 400 mbit\ncluster a\n hosts a0\n"));
+    EXPECT_EQ("t.conf:4: duplicate 'wan-rate' (first on line 1)",
+              Err("wan-rate 1gbit\ncluster a\n hosts a0\nwan-rate 1gbit\n"));
+}
+
 TEST_F(RouterFile, KeyWithoutPath)
 {
     EXPECT_EQ("t.conf:1: 'key' takes one path", Err("key\ncluster a\n hosts a0\n"));

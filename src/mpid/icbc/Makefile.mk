@@ -7,6 +7,9 @@ AM_CPPFLAGS += -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/core \
                -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/router \
                -I$(top_srcdir)/src/mpid/ch4/netmod/icbc/impi
 
+include_HEADERS += src/mpid/ch4/netmod/icbc/include/icbc.h \
+                   src/mpid/ch4/netmod/icbc/include/icbcf.h
+
 mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_init.c \
                     src/mpid/ch4/netmod/icbc/icbc_am_recv.c \
@@ -16,6 +19,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_path.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_routed.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_tcp.c \
+                    src/mpid/ch4/netmod/icbc/icbc_pacing.c \
                     src/mpid/ch4/netmod/icbc/icbc_router_embed.c \
                     src/mpid/ch4/netmod/icbc/icbc_dump.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_world.c \
@@ -39,6 +43,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/wire.c \
                     src/mpid/ch4/netmod/icbc/core/stripe.c \
                     src/mpid/ch4/netmod/icbc/core/seq.c \
+                    src/mpid/ch4/netmod/icbc/core/pace.c \
                     src/mpid/ch4/netmod/icbc/core/route.c \
                     src/mpid/ch4/netmod/icbc/core/routerfile.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \

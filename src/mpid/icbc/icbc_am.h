@@ -12,6 +12,7 @@
 
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_pacing.h"
 
 MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *comm, int rank)
 {
@@ -89,6 +90,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
     if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
         /* through routers or TCP (or another MPI's protocol): icbc_path.h */
+        MPIDI_ICBC_pace_comm(comm);
         mpi_errno = (path->am_isend ? path->am_isend : MPIDI_ICBC_xfer_am_isend)(
             peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype, src_vci, dst_vci, sreq);
         goto fn_exit;
@@ -179,6 +181,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
     if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
+        MPIDI_ICBC_pace_comm(comm);
         mpi_errno = (path->send_hdr ? path->send_hdr : MPIDI_ICBC_xfer_send_hdr)(
             peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
         goto fn_exit;

@@ -12,6 +12,8 @@
 #ifndef ICBC_COLL_H_INCLUDED
 #define ICBC_COLL_H_INCLUDED
 
+#include "icbc_pacing.h"
+
 #define MPIDI_ICBC_COMM(comm) ((comm)->dev.ch4.netmod.icbc)
 
 #define MPIDI_NM_COLL_TAKES(comm) (MPIDI_ICBC_COMM(comm).impi_spans)
@@ -178,8 +180,13 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoall(const void *sendbuf, MPI_Aint
     if (MPIDI_ICBC_COMM(comm).impi_spans)
         return MPIDI_ICBC_impi_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                                         comm, errflag);
-    return MPIDI_ICBC_mpir_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                    comm, errflag);
+    uint64_t saved;
+    int paced = MPIDI_ICBC_pace_coll_begin(comm, &saved);
+    int mpi_errno = MPIDI_ICBC_mpir_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                                             recvtype, comm, errflag);
+    if (paced)
+        MPIDI_ICBC_pace_coll_end(saved);
+    return mpi_errno;
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
@@ -191,8 +198,13 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_alltoallv(const void *sendbuf, const M
     if (MPIDI_ICBC_COMM(comm).impi_spans)
         return MPIDI_ICBC_impi_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
                                          recvcounts, rdispls, recvtype, comm, errflag);
-    return MPIDI_ICBC_mpir_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                     rdispls, recvtype, comm, errflag);
+    uint64_t saved;
+    int paced = MPIDI_ICBC_pace_coll_begin(comm, &saved);
+    int mpi_errno = MPIDI_ICBC_mpir_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf,
+                                              recvcounts, rdispls, recvtype, comm, errflag);
+    if (paced)
+        MPIDI_ICBC_pace_coll_end(saved);
+    return mpi_errno;
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_mpi_reduce_scatter(const void *sendbuf, void *recvbuf,

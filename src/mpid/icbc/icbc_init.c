@@ -8,7 +8,9 @@
 #include "mpidu_bc.h"
 #include "core/icbc_bcard.h"
 #include "icbc_xfer.h"
+#include "icbc_pacing.h"
 #include "icbc_impi.h"
+#include "mx_router/mx_ucx.h"
 
 #include <net/if.h>
 #include <sched.h>
@@ -215,10 +217,13 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_ICBC_xfer_init();
     MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_ICBC_pace_init();
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_ICBC_router_embed_start();
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_ICBC_dump_init();
 
+    mx_ucx_env_defaults();
     status = ucp_config_read(NULL, NULL, &config);
     MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_config_read");
     mpi_errno = configure_ucx(config);
@@ -547,6 +552,7 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_ICBC_global.finalizing = 1;
 
+    MPIDI_ICBC_pace_finalize();
     MPIDI_ICBC_path_finalize();
     MPIDI_ICBC_xfer_finalize();
     MPIDI_ICBC_impi_finalize();

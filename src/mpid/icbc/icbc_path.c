@@ -12,6 +12,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_pacing.h"
 #include "icbc_impi.h"
 
 /*
@@ -242,6 +243,7 @@ int MPIDI_ICBC_path_progress(void)
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
         if (P.ops[k])
             events += P.ops[k]->progress();
+    MPIDI_ICBC_pace_progress();
     MPIDI_ICBC_xfer_progress();
     return events;
 }
@@ -253,6 +255,7 @@ void MPIDI_ICBC_path_dump(FILE *f)
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
         if (P.ops[k] && P.ops[k]->active())
             P.ops[k]->dump(f);
+    MPIDI_ICBC_pace_dump(f);
 }
 
 void MPIDI_ICBC_path_finalize(void)

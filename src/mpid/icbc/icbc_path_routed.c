@@ -233,8 +233,12 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
         router = fixed_router(peer);
     } else {
         router = lane;
-        if (P.failover && !((routed.lanes_up >> lane) & 1)) {
-            *busy = 1; /* lost since the engine chose it: it learns in progress */
+        if (P.failover &&
+            (!((routed.lanes_up >> lane) & 1) || !mx_client_router_alive(routed.mx, lane))) {
+            /* lost since the engine chose it (or just now, not yet seen by
+             * lanes_update): the engine learns in progress */
+            routed.lanes_dirty = 1;
+            *busy = 1;
             return MPI_SUCCESS;
         }
         /* a chunk waits in the engine, not behind this router's window: the
@@ -252,6 +256,11 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
                         payload, len, MPIDI_ICBC_path_done_fire, d);
     if (st != ICBC_OK) {
         MPL_free(d);
+        if (P.failover && lane >= 0 && st == ICBC_ERR_PEER_FAILED) {
+            routed.lanes_dirty = 1; /* a chunk waits for the lane's loss to be seen */
+            *busy = 1;
+            return MPI_SUCCESS;
+        }
         return router_error(peer, router, icbc_status_str(st));
     }
     return MPI_SUCCESS;

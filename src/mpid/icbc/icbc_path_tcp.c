@@ -84,6 +84,7 @@ static struct {
     tcp_peer_t *peers; /* per rank */
     tcp_conn_t *conns; /* every tcp_conn_t, for finalize */
     bt_opts_t opts;
+    uint64_t pacing; /* bytes/s towards other clusters (icbc_pace.c); 0: opts.pacing_rate */
 } tcp;
 
 /* ---- send --------------------------------------------------------------- */
@@ -340,6 +341,8 @@ static int tcp_connect(icbc_peer_t *peer)
     if (st == ICBC_OK) {
         tc->next_all = tcp.conns;
         tcp.conns = tc;
+        if (tcp.pacing > 0 && role == ICBC_BCARD_TCP_WAN)
+            bt_conn_set_pacing(tcp.peers[peer->rank].conn, tcp.pacing);
     } else {
         MPL_free(tc);
         tcp.peers[peer->rank].failed = 1;
@@ -348,6 +351,21 @@ static int tcp_connect(icbc_peer_t *peer)
                                     icbc_status_str(st));
     }
     return MPI_SUCCESS;
+}
+
+/* Connections to other clusters are paced at RATE bytes/s from now on (0:
+ * as MPIR_CVAR_CH4_ICBC_TCP_PACING says): the kernel spreads each message
+ * out, where the process's own bucket (icbc_pace.c) only spaces them. */
+void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate)
+{
+    tcp.pacing = rate;
+    if (tcp.peers == NULL)
+        return;
+    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        if (tcp.peers[r].conn != NULL && peer->cluster != P.cluster)
+            bt_conn_set_pacing(tcp.peers[r].conn, rate > 0 ? rate : tcp.opts.pacing_rate);
+    }
 }
 
 /* ---- set-up ------------------------------------------------------------- */

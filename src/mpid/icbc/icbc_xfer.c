@@ -8,6 +8,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_pacing.h"
 
 #include <unistd.h>
 
@@ -120,10 +121,16 @@ static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane, const icbc
     };
     int busy = 0;
 
+    int paced = MPIDI_ICBC_pace_paces(peer);
+
+    if (paced && !MPIDI_ICBC_pace_may_go())
+        return ICBC_ERR_BUSY; /* it waits in the engine until the bucket allows */
     icbc_am_hdr_pack(&wh, inner);
     if (MPIDI_ICBC_path_send(peer, lane, inner, sizeof(inner), data, c->len, chunk_lane_done,
                              (void *) (uintptr_t) token, &busy) != MPI_SUCCESS)
         return ICBC_ERR_PEER_FAILED;
+    if (paced && !busy)
+        MPIDI_ICBC_pace_charge(c->len + sizeof(inner));
     return busy ? ICBC_ERR_BUSY : ICBC_OK;
 }
 
@@ -219,6 +226,11 @@ int MPIDI_ICBC_xfer_send_ordered(icbc_peer_t *peer, const void *inner, size_t in
     int busy = 0;
     int mpi_errno;
 
+    if (MPIDI_ICBC_pace_paces(peer)) {
+        int held;
+        return MPIDI_ICBC_pace_ordered(peer, inner, inner_len, payload, len, cb ? cb : ordered_done,
+                                       arg, &held);
+    }
     /* The ordered lane queues instead of refusing: order beats back-pressure. */
     mpi_errno = MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, inner, inner_len, payload, len,
                                      cb ? cb : ordered_done, arg, &busy);

@@ -1,0 +1,65 @@
+/*
+ * Pacing: a process's sending towards other clusters held to a rate, the
+ * MATB (maximum allowed transmission bandwidth) of GridMPI: the WAN's rate
+ * divided by the processes that send across it at the same time. Senders
+ * that each keep to it leave no burst for the WAN's buffer to drop.
+ *
+ * A token bucket counted in bytes. It fills at the rate up to a burst of
+ * ICBC_PACE_BURST_SECONDS of sending. A send may start while the bucket
+ * is not in debt, and takes its whole length: a large message puts the
+ * bucket in debt, and the next send waits until the debt is repaid. Over
+ * any T seconds at most burst + rate * T bytes, plus one message, leave.
+ *
+ * MPI-independent; time is passed in (seconds).
+ */
+#ifndef ICBC_PACE_H
+#define ICBC_PACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "icbc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ICBC_PACE_BURST_SECONDS 0.002
+#define ICBC_PACE_BURST_MIN 9000.0 /* bytes: one jumbo frame at the least */
+
+typedef struct icbc_pace {
+    double rate;           /* bytes/s; 0: off */
+    double burst;          /* bytes */
+    double tokens;         /* bytes; negative: debt */
+    double t;              /* when tokens was last brought up to date */
+    uint64_t bytes, waits; /* charged; refusals (may_send returned 0) */
+} icbc_pace_t;
+
+void icbc_pace_init(icbc_pace_t *p);
+/* Paces at BITS_PER_S from NOW on (0: off). A debt is kept, also while off
+ * (repaid at the next rate over the time off); tokens beyond the new burst
+ * are dropped. */
+void icbc_pace_set_rate(icbc_pace_t *p, uint64_t bits_per_s, double now);
+static inline int icbc_pace_on(const icbc_pace_t *p)
+{
+    return p->rate > 0;
+}
+/* Rate in bits/s (0: off). */
+uint64_t icbc_pace_rate(const icbc_pace_t *p);
+/* 1 when a send may start at NOW (always, when off). */
+int icbc_pace_may_send(icbc_pace_t *p, double now);
+/* A send of BYTES started. */
+void icbc_pace_charge(icbc_pace_t *p, size_t bytes);
+/* Seconds from NOW until a send may start (0: now). */
+double icbc_pace_wait(const icbc_pace_t *p, double now);
+
+/* Parses a rate in bits/s: a decimal number with an optional unit bit,
+ * kbit, mbit, gbit (powers of 1000), e.g. "400mbit", "1.5gbit", "0".
+ * At most 10^15 bits/s. */
+icbc_status_t icbc_pace_parse_rate(const char *text, uint64_t *bits_per_s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ICBC_PACE_H */

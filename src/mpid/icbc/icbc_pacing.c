@@ -1,0 +1,264 @@
+/*
+ * Pacing of this process's sending to other clusters (docs/pacing.md).
+ *
+ * The rate, MATB in bits/s, comes from
+ *   - the ICBC_PACING_MATB attribute of the communicator a message is sent
+ *     on (set by the application; 0 or none: off), or
+ *   - inside a rate-managed MPI_Alltoall/MPI_Alltoallv
+ *     (MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL), the WAN's rate divided by the
+ *     communicator's processes in this cluster: they all send across it at
+ *     once.
+ * It holds on every path that carries messages to other clusters: chunks
+ * wait in the striping engine while the bucket is in debt, whole messages
+ * wait here in order, and the TCP path's sockets are paced by the kernel
+ * as well (SO_MAX_PACING_RATE). Messages a router forwards leave it at the
+ * rate they came in.
+ */
+#include <mpidimpl.h>
+#include "icbc_impl.h"
+#include "icbc_pacing.h"
+#include "icbc_am.h"
+#include "icbc_path.h"
+#include "core/icbc_clock.h"
+#include "core/icbc_list.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+cvars:
+    - name        : MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL
+      category    : CH4_ICBC
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rate-managed MPI_Alltoall and MPI_Alltoallv across clusters: for the
+        duration of the collective each process paces its sending to other
+        clusters at MATB = the WAN's rate (MPIR_CVAR_CH4_ICBC_WAN_RATE, else
+        the router file's wan-rate) divided by the number of the
+        communicator's processes in its cluster, and the rate it had before
+        is restored after. Without a WAN rate the collectives are not paced.
+
+    - name        : MPIR_CVAR_CH4_ICBC_WAN_RATE
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rate of the WAN between the clusters, in bits/s with an optional
+        unit bit, kbit, mbit or gbit (e.g. 400mbit), for rate-managed
+        collectives. Empty: the router file's wan-rate entry.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+/* The attribute's keyval, for C (icbc.h) and for Fortran (icbcf.h: the
+ * common block /ICBC_PACING/). */
+MPICH_API_PUBLIC int ICBC_PACING_MATB = MPI_KEYVAL_INVALID;
+MPICH_API_PUBLIC int icbc_pacing_ = MPI_KEYVAL_INVALID;
+
+/* A whole message that waits for the bucket. */
+typedef struct {
+    icbc_list_t link;
+    int rank;
+    const void *payload;
+    size_t len;
+    MPIDI_ICBC_xdone_cb_t cb;
+    void *arg;
+    size_t inner_len;
+    uint8_t inner[];
+} held_t;
+
+static struct {
+    icbc_pace_t bucket;
+    uint64_t attr_rate; /* bits/s: the attribute of the communicator last sent on */
+    uint64_t coll_rate; /* bits/s: inside a rate-managed collective */
+    uint64_t wan_rate;  /* bits/s; 0: unknown */
+    icbc_list_t held;
+    size_t nheld;
+    uint64_t held_total;
+} pace;
+
+/* Brings the bucket and the TCP sockets to the rate now in force. */
+static void apply_rate(void)
+{
+    uint64_t rate = pace.coll_rate > 0 ? pace.coll_rate : pace.attr_rate;
+
+    if (rate == icbc_pace_rate(&pace.bucket))
+        return;
+    icbc_pace_set_rate(&pace.bucket, rate, icbc_clock_now());
+    MPIDI_ICBC_path_tcp_set_pacing(rate / 8);
+}
+
+int MPIDI_ICBC_pace_init(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const char *text = MPIR_CVAR_CH4_ICBC_WAN_RATE;
+
+    icbc_pace_init(&pace.bucket);
+    icbc_list_init(&pace.held);
+    if (text != NULL && text[0] != '\0') {
+        if (icbc_pace_parse_rate(text, &pace.wan_rate) != ICBC_OK || pace.wan_rate == 0) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "MPIR_CVAR_CH4_ICBC_WAN_RATE='%.40s' is not a rate above 0 (e.g. 400mbit)",
+                     text);
+            return MPIDI_ICBC_path_cfg_error(why);
+        }
+    } else if (MPIDI_ICBC_paths.rf != NULL) {
+        pace.wan_rate = icbc_routerfile_wan_rate(MPIDI_ICBC_paths.rf);
+    }
+    mpi_errno = MPIR_Comm_create_keyval_impl(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN,
+                                             &ICBC_PACING_MATB, NULL);
+    icbc_pacing_ = ICBC_PACING_MATB;
+    return mpi_errno;
+}
+
+/* Sends every held message, whatever the rate: the last chance. */
+static void release_all(void)
+{
+    while (!icbc_list_empty(&pace.held)) {
+        held_t *h = ICBC_CONTAINER(pace.held.next, held_t, link);
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, h->rank);
+        int busy = 0;
+        icbc_list_del(&h->link);
+        pace.nheld--;
+        icbc_pace_charge(&pace.bucket, h->len + h->inner_len);
+        if (MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, h->inner, h->inner_len, h->payload,
+                                 h->len, h->cb, h->arg, &busy) != MPI_SUCCESS)
+            h->cb(h->arg, 0);
+        MPL_free(h);
+        if (icbc_pace_on(&pace.bucket) && !icbc_pace_may_send(&pace.bucket, icbc_clock_now()))
+            return;
+    }
+}
+
+void MPIDI_ICBC_pace_finalize(void)
+{
+    pace.coll_rate = pace.attr_rate = 0;
+    apply_rate();
+    release_all();
+    if (ICBC_PACING_MATB != MPI_KEYVAL_INVALID) {
+        MPII_Keyval *kv;
+        MPII_Keyval_get_ptr(ICBC_PACING_MATB, kv);
+        MPIR_free_keyval(kv);
+    }
+    ICBC_PACING_MATB = icbc_pacing_ = MPI_KEYVAL_INVALID;
+}
+
+void MPIDI_ICBC_pace_progress(void)
+{
+    if (icbc_list_empty(&pace.held))
+        return;
+    if (icbc_pace_may_send(&pace.bucket, icbc_clock_now()))
+        release_all();
+}
+
+void MPIDI_ICBC_pace_comm(MPIR_Comm *comm)
+{
+    uint64_t rate = 0;
+
+    for (MPIR_Attribute *a = comm->attributes; a != NULL; a = a->next) {
+        if (a->keyval->handle == ICBC_PACING_MATB) {
+            /* C passes the rate as the pointer, Fortran as the address-sized
+             * integer: either way the value itself */
+            rate = (uint64_t) (intptr_t) a->value;
+            break;
+        }
+    }
+    if (rate != pace.attr_rate) {
+        pace.attr_rate = rate;
+        apply_rate();
+    }
+}
+
+int MPIDI_ICBC_pace_paces(const icbc_peer_t *peer)
+{
+    return (icbc_pace_on(&pace.bucket) || !icbc_list_empty(&pace.held)) &&
+           peer->cluster != MPIDI_ICBC_paths.cluster;
+}
+
+int MPIDI_ICBC_pace_may_go(void)
+{
+    return icbc_pace_may_send(&pace.bucket, icbc_clock_now());
+}
+
+void MPIDI_ICBC_pace_charge(size_t len)
+{
+    icbc_pace_charge(&pace.bucket, len);
+}
+
+int MPIDI_ICBC_pace_ordered(icbc_peer_t *peer, const void *inner, size_t inner_len,
+                            const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                            int *held)
+{
+    int busy = 0;
+
+    *held = 0;
+    if (icbc_list_empty(&pace.held) && icbc_pace_may_send(&pace.bucket, icbc_clock_now())) {
+        icbc_pace_charge(&pace.bucket, len + inner_len);
+        return MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, inner, inner_len, payload, len,
+                                    cb, arg, &busy);
+    }
+    /* behind the held ones, in order */
+    held_t *h = MPL_malloc(sizeof(*h) + inner_len, MPL_MEM_OTHER);
+    if (h == NULL)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**nomem", 0);
+    h->rank = peer->rank;
+    h->payload = payload;
+    h->len = len;
+    h->cb = cb;
+    h->arg = arg;
+    h->inner_len = inner_len;
+    memcpy(h->inner, inner, inner_len);
+    icbc_list_push(&pace.held, &h->link);
+    pace.nheld++;
+    pace.held_total++;
+    *held = 1;
+    return MPI_SUCCESS;
+}
+
+/* ---- rate-managed collectives ------------------------------------------ */
+
+int MPIDI_ICBC_pace_coll_begin(MPIR_Comm *comm, uint64_t *saved)
+{
+    int here = 0, there = 0;
+
+    *saved = pace.coll_rate;
+    if (!MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL || pace.wan_rate == 0 || pace.coll_rate > 0)
+        return 0;
+    for (int i = 0; i < comm->local_size; i++) {
+        icbc_peer_t *peer = MPIDI_ICBC_comm_rank_to_peer(comm, i);
+        if (peer == NULL || peer->cluster == MPIDI_ICBC_paths.cluster)
+            here++;
+        else
+            there++;
+    }
+    if (there == 0)
+        return 0; /* nothing crosses the WAN */
+    pace.coll_rate = pace.wan_rate / (uint64_t) here;
+    apply_rate();
+    return 1;
+}
+
+void MPIDI_ICBC_pace_coll_end(uint64_t saved)
+{
+    pace.coll_rate = saved;
+    apply_rate();
+}
+
+void MPIDI_ICBC_pace_dump(FILE *f)
+{
+    fprintf(f,
+            "  pacing: %llu bit/s now (attribute %llu, collective %llu, WAN %llu); %llu bytes "
+            "charged, %llu waits, %zu whole messages held now, %llu in all\n",
+            (unsigned long long) icbc_pace_rate(&pace.bucket), (unsigned long long) pace.attr_rate,
+            (unsigned long long) pace.coll_rate, (unsigned long long) pace.wan_rate,
+            (unsigned long long) pace.bucket.bytes, (unsigned long long) pace.bucket.waits,
+            pace.nheld, (unsigned long long) pace.held_total);
+}
