@@ -21,6 +21,13 @@ ICBC_BENCH_MATB=BITS, the ranks set the ICBC_PACING_MATB attribute on
 MPI_COMM_WORLD after MPI_Init, as an application that paces itself does. Every run must pass NPB's own verification; one that does
 not, or dies, is a row with verified=no and the reason, never a number.
 
+--bench hpcc runs HPCC 1.5.0 (benchmarks/apps/hpcc.py: Debian's source, our
+mpicc, OpenBLAS) with HPL's N = --hpcc-n on the most square process grid, in
+a directory of its own per run; its row's Mop/s is HPL's Mflop/s, its
+seconds HPL's time, its other summary values (PTRANS, RandomAccess, FFT,
+DGEMM, STREAM, ring and ping-pong) in hpcc_summary, and it has verified when
+HPCC's summary says Success=1.
+
 Output (--out): npb.csv (one row per run: benchmark, class, policy, routers,
 delay, processes, seconds, Mop/s, verified, the testbed's parameters), and
 npb_delay.png (Mop/s against delay per policy, at the most routers) and
@@ -41,13 +48,15 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "test", "harness"))
 sys.path.insert(0, HERE)
 
+import hpcc  # noqa: E402
 import npb  # noqa: E402
 from mpirun import run_mpi  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 POLICIES = ("aggregate", "static", "alltoall", "tcp")
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
-          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "wan_drops"]
+          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "wan_drops",
+          "hpcc_summary"]
 
 
 def split(text, what, allowed=None):
@@ -62,7 +71,9 @@ def split(text, what, allowed=None):
 
 def options(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bench", default="is,ft,cg,mg")
+    ap.add_argument("--bench", default="is,ft,cg,mg",
+                    help="NPB kernels (is, ft, cg, mg, lu, ep, ...) and hpcc")
+    ap.add_argument("--hpcc-n", type=int, default=3000, help="HPL's N for hpcc")
     ap.add_argument("--class", dest="cls", default="A")
     ap.add_argument("--policies", default="aggregate,static,alltoall")
     ap.add_argument("--routers", default="1,2,4")
@@ -99,6 +110,31 @@ def options(argv):
         raise SystemExit(f"run.py: --routers must be 1..--nodes ({o.nodes})")
     o.dl = split(o.delays, "--delays")
     return o
+
+
+def npb_row(row, output):
+    try:
+        rep = npb.parse(output)
+        row.update(secs=rep["secs"], mops=rep["mops"], verified="yes" if rep["verified"] else "no")
+        if not rep["verified"]:
+            row["why"] = "NPB verification failed"
+    except npb.NpbError as e:
+        row["why"] = str(e)
+
+
+def hpcc_row(row, rundir):
+    """HPCC's summary: 'mops' is HPL's Mflop/s and 'secs' HPL's time, the
+    other values in hpcc_summary."""
+    try:
+        with open(os.path.join(rundir, "hpccoutf.txt"), errors="replace") as f:
+            r = hpcc.parse(f.read())
+        row.update(secs=float(r["HPL_time"]), mops=float(r["HPL_Tflops"]) * 1e6,
+                   verified="yes" if r["verified"] else "no",
+                   hpcc_summary=" ".join(f"{k}={r[k]}" for k in hpcc.KEYS if k in r))
+        if not r["verified"]:
+            row["why"] = "HPCC's checks failed (Success=0)"
+    except (OSError, KeyError, ValueError, hpcc.HpccError) as e:
+        row["why"] = f"hpccoutf.txt: {e}"
 
 
 def wan_drops(tb):
@@ -148,6 +184,11 @@ def run_matrix(o, exes, rows, log):
                             genv = [a for k, v in o.env_of[pol].items()
                                     for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
                             drops0 = wan_drops(tb)
+                            if bench == "hpcc":  # reads and writes files in its directory
+                                rundir = os.path.join(tb.work, name)
+                                os.makedirs(rundir, exist_ok=True)
+                                hpcc.write_input(rundir, np_, o.hpcc_n)
+                                genv += ["-wdir", rundir]
                             res = run_mpi(o.prefix, env, exes[bench], np_, tb.work, name=name,
                                           hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
                             row = {"bench": bench.upper(), "cls": o.cls, "policy": pol,
@@ -156,14 +197,10 @@ def run_matrix(o, exes, rows, log):
                                    "wan_rate": o.wan_rate, "wan_buffer": o.buffer or "default",
                                    "wan_drops": wan_drops(tb) - drops0,
                                    "verified": "no", "why": ""}
-                            try:
-                                rep_ = npb.parse(res.output)
-                                row.update(secs=rep_["secs"], mops=rep_["mops"],
-                                           verified="yes" if rep_["verified"] else "no")
-                                if not rep_["verified"]:
-                                    row["why"] = "NPB verification failed"
-                            except npb.NpbError as e:
-                                row["why"] = str(e)
+                            if bench == "hpcc":
+                                hpcc_row(row, rundir)
+                            else:
+                                npb_row(row, res.output)
                             if res.rc != 0 or res.timed_out:
                                 row["verified"] = "no"
                                 row["why"] = ("killed at the time limit" if res.timed_out else
@@ -224,8 +261,9 @@ def main(argv):
     exes = {}
     for bench in o.benches:
         try:
-            exes[bench] = npb.build(o.prefix, bench, o.cls, o.work, o.npb)
-        except npb.NpbError as e:
+            exes[bench] = (hpcc.build(o.prefix, os.path.join(o.work, "hpcc")) if bench == "hpcc"
+                           else npb.build(o.prefix, bench, o.cls, o.work, o.npb))
+        except (npb.NpbError, hpcc.HpccError) as e:
             print(f"run.py: {e}", file=sys.stderr)
             return 2
     o.matb_lib = os.path.join(o.work, "matb_preload.so")

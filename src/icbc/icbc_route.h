@@ -55,6 +55,11 @@
  *                keeps what it has sent and not had credited within its
  *                eager window (REGISTER_ACK), so that a router holds a
  *                bounded amount of eager data per process.
+ *   PACE         process -> router: the rate in bits/s at which this process
+ *                sends to other clusters through this router from now on
+ *                (its MATB share, docs/pacing.md), in the inner header (8
+ *                bytes, big endian); 0: not paced. The router paces its
+ *                trunks' streams at the sum of its processes' rates.
  *
  * A router serves many jobs; it never interprets the inner header.
  */
@@ -76,7 +81,7 @@ extern "C" {
 #define ICBC_ROUTE_PAYLOAD_MAX (64ull << 20) /* largest payload of one message */
 #define ICBC_ROUTE_NONCE_SIZE 32
 #define ICBC_ROUTE_MAC_SIZE 32
-#define ICBC_ROUTE_COUNT_SIZE 8 /* inner header of REGISTER_ACK (F_OK) and CREDIT */
+#define ICBC_ROUTE_COUNT_SIZE 8 /* inner header of REGISTER_ACK (F_OK), CREDIT and PACE */
 
 typedef enum {
     ICBC_ROUTE_MSG = 1,
@@ -87,6 +92,7 @@ typedef enum {
     ICBC_ROUTE_DEREGISTER = 20,
     ICBC_ROUTE_CLUSTER_STATE = 21,
     ICBC_ROUTE_CREDIT = 22,
+    ICBC_ROUTE_PACE = 23,
 } icbc_route_type_t;
 
 /* Must stay in order with the other ordered messages of the same

@@ -34,7 +34,8 @@ static int known_type(uint8_t type)
     case ICBC_ROUTE_UNREACHABLE:
     case ICBC_ROUTE_DEREGISTER:
     case ICBC_ROUTE_CLUSTER_STATE:
-    case ICBC_ROUTE_CREDIT: return 1;
+    case ICBC_ROUTE_CREDIT:
+    case ICBC_ROUTE_PACE: return 1;
     default: return 0;
     }
 }

@@ -42,6 +42,7 @@ typedef struct {
     double deadline_ms; /* of the one under way */
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
+    uint64_t pace; /* bits/s told with PACE (again after a new registration) */
 } router_t;
 
 /* One send in flight: owns the AM header until UCX is done with it. */
@@ -386,6 +387,11 @@ static void reconnect(mx_client_t *c, double t)
                 c->nreconnecting--;
                 rt->eager_out = 0; /* a new registration: a new window */
                 rt->heard_ms = t;
+                if (rt->pace > 0) { /* the new registration has not heard it */
+                    uint64_t pace = rt->pace;
+                    rt->pace = 0;
+                    mx_client_pace(c, (int) i, pace);
+                }
                 icbc_info("router %s (fabric %s) registered again", rt->rf->host,
                           rt->rf->fabric.text);
                 if (c->p.on_router_back)
@@ -872,4 +878,21 @@ void mx_client_dump(const mx_client_t *c, FILE *f)
                 (size_t) rt->state < sizeof(states) / sizeof(states[0]) ? states[rt->state] : "?",
                 rt->rndv_out, c->p.rndv_window, rt->eager_out, rt->eager_window, waiting);
     }
+}
+
+icbc_status_t mx_client_pace(mx_client_t *c, int router, uint64_t bits_per_s)
+{
+    router_t *rt;
+    uint8_t inner[ICBC_ROUTE_COUNT_SIZE];
+
+    if (router < 0 || (size_t) router >= c->p.nrouters)
+        return ICBC_ERR_INVALID;
+    rt = &c->routers[router];
+    if (rt->pace == bits_per_s && rt->state == RT_READY)
+        return ICBC_OK;
+    rt->pace = bits_per_s;
+    if (rt->state != RT_READY)
+        return ICBC_OK; /* told once it registers again */
+    icbc_put64(inner, bits_per_s);
+    return send_control(rt, ICBC_ROUTE_PACE, inner, sizeof(inner));
 }

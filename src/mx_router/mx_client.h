@@ -137,6 +137,11 @@ void mx_client_dump(const mx_client_t *c, FILE *f);
 size_t mx_client_num_routers(const mx_client_t *c);
 int mx_client_router_alive(const mx_client_t *c, int router);
 
+/* Tells ROUTER that this process sends to other clusters through it at
+ * BITS_PER_S from now on (PACE; 0: not paced); told again after a new
+ * registration. */
+icbc_status_t mx_client_pace(mx_client_t *c, int router, uint64_t bits_per_s);
+
 #ifdef __cplusplus
 }
 #endif

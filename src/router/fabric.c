@@ -64,6 +64,19 @@ static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void 
         rt_msg_free(m);
 }
 
+/* P sends through us at RATE bits/s from now on: the trunks are paced at
+ * the sum of the registered processes' rates (trunk.c). */
+static void set_pace(rt_peer_t *p, uint64_t rate)
+{
+    icbc_router_t *r = p->r;
+
+    if (rate == p->pace)
+        return;
+    r->pace_sum = r->pace_sum - p->pace + rate;
+    p->pace = rate;
+    rt_trunk_pacing(r);
+}
+
 static void unregister(rt_peer_t *p)
 {
     icbc_router_t *r = p->r;
@@ -72,6 +85,7 @@ static void unregister(rt_peer_t *p)
         icbc_hmap_del(&r->registry, p->job, p->rank);
     p->registered = 0;
     r->st.registered = r->registry.count;
+    set_pace(p, 0);
 }
 
 /* Forgets P: out of every list, its undelivered messages answered. */
@@ -346,6 +360,9 @@ static int on_recv(mx_peer_t *mp, const mx_recv_t *rcv, void *arg)
     case RT_ADMIT_REGISTER: do_register(p, &rh); return 0;
     case RT_ADMIT_REFUSE: refuse(p, 0, why); return 0;
     case RT_ADMIT_REFUSE_ANSWER: refuse(p, 1, why); return 0;
+    case RT_ADMIT_PACE:
+        set_pace(p, icbc_get64((const uint8_t *) rcv->hdr + ICBC_ROUTE_HDR_SIZE));
+        return 0;
     case RT_ADMIT_DEREGISTER:
         icbc_debug("router %s: job %llu rank %u deregistered", p->r->name,
                    (unsigned long long) p->job, p->rank);

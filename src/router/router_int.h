@@ -148,6 +148,7 @@ struct rt_peer {
     size_t credit_due;       /* eager bytes handed on, not credited yet */
     icbc_list_t credit_link; /* in router->credit_pending while a CREDIT is due */
     struct rt_pstat *ps;     /* its statistics (kept after it leaves); NULL: none */
+    uint64_t pace;           /* bits/s it sends through us to other clusters (PACE); 0: none */
 };
 
 /* Statistics of a process, by (job, rank), kept for the router's life
@@ -183,6 +184,7 @@ struct icbc_router {
     rt_reach_t *reach;      /* per cluster: lost since when, announced */
 
     icbc_hmap_t registry;       /* (job, rank) -> rt_peer_t */
+    uint64_t pace_sum;          /* bits/s: the registered processes' PACE rates */
     icbc_hmap_t unreach_logged; /* (job, cluster << 32 | rank) already logged */
     icbc_hmap_t pstat_map;      /* (job, rank) -> rt_pstat_t */
     icbc_list_t pstats;         /* every rt_pstat_t, in order of first registration */
@@ -266,6 +268,9 @@ void rt_trunks_destroy(struct icbc_router *r);
 void rt_trunks_shutdown(struct icbc_router *r);
 void rt_trunk_timers(struct icbc_router *r, double now, double *next);
 rt_stream_t *rt_trunk_pick(struct icbc_router *r, const icbc_route_hdr_t *rh);
+/* Paces every trunk stream at pace_sum (or --pacing when no
+ * process asked): after a change of pace_sum. */
+void rt_trunk_pacing(struct icbc_router *r);
 icbc_status_t rt_stream_send(rt_stream_t *s, rt_msg_t *m); /* OK, BUSY, or failure */
 void rt_destroy_dead(struct icbc_router *r);
 

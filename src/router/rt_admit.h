@@ -26,6 +26,7 @@ typedef enum {
     RT_ADMIT_REGISTER,      /* a REGISTER with the right proof */
     RT_ADMIT_FORWARD,       /* a MSG of a registered process */
     RT_ADMIT_DEREGISTER,    /* a registered process leaves */
+    RT_ADMIT_PACE,          /* a registered process's rate (inner: 8 bytes) */
     RT_ADMIT_UNEXPECTED,    /* another type from a registered process: dropped */
 } rt_admit_t;
 
@@ -88,6 +89,12 @@ static inline rt_admit_t rt_fabric_admit(const rt_admit_ctx_t *ctx, const void *
     switch (rh->type) {
     case ICBC_ROUTE_MSG: return RT_ADMIT_FORWARD;
     case ICBC_ROUTE_DEREGISTER: return RT_ADMIT_DEREGISTER;
+    case ICBC_ROUTE_PACE:
+        if (rh->inner_len != ICBC_ROUTE_COUNT_SIZE || payload_len != 0) {
+            *why = "malformed PACE";
+            return RT_ADMIT_DROP;
+        }
+        return RT_ADMIT_PACE;
     default: *why = "unexpected message type"; return RT_ADMIT_UNEXPECTED;
     }
 }

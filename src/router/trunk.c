@@ -226,6 +226,42 @@ static icbc_status_t trunk_alloc_streams(rt_trunk_t *t, int n)
     return ICBC_OK;
 }
 
+/* Bytes/s per stream of T: the sum of the processes' PACE rates, else
+ * --pacing (0: not paced). Each stream gets the whole sum, not a share: a
+ * pair's ordered messages keep to one stream, and the processes already
+ * hold what they send to the sum on average; the streams' pacing takes
+ * away the bursts at the NIC's rate that overflow the WAN's buffer. */
+static uint64_t stream_pacing(const rt_trunk_t *t)
+{
+    const icbc_router_t *r = t->r;
+
+    if (r->pace_sum > 0)
+        return r->pace_sum / 8;
+    return r->cfg.pacing_rate;
+}
+
+/* A stream of T is up: the pacing in force now. */
+static void stream_paced(rt_trunk_t *t, rt_stream_t *s)
+{
+    if (t->r->pace_sum > 0)
+        bt_conn_set_pacing(s->conn, stream_pacing(t));
+}
+
+void rt_trunk_pacing(icbc_router_t *r)
+{
+    icbc_info("router %s: trunk streams paced at %.1f Mbit/s each%s", r->name,
+              (r->pace_sum ? r->pace_sum : r->cfg.pacing_rate * 8) / 1e6,
+              r->pace_sum          ? " (the sum of its processes' PACE rates)"
+              : r->cfg.pacing_rate ? " (--pacing per stream)"
+                                   : " (not paced: no process asks)");
+    for (int i = 0; i < r->ntrunks; i++) {
+        rt_trunk_t *t = &r->trunks[i];
+        for (int s = 0; s < t->nstreams; s++)
+            if (t->streams[s].conn != NULL)
+                bt_conn_set_pacing(t->streams[s].conn, stream_pacing(t));
+    }
+}
+
 static void fill_opts(icbc_router_t *r, bt_opts_t *o, const char *id)
 {
     bt_opts_init(o);
@@ -404,6 +440,7 @@ static void adopt(icbc_router_t *r, bt_conn_t *c)
     s->conn = c;
     s->ready = 1;
     bt_conn_set_arg(c, s);
+    stream_paced(t, s);
     trunk_check_up(t);
 }
 
@@ -439,6 +476,7 @@ static void cb_ready(bt_conn_t *c, void *arg)
     } else {
         rt_stream_t *s = arg;
         s->ready = 1;
+        stream_paced(s->t, s);
         trunk_check_up(s->t);
     }
     CB_LEAVE(r);

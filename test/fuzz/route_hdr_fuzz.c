@@ -21,7 +21,7 @@
 
 static int known_type(uint8_t t)
 {
-    return t == ICBC_ROUTE_MSG || (t >= ICBC_ROUTE_CHALLENGE && t <= ICBC_ROUTE_CREDIT);
+    return t == ICBC_ROUTE_MSG || (t >= ICBC_ROUTE_CHALLENGE && t <= ICBC_ROUTE_PACE);
 }
 
 /* What icbc_route.h says a valid header is. */

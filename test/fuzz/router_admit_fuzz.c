@@ -64,6 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (v) {
     case RT_ADMIT_FORWARD: FUZZ_CHECK(ctx.registered && rh.type == ICBC_ROUTE_MSG); break;
     case RT_ADMIT_DEREGISTER: FUZZ_CHECK(ctx.registered && rh.type == ICBC_ROUTE_DEREGISTER); break;
+    case RT_ADMIT_PACE:
+        FUZZ_CHECK(ctx.registered && rh.type == ICBC_ROUTE_PACE &&
+                   rh.inner_len == ICBC_ROUTE_COUNT_SIZE && rh.payload_len == 0);
+        break;
     case RT_ADMIT_UNEXPECTED: FUZZ_CHECK(ctx.registered && why != NULL); break;
     case RT_ADMIT_DROP: FUZZ_CHECK(ctx.registered && why != NULL); break;
     case RT_ADMIT_REGISTER: {

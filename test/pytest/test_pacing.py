@@ -64,19 +64,19 @@ def test_attribute_paces_the_tcp_path(two_clusters, programs, work):
 
 def test_rate_managed_alltoall_takes_the_wan_rate_from_the_router_file(two_clusters, programs,
                                                                         work):
-    """wan-rate 100mbit in the router file, two processes per cluster: each
-    sends at 50 Mbit/s during MPI_Alltoall."""
+    """wan-rate 50mbit in the router file, two processes per cluster: each
+    sends at 25 Mbit/s during MPI_Alltoall."""
     rf = os.path.join(work, "pacing-routers.conf")
     with open(two_clusters.routerfile) as f:
         lines = [l for l in f if not l.startswith("wan-rate ")]
     key = os.path.join(two_clusters.tb.state, "routers.key")
     lines = [f"key {key}\n" if l.startswith("key ") else l for l in lines]
-    lines.insert(1, "wan-rate 100mbit\n")
+    lines.insert(1, "wan-rate 50mbit\n")
     with open(rf, "w") as f:
         f.writelines(lines)
     nbytes = 4 << 20  # to the other cluster, per process
     paced_and_unpaced(two_clusters, programs, work, "alltoall", 4,
-                      ["--alltoall", "--bytes", nbytes, "--size", 256 << 10], nbytes * 8, 50e6,
+                      ["--alltoall", "--bytes", nbytes, "--size", 256 << 10], nbytes * 8, 25e6,
                       env={"ICBC_ROUTERFILE": rf},
                       paced_env={"MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL": "1"})
 

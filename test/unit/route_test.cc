@@ -49,7 +49,8 @@ TEST(RouteHeader, EveryTypeAndNoOther)
     const uint8_t known[] = { ICBC_ROUTE_MSG,           ICBC_ROUTE_CHALLENGE,
                               ICBC_ROUTE_REGISTER,      ICBC_ROUTE_REGISTER_ACK,
                               ICBC_ROUTE_UNREACHABLE,   ICBC_ROUTE_DEREGISTER,
-                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT };
+                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT,
+                              ICBC_ROUTE_PACE };
     for (int t = 0; t < 256; t++) {
         icbc_route_hdr_t h = sample(), out;
         uint8_t buf[ICBC_ROUTE_HDR_SIZE];
@@ -98,7 +99,8 @@ bool route_bytes_valid(const uint8_t *b, size_t len)
     const uint8_t known[] = { ICBC_ROUTE_MSG,           ICBC_ROUTE_CHALLENGE,
                               ICBC_ROUTE_REGISTER,      ICBC_ROUTE_REGISTER_ACK,
                               ICBC_ROUTE_UNREACHABLE,   ICBC_ROUTE_DEREGISTER,
-                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT };
+                              ICBC_ROUTE_CLUSTER_STATE, ICBC_ROUTE_CREDIT,
+                              ICBC_ROUTE_PACE };
     if (len < ICBC_ROUTE_HDR_SIZE || b[0] != ICBC_ROUTE_VERSION ||
         std::find(std::begin(known), std::end(known), b[1]) == std::end(known))
         return false;

@@ -81,7 +81,15 @@ static struct {
     icbc_list_t held;
     size_t nheld;
     uint64_t held_total;
+    uint64_t routers_told; /* bits/s the routers pace this process's traffic at */
+    double off_since;      /* when the rate went to 0 while the routers still pace */
 } pace;
+
+/* Routers keep pacing this long after the process stopped: paced
+ * collectives back to back, and the processes of a cluster that start and
+ * end them at slightly different moments, do not make the routers' pace
+ * go up and down at each one. */
+#define ROUTERS_OFF_DELAY 0.2
 
 /* Brings the bucket and the TCP sockets to the rate now in force. */
 static void apply_rate(void)
@@ -92,6 +100,15 @@ static void apply_rate(void)
         return;
     icbc_pace_set_rate(&pace.bucket, rate, icbc_clock_now());
     MPIDI_ICBC_path_tcp_set_pacing(rate / 8);
+    if (rate > 0) {
+        pace.off_since = 0;
+        if (rate != pace.routers_told) {
+            MPIDI_ICBC_path_routed_set_pacing(rate);
+            pace.routers_told = rate;
+        }
+    } else if (pace.routers_told > 0 && pace.off_since == 0) {
+        pace.off_since = icbc_clock_now(); /* told in progress, unless paced again before */
+    }
 }
 
 int MPIDI_ICBC_pace_init(void)
@@ -141,6 +158,10 @@ void MPIDI_ICBC_pace_finalize(void)
 {
     pace.coll_rate = pace.attr_rate = 0;
     apply_rate();
+    if (pace.routers_told > 0)
+        MPIDI_ICBC_path_routed_set_pacing(0);
+    pace.routers_told = 0;
+    pace.off_since = 0;
     release_all();
     if (ICBC_PACING_MATB != MPI_KEYVAL_INVALID) {
         MPII_Keyval *kv;
@@ -152,6 +173,11 @@ void MPIDI_ICBC_pace_finalize(void)
 
 void MPIDI_ICBC_pace_progress(void)
 {
+    if (unlikely(pace.off_since > 0) && icbc_clock_now() - pace.off_since > ROUTERS_OFF_DELAY) {
+        pace.off_since = 0;
+        pace.routers_told = 0;
+        MPIDI_ICBC_path_routed_set_pacing(0);
+    }
     if (icbc_list_empty(&pace.held))
         return;
     if (icbc_pace_may_send(&pace.bucket, icbc_clock_now()))

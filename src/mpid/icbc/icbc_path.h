@@ -113,6 +113,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t *peer)
 int MPIDI_ICBC_path_cfg_error(const char *why);
 int MPIDI_ICBC_path_tcp_used(void);
 void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate);
+void MPIDI_ICBC_path_routed_set_pacing(uint64_t bits_per_s);
 /* The route header of a message to PEER on LANE. */
 void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
                                icbc_route_hdr_t *rh);

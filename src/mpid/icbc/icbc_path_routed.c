@@ -76,6 +76,7 @@ static struct {
     uint64_t *unreach;     /* per router: clusters it reports unreachable (bit each) */
     double *backoff_until; /* per router: an UNREACHABLE came back through it */
     uint64_t lanes_up;     /* routers the engine and the pairs use (bit each) */
+    uint64_t pace;         /* bits/s this process sends to other clusters at (MATB); 0: off */
     int lanes_dirty;       /* something changed: look again in progress */
     double none_since;     /* no router usable since then; 0: one is */
     int failed_all;        /* transfers to other clusters were failed */
@@ -266,6 +267,36 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
     return MPI_SUCCESS;
 }
 
+/* Tells the routers their shares of this process's pace: all of it to the
+ * fixed router under static, an equal part to each usable one under
+ * aggregate (the chunks are spread over them). */
+static void pace_routers(void)
+{
+    int usable = 0, fixed = -1;
+
+    if (routed.mx == NULL)
+        return;
+    for (int k = 0; k < P.nrouters; k++)
+        usable += (routed.lanes_up >> k) & 1;
+    if (P.policy == ICBC_RF_POLICY_STATIC) {
+        icbc_peer_t self = { .rank = MPIR_Process.rank };
+        fixed = fixed_router(&self);
+    }
+    for (int k = 0; k < P.nrouters; k++) {
+        uint64_t share = 0;
+        if (routed.pace > 0 && (routed.lanes_up >> k) & 1)
+            share = fixed >= 0 ? (k == fixed ? routed.pace : 0)
+                               : routed.pace / (uint64_t) (usable ? usable : 1);
+        mx_client_pace(routed.mx, k, share);
+    }
+}
+
+void MPIDI_ICBC_path_routed_set_pacing(uint64_t bits_per_s)
+{
+    routed.pace = bits_per_s;
+    pace_routers();
+}
+
 /* A router changed: which are usable now. One that stopped being usable
  * takes its chunks and kept messages with it (sent again by the others);
  * one usable again carries chunks again. */
@@ -305,6 +336,8 @@ static void lanes_update(double now)
             if (icbc_seq_kept_count(routed.seq, r) > 0)
                 icbc_seq_for_each_kept(routed.seq, r, k, numbered_resend, NULL);
     }
+    if ((lost | back) && routed.pace > 0)
+        pace_routers(); /* the shares move with the traffic */
     if (up == 0 && routed.none_since == 0 && !routed.failed_all) {
         routed.none_since = now;
         icbc_error("no router of this cluster is usable; transfers to other clusters fail in "
