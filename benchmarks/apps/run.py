@@ -6,7 +6,8 @@ policy, router count and WAN delay asked for, as a user runs them.
         [--policies aggregate,static,alltoall] [--routers 1,2,4] [--delays 0ms,5ms,10ms]
         [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
         [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
-        [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]...
+        [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE] [--traces]
+        [--hpcc-n N]
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
@@ -27,6 +28,12 @@ a directory of its own per run; its row's Mop/s is HPL's Mflop/s, its
 seconds HPL's time, its other summary values (PTRANS, RandomAccess, FFT,
 DGEMM, STREAM, ring and ping-pong) in hpcc_summary, and it has verified when
 HPCC's summary says Success=1.
+
+Each row has the frames the emulated WAN dropped during the run (wan.stats,
+both directions; --buffer sets the WAN's buffer). --traces keeps the WAN's
+1 ms trace of every run of the first rep, cut to the run, as
+OUT/traces/NAME.csv with its plot (icbc-wanemu-plot, 10 ms averages).
+With variants, npb_variants.png shows Mop/s and WAN drops per column.
 
 Output (--out): npb.csv (one row per run: benchmark, class, policy, routers,
 delay, processes, seconds, Mop/s, verified, the testbed's parameters), and
@@ -82,6 +89,9 @@ def options(argv):
     ap.add_argument("--nic-rate", default="50mbit")
     ap.add_argument("--wan-rate", default="400mbit")
     ap.add_argument("--buffer", default="", help="the WAN's buffer (icbc-testbed --buffer)")
+    ap.add_argument("--traces", action="store_true",
+                    help="keep the WAN's 1 ms trace of each run of the first rep "
+                         "(OUT/traces/NAME.csv and .png)")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--npb", default=npb.DEFAULT_NPB)
@@ -137,6 +147,42 @@ def hpcc_row(row, rundir):
         row["why"] = f"hpccoutf.txt: {e}"
 
 
+def trace_time(tb):
+    """The time_s of the last row of the WAN's trace (seconds since the
+    emulator started; rows are flushed every 100 ms)."""
+    time.sleep(0.2)
+    try:
+        with open(os.path.join(tb.state, "wan.csv"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            last = f.read().splitlines()[-1].decode()
+        return float(last.split(",")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def keep_trace(o, tb, name, t0, t1):
+    """OUT/traces/NAME.csv: the trace's rows from T0 to T1, and its plot."""
+    if t0 is None or t1 is None:
+        return
+    d = os.path.join(o.out, "traces")
+    os.makedirs(d, exist_ok=True)
+    out = os.path.join(d, f"{name}.csv")
+    with open(os.path.join(tb.state, "wan.csv")) as f, open(out, "w") as g:
+        g.write(f.readline())
+        for line in f:
+            try:
+                t = float(line.split(",", 1)[0])
+            except ValueError:
+                continue
+            if t0 <= t <= t1:
+                g.write(line)
+    plot = os.path.join(o.prefix, "bin", "icbc-wanemu-plot")
+    subprocess.call([plot, out, "--avg", "10", "-o", out[:-4] + ".png", "--title",
+                     f"{name}: WAN traffic, 10 ms averages"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def wan_drops(tb):
     """Frames the emulated WAN dropped so far, both directions (wan.stats,
     rewritten every 100 ms: read after it settles)."""
@@ -184,6 +230,7 @@ def run_matrix(o, exes, rows, log):
                             genv = [a for k, v in o.env_of[pol].items()
                                     for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
                             drops0 = wan_drops(tb)
+                            t0 = trace_time(tb)
                             if bench == "hpcc":  # reads and writes files in its directory
                                 rundir = os.path.join(tb.work, name)
                                 os.makedirs(rundir, exist_ok=True)
@@ -205,6 +252,8 @@ def run_matrix(o, exes, rows, log):
                                 row["verified"] = "no"
                                 row["why"] = ("killed at the time limit" if res.timed_out else
                                               f"exit {res.rc}") + f" (log {res.log})"
+                            if o.traces and rep == 1:
+                                keep_trace(o, tb, name, t0, trace_time(tb))
                             rows.append(row)
                             line = (f"{name}: {row.get('mops', '-')} Mop/s, "
                                     f"{row.get('secs', '-')} s, verified {row['verified']}"
@@ -249,6 +298,30 @@ def plots(o, rows):
         fig.text(0.01, 0.005, foot, fontsize=6)
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         fig.savefig(os.path.join(o.out, f"npb_{kind}.png"), dpi=110)
+    if o.variant:
+        # Mop/s and the WAN's drops per policy and variant, at the most
+        # routers and the first delay: the pacing experiment's figure
+        fig, axes = plt.subplots(2, len(o.benches), figsize=(3.6 * len(o.benches), 5.0),
+                                 squeeze=False)
+        r, d = max(o.rl), o.dl[0]
+        for k, bench in enumerate(o.benches):
+            sel = lambda pol: [x for x in rows if x["bench"] == bench.upper() and  # noqa: E731
+                               x["policy"] == pol and x["routers"] == r and x["delay"] == d]
+            mops = [median(rows, bench=bench.upper(), policy=p, routers=r, delay=d) or 0
+                    for p in o.pols]
+            drops = [statistics.median([int(x["wan_drops"]) for x in sel(p)] or [0])
+                     for p in o.pols]
+            axes[0][k].bar(o.pols, mops, color="tab:blue")
+            axes[0][k].set_title(f"{bench.upper()}.{o.cls} (R {r}, delay {d})", fontsize=9)
+            axes[0][k].set_ylabel("Mop/s total")
+            axes[1][k].bar(o.pols, drops, color="tab:red")
+            axes[1][k].set_ylabel("frames dropped at the WAN")
+            for ax in (axes[0][k], axes[1][k]):
+                ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        fig.text(0.01, 0.005, foot + (f", WAN buffer {o.buffer}" if o.buffer else ""),
+                 fontsize=6)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(o.out, "npb_variants.png"), dpi=110)
 
 
 def main(argv):

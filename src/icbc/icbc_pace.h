@@ -4,7 +4,9 @@
  * divided by the processes that send across it at the same time. Senders
  * that each keep to it leave no burst for the WAN's buffer to drop.
  *
- * A token bucket counted in bytes. It fills at the rate up to a burst of
+ * A token bucket counted in bytes on the wire (a payload byte costs
+ * ICBC_PACE_WIRE_BYTES / ICBC_PACE_SEGMENT_PAYLOAD). It fills at the rate
+ * up to a burst of
  * ICBC_PACE_BURST_SECONDS of sending. A send may start while the bucket
  * is not in debt, and takes its whole length: a large message puts the
  * bucket in debt, and the next send waits until the debt is repaid. Over
@@ -25,6 +27,12 @@ extern "C" {
 #endif
 
 #define ICBC_PACE_BURST_SECONDS 0.002
+/* Rates are rates on the wire, as the WAN's is: a full TCP segment carries
+ * 1448 payload bytes in 1538 bytes of Ethernet frame, preamble and gap
+ * (IPv4, TCP with timestamps, MTU 1500). A bucket paced at the WAN's rate
+ * over its senders would otherwise fill the WAN past its rate by 6 %. */
+#define ICBC_PACE_WIRE_BYTES 1538.0
+#define ICBC_PACE_SEGMENT_PAYLOAD 1448.0
 #define ICBC_PACE_BURST_MIN 9000.0 /* bytes: one jumbo frame at the least */
 
 typedef struct icbc_pace {
@@ -48,7 +56,7 @@ static inline int icbc_pace_on(const icbc_pace_t *p)
 uint64_t icbc_pace_rate(const icbc_pace_t *p);
 /* 1 when a send may start at NOW (always, when off). */
 int icbc_pace_may_send(icbc_pace_t *p, double now);
-/* A send of BYTES started. */
+/* A send of BYTES of payload started (charged with their framing). */
 void icbc_pace_charge(icbc_pace_t *p, size_t bytes);
 /* Seconds from NOW until a send may start (0: now). */
 double icbc_pace_wait(const icbc_pace_t *p, double now);

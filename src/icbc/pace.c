@@ -66,7 +66,7 @@ void icbc_pace_charge(icbc_pace_t *p, size_t bytes)
 {
     p->bytes += bytes;
     if (p->rate > 0)
-        p->tokens -= (double) bytes;
+        p->tokens -= (double) bytes * ICBC_PACE_WIRE_BYTES / ICBC_PACE_SEGMENT_PAYLOAD;
 }
 
 double icbc_pace_wait(const icbc_pace_t *p, double now)

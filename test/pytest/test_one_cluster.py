@@ -63,6 +63,11 @@ ERRORS = [
     Case("peer_death-peer-errors", "peer_death", 2, (("MPIR_CVAR_CH4_ICBC_PEER_ERRORS", "1"),),
          ("--send",), ("-disable-auto-cleanup",),
          expect=r"MPI_Send to the dead rank 1 failed: .*cannot communicate with rank 1"),
+    # a whole message larger than MPIDIG can unpack: refused at MPI_Init
+    Case("p2p_sizes-stripe-threshold-too-large", "p2p_sizes", 2,
+         (("MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD", "1048576"),),
+         expect=r"MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD=1048576 is above "
+                r"MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE=69632"),
     # one received byte flipped before the payload check
     Case("stress-corrupt", "stress", 2, args=("--quick", "--count", "200", "--corrupt"),
          expect=r"payload mismatch"),

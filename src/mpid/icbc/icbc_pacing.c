@@ -184,18 +184,28 @@ void MPIDI_ICBC_pace_progress(void)
         release_all();
 }
 
-void MPIDI_ICBC_pace_comm(MPIR_Comm *comm)
+/* COMM's ICBC_PACING_MATB; 0 when it has none. */
+static int comm_matb(MPIR_Comm *comm, uint64_t *rate)
 {
-    uint64_t rate = 0;
-
     for (MPIR_Attribute *a = comm->attributes; a != NULL; a = a->next) {
         if (a->keyval->handle == ICBC_PACING_MATB) {
             /* C passes the rate as the pointer, Fortran as the address-sized
              * integer: either way the value itself */
-            rate = (uint64_t) (intptr_t) a->value;
-            break;
+            *rate = (uint64_t) (intptr_t) a->value;
+            return 1;
         }
     }
+    return 0;
+}
+
+void MPIDI_ICBC_pace_comm(MPIR_Comm *comm)
+{
+    uint64_t rate = 0;
+
+    /* a communicator without the attribute (one made by MPI_Comm_split,
+     * which copies no attribute) takes MPI_COMM_WORLD's */
+    if (!comm_matb(comm, &rate) && comm != MPIR_Process.comm_world)
+        comm_matb(MPIR_Process.comm_world, &rate);
     if (rate != pace.attr_rate) {
         pace.attr_rate = rate;
         apply_rate();

@@ -17,8 +17,8 @@ void MPIDI_ICBC_pace_finalize(void);
 void MPIDI_ICBC_pace_progress(void);
 void MPIDI_ICBC_pace_dump(FILE *f);
 
-/* A message is sent on COMM: its ICBC_PACING_MATB attribute (none: 0) is
- * the rate from now on. */
+/* A message is sent on COMM: its ICBC_PACING_MATB attribute (none:
+ * MPI_COMM_WORLD's, else 0) is the rate from now on. */
 void MPIDI_ICBC_pace_comm(MPIR_Comm *comm);
 /* Whether messages to PEER are paced now (another cluster, and a rate set
  * or messages still held). */

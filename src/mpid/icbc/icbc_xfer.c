@@ -19,7 +19,7 @@ cvars:
     - name        : MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD
       category    : CH4_ICBC
       type        : int
-      default     : 32768
+      default     : 65536
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
@@ -27,7 +27,11 @@ cvars:
         Messages to other clusters (and all TCP-path messages) whose MPI header
         plus payload are below this many bytes travel whole on the fixed path
         of the process pair; larger ones use the rendezvous and are striped in
-        chunks over all routers of the cluster.
+        chunks over all routers of the cluster. At most
+        MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE (a whole message must fit the
+        receiver's unpack buffer). A striped message pays a round trip across
+        the WAN for its rendezvous, which a message of one chunk or less does
+        not win back.
 
     - name        : MPIR_CVAR_CH4_ICBC_CHUNK_SIZE
       category    : CH4_ICBC
@@ -198,6 +202,15 @@ int MPIDI_ICBC_xfer_init(void)
     memset(&X, 0, sizeof(X));
     X.feedback = cfg.feedback;
     X.threshold = MPL_MAX(MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, 0);
+    if (X.threshold > (size_t) MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE) {
+        /* a whole message must fit MPIDIG's unpack buffer at the receiver */
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD=%d is above "
+                 "MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE=%d (a message sent whole must fit it)",
+                 MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD, MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE);
+        return MPIDI_ICBC_path_cfg_error(why);
+    }
     MPIR_ERR_CHKANDJUMP(icbc_stripe_create(&cfg, &stripe_ops, NULL, &X.stripe) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
 fn_fail:

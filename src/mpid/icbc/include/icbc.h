@@ -11,7 +11,8 @@ extern "C" {
 
 /* Communicator attribute keyval: this process's sending to other clusters,
  * for messages sent on the communicator (and its duplicates), is paced at
- * the attribute's value in bits/s, MATB; 0 or no attribute: not paced.
+ * the attribute's value in bits/s, MATB; 0: not paced. A communicator
+ * without the attribute takes MPI_COMM_WORLD's.
  * The value is the attribute itself, not a pointer to it:
  *
  *     MPI_Comm_set_attr(MPI_COMM_WORLD, ICBC_PACING_MATB, (void *) (MPI_Aint) 100000000);

@@ -3,8 +3,8 @@
 !
 !     ICBC_PACING_MATB: communicator attribute keyval. This process's
 !     sending to other clusters, for messages sent on the communicator
-!     (and its duplicates), is paced at the value in bits/s; 0 or no
-!     attribute: not paced.
+!     (and its duplicates), is paced at the value in bits/s; 0: not
+!     paced. A communicator without it takes MPI_COMM_WORLD's.
 !         INTEGER(KIND=MPI_ADDRESS_KIND) RATE
 !         RATE = 100000000
 !         CALL MPI_COMM_SET_ATTR(MPI_COMM_WORLD, ICBC_PACING_MATB, RATE, IERR)
