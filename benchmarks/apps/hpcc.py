@@ -171,11 +171,12 @@ def write_input(directory, procs, n, nb=80):
 def parse(text):
     """The summary of an hpccoutf.txt as a dict of strings, with 'verified'
     (Success=1); HpccError when there is no complete summary."""
-    m = re.search(r"^Begin of Summary section\.\n(.*?)^End of Summary section\.", text,
-                  re.M | re.S)
-    if m is None:
+    # HPCC appends to the file: the last summary is this run's
+    found = re.findall(r"^Begin of Summary section\.\n(.*?)^End of Summary section\.", text,
+                       re.M | re.S)
+    if not found:
         raise HpccError("no complete summary section in hpccoutf.txt")
-    r = dict(line.split("=", 1) for line in m.group(1).splitlines() if "=" in line)
+    r = dict(line.split("=", 1) for line in found[-1].splitlines() if "=" in line)
     if "Success" not in r:
         raise HpccError("no Success= in HPCC's summary")
     r["verified"] = r["Success"] == "1"

@@ -235,6 +235,9 @@ def run_matrix(o, exes, rows, log):
                                 rundir = os.path.join(tb.work, name)
                                 os.makedirs(rundir, exist_ok=True)
                                 hpcc.write_input(rundir, np_, o.hpcc_n)
+                                out = os.path.join(rundir, "hpccoutf.txt")
+                                if os.path.exists(out):
+                                    os.remove(out)  # HPCC appends to it
                                 genv += ["-wdir", rundir]
                             res = run_mpi(o.prefix, env, exes[bench], np_, tb.work, name=name,
                                           hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
