@@ -81,6 +81,7 @@ static struct {
     icbc_list_t held;
     size_t nheld;
     uint64_t held_total;
+    MPII_Keyval *matb_kv;  /* ICBC_PACING_MATB's: every attribute holds a reference */
     uint64_t routers_told; /* bits/s the routers pace this process's traffic at */
     double off_since;      /* when the rate went to 0 while the routers still pace */
 } pace;
@@ -131,12 +132,15 @@ int MPIDI_ICBC_pace_init(void)
     }
     mpi_errno = MPIR_Comm_create_keyval_impl(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN,
                                              &ICBC_PACING_MATB, NULL);
+    if (mpi_errno == MPI_SUCCESS)
+        MPII_Keyval_get_ptr(ICBC_PACING_MATB, pace.matb_kv);
     icbc_pacing_ = ICBC_PACING_MATB;
     return mpi_errno;
 }
 
-/* Sends every held message, whatever the rate: the last chance. */
-static void release_all(void)
+/* Sends the held messages, in order, while the bucket allows (all of them
+ * when pacing is off). */
+static void release_held(void)
 {
     while (!icbc_list_empty(&pace.held)) {
         held_t *h = ICBC_CONTAINER(pace.held.next, held_t, link);
@@ -154,34 +158,34 @@ static void release_all(void)
     }
 }
 
+static void routers_off(void)
+{
+    pace.off_since = 0;
+    pace.routers_told = 0;
+    MPIDI_ICBC_path_routed_set_pacing(0);
+}
+
 void MPIDI_ICBC_pace_finalize(void)
 {
     pace.coll_rate = pace.attr_rate = 0;
-    apply_rate();
+    apply_rate(); /* off: what is held goes at once */
     if (pace.routers_told > 0)
-        MPIDI_ICBC_path_routed_set_pacing(0);
-    pace.routers_told = 0;
-    pace.off_since = 0;
-    release_all();
-    if (ICBC_PACING_MATB != MPI_KEYVAL_INVALID) {
-        MPII_Keyval *kv;
-        MPII_Keyval_get_ptr(ICBC_PACING_MATB, kv);
-        MPIR_free_keyval(kv);
-    }
+        routers_off();
+    release_held();
+    if (pace.matb_kv != NULL)
+        MPIR_free_keyval(pace.matb_kv);
+    pace.matb_kv = NULL;
     ICBC_PACING_MATB = icbc_pacing_ = MPI_KEYVAL_INVALID;
 }
 
 void MPIDI_ICBC_pace_progress(void)
 {
-    if (unlikely(pace.off_since > 0) && icbc_clock_now() - pace.off_since > ROUTERS_OFF_DELAY) {
-        pace.off_since = 0;
-        pace.routers_told = 0;
-        MPIDI_ICBC_path_routed_set_pacing(0);
-    }
+    if (unlikely(pace.off_since > 0) && icbc_clock_now() - pace.off_since > ROUTERS_OFF_DELAY)
+        routers_off();
     if (icbc_list_empty(&pace.held))
         return;
     if (icbc_pace_may_send(&pace.bucket, icbc_clock_now()))
-        release_all();
+        release_held();
 }
 
 /* COMM's ICBC_PACING_MATB; 0 when it has none. */
@@ -202,6 +206,10 @@ void MPIDI_ICBC_pace_comm(MPIR_Comm *comm)
 {
     uint64_t rate = 0;
 
+    /* every inter-cluster send comes here: while no communicator holds the
+     * attribute (the keyval's own reference only), nothing to look up */
+    if (pace.attr_rate == 0 && pace.matb_kv != NULL && MPIR_Object_get_ref(pace.matb_kv) <= 1)
+        return;
     /* a communicator without the attribute (one made by MPI_Comm_split,
      * which copies no attribute) takes MPI_COMM_WORLD's */
     if (!comm_matb(comm, &rate) && comm != MPIR_Process.comm_world)
