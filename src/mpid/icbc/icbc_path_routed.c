@@ -1,9 +1,12 @@
 /*
  * The routed path: messages to another cluster through the routers of both
  * clusters (mx_client over UCX to the routers of this one). Its lanes are
- * the routers of this cluster. The pair's ordered lane is one fixed router:
- * (src + dst) mod R under policy aggregate, (own rank) mod R under static;
- * chunks go over all routers (aggregate) or the fixed one (static).
+ * the routers of this cluster. The pair's ordered lane is one fixed router,
+ * (own rank) mod R under both policies; chunks go over all routers
+ * (aggregate) or the fixed one (static). The sender's rank alone spreads
+ * the processes of a cluster evenly over its routers whatever their
+ * partners are: (src + dst) mod R put every pair (i, i + M) of a job of
+ * 2M ranks on the even routers (CG's and MG's partners across clusters).
  *
  * Failover (MPIDI_ICBC_paths.failover): a router is usable while it is
  * registered, reports every cluster reachable, and sent no UNREACHABLE in
@@ -94,12 +97,11 @@ static int router_usable(int k, double now)
            now >= routed.backoff_until[k];
 }
 
-/* The policy's router for PEER, or with failover the first usable one
- * from it on; -1 when none is. */
+/* The pair's router to PEER, or with failover the first usable one from
+ * it on; -1 when none is. */
 static int fixed_router(icbc_peer_t *peer)
 {
-    int base = P.policy == ICBC_RF_POLICY_STATIC ? MPIR_Process.rank % P.nrouters
-                                                 : (MPIR_Process.rank + peer->rank) % P.nrouters;
+    int base = MPIR_Process.rank % P.nrouters;
     if (!P.failover)
         return base;
     for (int i = 0; i < P.nrouters; i++) {
