@@ -2,12 +2,22 @@
 """NPB kernels across two emulated clusters: every benchmark under every
 policy, router count and WAN delay asked for, as a user runs them.
 
-    python3 benchmarks/apps/run.py [--bench is,ft,cg,mg] [--class A]
-        [--policies aggregate,static,alltoall] [--routers 1,2,4] [--delays 0ms,5ms,10ms]
+    python3 benchmarks/apps/run.py [--bench is,ft,cg,mg,is.B,hpcc] [--class A]
+        [--policies aggregate,static,alltoall] [--routers 4,2,1] [--delays 0ms,5ms,10ms]
         [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
         [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
         [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE] [--traces]
-        [--hpcc-n N]
+        [--hpcc-n N] [--resume]
+
+A benchmark is a kernel of class --class (is) or of the class it names
+(is.B), or hpcc. The runs go in phases, cheapest first: the kernels of
+--class, then those of each other class, then hpcc; within a phase the
+router counts in the order given (the most first by default: the ratio
+targets are there), then the delays. npb.csv is written after every run,
+and --resume keeps the rows of OUT/npb.csv that this matrix asks for (same
+benchmark, class, policy, routers, delay, rep and testbed parameters) and
+runs only the others: a matrix cut off is finished by the same command
+with --resume.
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
@@ -31,16 +41,20 @@ HPCC's summary says Success=1.
 
 Each row has the frames the emulated WAN dropped during the run (wan.stats,
 both directions; --buffer sets the WAN's buffer). --traces keeps the WAN's
-1 ms trace of every run of the first rep, cut to the run, as
-OUT/traces/NAME.csv with its plot (icbc-wanemu-plot, 10 ms averages).
+1 ms trace of one run per policy (the first benchmark, the most routers,
+the first delay, rep 1), cut to the run, as OUT/traces/NAME.csv with its
+plot (icbc-wanemu-plot, 10 ms averages), and wan_traces.png: the policies'
+WAN throughput over time one above the other, on one scale.
 With variants, npb_variants.png shows Mop/s and WAN drops per column.
 
 Output (--out): npb.csv (one row per run: benchmark, class, policy, routers,
 delay, processes, seconds, Mop/s, verified, the testbed's parameters), and
 npb_delay.png (Mop/s against delay per policy, at the most routers) and
 npb_routers.png (Mop/s against routers per policy, at the smallest delay),
-one panel per benchmark; npb_summary.txt the table with the command. Exit
-status 0 when every run verified, 1 otherwise, 2 on bad usage.
+one panel per benchmark; npb_summary.txt the table with the command, the
+ratios of aggregate to each policy, and each policy's loss from the
+smallest to the largest delay. Exit status 0 when every run verified, 1
+otherwise, 2 on bad usage.
 """
 import argparse
 import csv
@@ -61,6 +75,23 @@ from mpirun import run_mpi  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 POLICIES = ("aggregate", "static", "alltoall", "tcp")
+# the columns that name a run, and the testbed's that must match for --resume
+RUN_KEY = ("bench", "cls", "policy", "routers", "delay", "rep")
+TESTBED_KEY = ("nodes", "nic_rate", "wan_rate", "wan_buffer")
+
+
+class Bench:
+    """A benchmark of the matrix: an NPB kernel of a class, or hpcc."""
+
+    def __init__(self, name, cls):
+        self.name, self.cls = name, cls
+
+    @property
+    def label(self):  # the table's and the plots' name; the csv's bench column is name.upper()
+        return "HPCC" if self.name == "hpcc" else f"{self.name.upper()}.{self.cls}"
+
+    def phase(self, first_cls):
+        return (2, "") if self.name == "hpcc" else (0 if self.cls == first_cls else 1, self.cls)
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
           "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "wan_drops",
           "hpcc_summary"]
@@ -79,19 +110,23 @@ def split(text, what, allowed=None):
 def options(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", default="is,ft,cg,mg",
-                    help="NPB kernels (is, ft, cg, mg, lu, ep, ...) and hpcc")
+                    help="NPB kernels (is, ft, cg, mg, lu, ep, ...) of --class, or of a "
+                         "class named (is.B), and hpcc")
     ap.add_argument("--hpcc-n", type=int, default=3000, help="HPL's N for hpcc")
     ap.add_argument("--class", dest="cls", default="A")
     ap.add_argument("--policies", default="aggregate,static,alltoall")
-    ap.add_argument("--routers", default="1,2,4")
+    ap.add_argument("--routers", default="4,2,1")
     ap.add_argument("--delays", default="0ms,5ms,10ms")
     ap.add_argument("--nodes", type=int, default=4, help="nodes per cluster (one rank each)")
     ap.add_argument("--nic-rate", default="50mbit")
     ap.add_argument("--wan-rate", default="400mbit")
     ap.add_argument("--buffer", default="", help="the WAN's buffer (icbc-testbed --buffer)")
     ap.add_argument("--traces", action="store_true",
-                    help="keep the WAN's 1 ms trace of each run of the first rep "
-                         "(OUT/traces/NAME.csv and .png)")
+                    help="keep the WAN's 1 ms trace of one run per policy: the first "
+                         "benchmark at the most routers and the first delay "
+                         "(OUT/traces/NAME.csv and .png, wan_traces.png)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows of OUT/npb.csv this matrix asks for; run the others")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--npb", default=npb.DEFAULT_NPB)
@@ -102,7 +137,12 @@ def options(argv):
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL=POLICY:VAR=VALUE[:VAR=VALUE...], one more column")
     o = ap.parse_args(argv)
-    o.benches = split(o.bench, "--bench")
+    o.benches = []
+    for b in split(o.bench, "--bench"):
+        name, _, cls = b.partition(".")
+        if not name or (name == "hpcc" and cls) or (cls and not cls.isalpha()):
+            raise SystemExit(f"run.py: --bench: bad benchmark '{b}' (is, is.B, hpcc)")
+        o.benches.append(Bench(name, "-" if name == "hpcc" else (cls or o.cls).upper()))
     o.pols = split(o.policies, "--policies", POLICIES)
     o.policy_of = {p: p for p in o.pols}
     o.env_of = {p: {} for p in o.pols}
@@ -207,70 +247,174 @@ def delay_ms(text):
     return float(text)
 
 
-def run_matrix(o, exes, rows, log):
+def testbed_of(o):
+    return {"nodes": o.nodes, "nic_rate": o.nic_rate, "wan_rate": o.wan_rate,
+            "wan_buffer": o.buffer or "default"}
+
+
+def run_key(row):
+    return tuple(str(row[k]) for k in RUN_KEY + TESTBED_KEY)
+
+
+def previous_rows(o):
+    """--resume: the rows of OUT/npb.csv this matrix asks for."""
+    path = os.path.join(o.out, "npb.csv")
+    if not o.resume or not os.path.exists(path):
+        return []
+    want = {run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol, "routers": r,
+                     "delay": d, "rep": rep, **testbed_of(o)})
+            for b in o.benches for pol in o.pols for r in o.rl for d in o.dl
+            for rep in range(1, o.reps + 1)}
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if run_key(row) in want]
+
+
+def write_csv(o, rows):
+    tmp = os.path.join(o.out, "npb.csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in FIELDS})
+    os.replace(tmp, os.path.join(o.out, "npb.csv"))
+
+
+def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     np_ = 2 * o.nodes
-    for r in o.rl:
-        for d in o.dl:
-            tb = Testbed(o.testbed_name, o.prefix,
-                         ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(r),
-                          "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d]
-                         + (["--buffer", o.buffer] if o.buffer else []),
-                         os.path.join(o.work, f"R{r}-{d}"))
-            tb.up()
-            try:
-                env = tb.user_env()
-                hosts = os.path.join(tb.work, "hosts")
-                with open(hosts, "w") as f:
-                    f.write("".join(f"{c}{i}\n" for c in "ab" for i in range(o.nodes)))
-                for rep in range(1, o.reps + 1):
-                    for bench in o.benches:
-                        for pol in (o.pols if rep % 2 else list(reversed(o.pols))):
-                            tb.set_policy(o.policy_of[pol])
-                            name = f"{bench}.{o.cls}-{pol}-R{r}-{d}-rep{rep}"
-                            genv = [a for k, v in o.env_of[pol].items()
-                                    for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
-                            drops0 = wan_drops(tb)
-                            t0 = trace_time(tb)
-                            if bench == "hpcc":  # reads and writes files in its directory
-                                rundir = os.path.join(tb.work, name)
-                                os.makedirs(rundir, exist_ok=True)
-                                hpcc.write_input(rundir, np_, o.hpcc_n)
-                                out = os.path.join(rundir, "hpccoutf.txt")
-                                if os.path.exists(out):
-                                    os.remove(out)  # HPCC appends to it
-                                genv += ["-wdir", rundir]
-                            res = run_mpi(o.prefix, env, exes[bench], np_, tb.work, name=name,
-                                          hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
-                            row = {"bench": bench.upper(), "cls": o.cls, "policy": pol,
-                                   "routers": r, "delay": d, "procs": np_, "rep": rep,
-                                   "nodes": o.nodes, "nic_rate": o.nic_rate,
-                                   "wan_rate": o.wan_rate, "wan_buffer": o.buffer or "default",
-                                   "wan_drops": wan_drops(tb) - drops0,
-                                   "verified": "no", "why": ""}
-                            if bench == "hpcc":
-                                hpcc_row(row, rundir)
-                            else:
-                                npb_row(row, res.output)
-                            if res.rc != 0 or res.timed_out:
-                                row["verified"] = "no"
-                                row["why"] = ("killed at the time limit" if res.timed_out else
-                                              f"exit {res.rc}") + f" (log {res.log})"
-                            if o.traces and rep == 1:
-                                keep_trace(o, tb, name, t0, trace_time(tb))
-                            rows.append(row)
-                            line = (f"{name}: {row.get('mops', '-')} Mop/s, "
-                                    f"{row.get('secs', '-')} s, verified {row['verified']}"
-                                    + (f" ({row['why']})" if row["why"] else ""))
-                            print(line, flush=True)
-                            log.write(line + "\n")
-            finally:
-                tb.down()
+    name = f"{bench.name}.{bench.cls}-{pol}-R{r}-{d}-rep{rep}"
+    tb.set_policy(o.policy_of[pol])
+    genv = [a for k, v in o.env_of[pol].items()
+            for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
+    drops0 = wan_drops(tb)
+    t0 = trace_time(tb)
+    if bench.name == "hpcc":  # reads and writes files in its directory
+        rundir = os.path.join(tb.work, name)
+        os.makedirs(rundir, exist_ok=True)
+        hpcc.write_input(rundir, np_, o.hpcc_n)
+        out = os.path.join(rundir, "hpccoutf.txt")
+        if os.path.exists(out):
+            os.remove(out)  # HPCC appends to it
+        genv += ["-wdir", rundir]
+    res = run_mpi(o.prefix, env, exes[bench.label], np_, tb.work, name=name,
+                  hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
+    row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
+           "delay": d, "procs": np_, "rep": rep, **testbed_of(o),
+           "wan_drops": wan_drops(tb) - drops0, "verified": "no", "why": ""}
+    if bench.name == "hpcc":
+        hpcc_row(row, rundir)
+    else:
+        npb_row(row, res.output)
+    if res.rc != 0 or res.timed_out:
+        row["verified"] = "no"
+        row["why"] = ("killed at the time limit" if res.timed_out else
+                      f"exit {res.rc}") + f" (log {res.log})"
+    if o.traces and bench is o.benches[0] and r == max(o.rl) and d == o.dl[0] and rep == 1:
+        keep_trace(o, tb, name, t0, trace_time(tb))
+    return name, row
+
+
+def run_matrix(o, exes, rows, log):
+    """Every run of the matrix not in ROWS yet, phase by phase (see the
+    top); the testbed comes up once per phase, router count and delay."""
+    done = {run_key(x) for x in rows}
+    phases = sorted({b.phase(o.cls.upper()) for b in o.benches})
+    for ph in phases:
+        benches = [b for b in o.benches if b.phase(o.cls.upper()) == ph]
+        for r in o.rl:
+            for d in o.dl:
+                todo = [(rep, b, pol) for rep in range(1, o.reps + 1) for b in benches
+                        for pol in (o.pols if rep % 2 else list(reversed(o.pols)))
+                        if run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol,
+                                    "routers": r, "delay": d, "rep": rep,
+                                    **testbed_of(o)}) not in done]
+                if not todo:
+                    continue
+                tb = Testbed(o.testbed_name, o.prefix,
+                             ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(r),
+                              "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d]
+                             + (["--buffer", o.buffer] if o.buffer else []),
+                             os.path.join(o.work, f"R{r}-{d}"))
+                tb.up()
+                try:
+                    env = tb.user_env()
+                    hosts = os.path.join(tb.work, "hosts")
+                    with open(hosts, "w") as f:
+                        f.write("".join(f"{c}{i}\n" for c in "ab" for i in range(o.nodes)))
+                    for rep, bench, pol in todo:
+                        name, row = run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env)
+                        rows.append(row)
+                        write_csv(o, rows)
+                        line = (f"{name}: {row.get('mops', '-')} Mop/s, "
+                                f"{row.get('secs', '-')} s, verified {row['verified']}"
+                                + (f" ({row['why']})" if row["why"] else ""))
+                        print(line, flush=True)
+                        log.write(line + "\n")
+                        log.flush()
+                finally:
+                    tb.down()
 
 
 def median(rows, **key):
     v = [float(x["mops"]) for x in rows if x["verified"] == "yes" and
          all(str(x[k]) == str(val) for k, val in key.items())]
     return statistics.median(v) if v else None
+
+
+def of(b):
+    """The columns that select benchmark B's rows."""
+    return {"bench": b.name.upper(), "cls": b.cls}
+
+
+def drops_of(rows, **key):
+    v = [int(x["wan_drops"]) for x in rows if all(str(x[k]) == str(val) for k, val in key.items())
+         and str(x.get("wan_drops", "")).isdigit()]
+    return statistics.median(v) if v else None
+
+
+def trace_figure(o):
+    """wan_traces.png: the WAN's throughput (both directions summed, 10 ms
+    averages) over each kept run, one panel per policy, on one scale."""
+    import matplotlib.pyplot as plt
+    b = o.benches[0]
+    r, d = max(o.rl), o.dl[0]
+    panels = []
+    for pol in o.pols:
+        path = os.path.join(o.out, "traces", f"{b.name}.{b.cls}-{pol}-R{r}-{d}-rep1.csv")
+        try:
+            with open(path, newline="") as f:
+                rd = csv.reader(f)
+                head = next(rd)
+                cols = [i for i, h in enumerate(head) if h.startswith("bytes_")]
+                t, byt = [], []
+                for x in rd:
+                    if len(x) == len(head):
+                        t.append(float(x[0]))
+                        byt.append(sum(float(x[i]) for i in cols))
+        except (OSError, StopIteration, ValueError):
+            continue
+        if len(t) < 20:
+            continue
+        dt = t[1] - t[0]
+        n = max(1, int(round(0.010 / dt)))
+        tt = [t[i] - t[0] for i in range(0, len(t), n)]
+        mbit = [sum(byt[i:i + n]) * 8 / (dt * len(byt[i:i + n])) / 1e6
+                for i in range(0, len(byt), n)]
+        panels.append((pol, tt, mbit))
+    if not panels:
+        return
+    top = 1.05 * max(max(p[2]) for p in panels) or 1
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 1.9 * len(panels)), sharex=True,
+                             squeeze=False)
+    for ax, (pol, tt, mbit) in zip(axes[:, 0], panels):
+        ax.plot(tt, mbit, linewidth=0.7)
+        ax.set_title(f"{b.label}, {pol}, R {r}, delay {d}", fontsize=9)
+        ax.set_ylabel("WAN Mbit/s")
+        ax.set_ylim(0, top)
+    axes[-1][0].set_xlabel("seconds since the run started (both directions, 10 ms averages)")
+    fig.text(0.01, 0.005, f"2 clusters x {o.nodes} nodes, NIC {o.nic_rate}, WAN {o.wan_rate}",
+             fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(os.path.join(o.out, "wan_traces.png"), dpi=110)
 
 
 def plots(o, rows):
@@ -281,21 +425,21 @@ def plots(o, rows):
     except ImportError:
         print("run.py: no matplotlib, no plots", file=sys.stderr)
         return
-    foot = (f"2 clusters x {o.nodes} nodes, one rank each, NIC {o.nic_rate}, WAN {o.wan_rate}; "
-            f"NPB 3.4 class {o.cls}")
-    for kind, xs, fixed in (("delay", o.dl, ("routers", max(o.rl))),
-                            ("routers", o.rl, ("delay", o.dl[0]))):
+    foot = f"2 clusters x {o.nodes} nodes, one rank each, NIC {o.nic_rate}, WAN {o.wan_rate}"
+    rl, dl = sorted(o.rl), sorted(o.dl, key=delay_ms)
+    for kind, xs, fixed in (("delay", dl, ("routers", max(rl))),
+                            ("routers", rl, ("delay", dl[0]))):
         fig, axes = plt.subplots(1, len(o.benches), figsize=(3.2 * len(o.benches), 3.2),
                                  squeeze=False)
-        for ax, bench in zip(axes[0], o.benches):
+        for ax, b in zip(axes[0], o.benches):
             for pol in o.pols:
-                ys = [median(rows, bench=bench.upper(), policy=pol, **{kind: x, fixed[0]: fixed[1]})
+                ys = [median(rows, **of(b), policy=pol, **{kind: x, fixed[0]: fixed[1]})
                       for x in xs]
                 xv = [delay_ms(x) for x in xs] if kind == "delay" else xs
                 ax.plot(xv, [y if y is not None else float("nan") for y in ys], "o-", label=pol)
-            ax.set_title(f"{bench.upper()}.{o.cls} ({fixed[0]} {fixed[1]})", fontsize=9)
+            ax.set_title(f"{b.label} ({fixed[0]} {fixed[1]})", fontsize=9)
             ax.set_xlabel("one-way delay, ms" if kind == "delay" else "routers per cluster")
-            ax.set_ylabel("Mop/s total")
+            ax.set_ylabel("Mflop/s (HPL)" if b.name == "hpcc" else "Mop/s total")
             ax.set_ylim(bottom=0)
         axes[0][0].legend(fontsize=7)
         fig.text(0.01, 0.005, foot, fontsize=6)
@@ -307,15 +451,11 @@ def plots(o, rows):
         fig, axes = plt.subplots(2, len(o.benches), figsize=(3.6 * len(o.benches), 5.0),
                                  squeeze=False)
         r, d = max(o.rl), o.dl[0]
-        for k, bench in enumerate(o.benches):
-            sel = lambda pol: [x for x in rows if x["bench"] == bench.upper() and  # noqa: E731
-                               x["policy"] == pol and x["routers"] == r and x["delay"] == d]
-            mops = [median(rows, bench=bench.upper(), policy=p, routers=r, delay=d) or 0
-                    for p in o.pols]
-            drops = [statistics.median([int(x["wan_drops"]) for x in sel(p)] or [0])
-                     for p in o.pols]
+        for k, b in enumerate(o.benches):
+            mops = [median(rows, **of(b), policy=p, routers=r, delay=d) or 0 for p in o.pols]
+            drops = [drops_of(rows, **of(b), policy=p, routers=r, delay=d) or 0 for p in o.pols]
             axes[0][k].bar(o.pols, mops, color="tab:blue")
-            axes[0][k].set_title(f"{bench.upper()}.{o.cls} (R {r}, delay {d})", fontsize=9)
+            axes[0][k].set_title(f"{b.label} (R {r}, delay {d})", fontsize=9)
             axes[0][k].set_ylabel("Mop/s total")
             axes[1][k].bar(o.pols, drops, color="tab:red")
             axes[1][k].set_ylabel("frames dropped at the WAN")
@@ -325,6 +465,46 @@ def plots(o, rows):
                  fontsize=6)
         fig.tight_layout(rect=(0, 0.04, 1, 1))
         fig.savefig(os.path.join(o.out, "npb_variants.png"), dpi=110)
+    if o.traces:
+        trace_figure(o)
+
+
+def summary(o, rows, cmd, took):
+    lines = [f"command: {cmd}", f"runs took {took:.0f} s",
+             f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
+             f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
+             + (f" --buffer {o.buffer}" if o.buffer else ""),
+             *[f"variant {v}" for v in o.variant],
+             "", "Mop/s total (HPCC: HPL Mflop/s), median of reps; (ratio) = aggregate / policy"]
+    rl, dl = sorted(o.rl, reverse=True), sorted(o.dl, key=delay_ms)
+    for b in o.benches:
+        for r in rl:
+            for d in dl:
+                agg = median(rows, **of(b), policy="aggregate", routers=r, delay=d)
+                cells = []
+                for pol in o.pols:
+                    m = median(rows, **of(b), policy=pol, routers=r, delay=d)
+                    ran = any(x for x in rows if x["bench"] == b.name.upper() and
+                              x["cls"] == b.cls and x["policy"] == pol and
+                              str(x["routers"]) == str(r) and x["delay"] == d)
+                    ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
+                    drops = drops_of(rows, **of(b), policy=pol, routers=r, delay=d)
+                    dropped = f" [{drops:.0f} WAN drops]" if drops else ""
+                    cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else
+                                 f"{pol} {'FAILED' if ran else 'not run'}")
+                lines.append(f"{b.label} R={r} delay {d}: " + ", ".join(cells))
+    if len(dl) > 1:
+        lines += ["", f"loss from {dl[0]} to {dl[-1]} (1 - Mop/s at {dl[-1]} / at {dl[0]})"]
+        for b in o.benches:
+            for r in rl:
+                cells = []
+                for pol in o.pols:
+                    m0 = median(rows, **of(b), policy=pol, routers=r, delay=dl[0])
+                    m1 = median(rows, **of(b), policy=pol, routers=r, delay=dl[-1])
+                    cells.append(f"{pol} {100 * (1 - m1 / m0):.0f} %" if m0 and m1 else
+                                 f"{pol} -")
+                lines.append(f"{b.label} R={r}: " + ", ".join(cells))
+    return lines
 
 
 def main(argv):
@@ -335,10 +515,11 @@ def main(argv):
     os.makedirs(o.out, exist_ok=True)
     os.makedirs(o.work, exist_ok=True)
     exes = {}
-    for bench in o.benches:
+    for b in o.benches:
         try:
-            exes[bench] = (hpcc.build(o.prefix, os.path.join(o.work, "hpcc")) if bench == "hpcc"
-                           else npb.build(o.prefix, bench, o.cls, o.work, o.npb))
+            exes[b.label] = (hpcc.build(o.prefix, os.path.join(o.work, "hpcc"))
+                             if b.name == "hpcc" else npb.build(o.prefix, b.name, b.cls, o.work,
+                                                                o.npb))
         except (npb.NpbError, hpcc.HpccError) as e:
             print(f"run.py: {e}", file=sys.stderr)
             return 2
@@ -350,36 +531,16 @@ def main(argv):
         if r.returncode != 0:
             print(f"run.py: matb_preload.c does not build:\n{r.stderr}", file=sys.stderr)
             return 2
-    rows = []
+    rows = previous_rows(o)
+    if rows:
+        print(f"run.py: --resume keeps {len(rows)} runs of {os.path.join(o.out, 'npb.csv')}")
     t0 = time.time()
     cmd = "python3 benchmarks/apps/run.py " + " ".join(argv)
-    with open(os.path.join(o.out, "npb_runs.log"), "w") as log:
+    with open(os.path.join(o.out, "npb_runs.log"), "a" if rows else "w") as log:
         log.write(cmd + "\n")
         run_matrix(o, exes, rows, log)
-    with open(os.path.join(o.out, "npb.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in FIELDS})
-    lines = [f"command: {cmd}", f"runs took {time.time() - t0:.0f} s",
-             f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
-             f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
-             + (f" --buffer {o.buffer}" if o.buffer else ""),
-             *[f"variant {v}" for v in o.variant],
-             "", "Mop/s total (median of reps); ratio = aggregate / policy"]
-    for bench in o.benches:
-        for r in o.rl:
-            for d in o.dl:
-                agg = median(rows, bench=bench.upper(), policy="aggregate", routers=r, delay=d)
-                cells = []
-                for pol in o.pols:
-                    m = median(rows, bench=bench.upper(), policy=pol, routers=r, delay=d)
-                    ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
-                    drops = [int(x["wan_drops"]) for x in rows if x["bench"] == bench.upper()
-                             and x["policy"] == pol and x["routers"] == r and x["delay"] == d]
-                    dropped = f" [{statistics.median(drops):.0f} WAN drops]" if any(drops) else ""
-                    cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else f"{pol} FAILED")
-                lines.append(f"{bench.upper()}.{o.cls} R={r} delay {d}: " + ", ".join(cells))
+    write_csv(o, rows)
+    lines = summary(o, rows, cmd, time.time() - t0)
     with open(os.path.join(o.out, "npb_summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
