@@ -34,6 +34,17 @@ extern "C" {
 #define ICBC_PACE_WIRE_BYTES 1538.0
 #define ICBC_PACE_SEGMENT_PAYLOAD 1448.0
 #define ICBC_PACE_BURST_MIN 9000.0 /* bytes: one jumbo frame at the least */
+/* The IP packet of a full segment: what the kernel's SO_MAX_PACING_RATE
+ * counts (1448 payload bytes, 52 of TCP and IP headers). */
+#define ICBC_PACE_PACKET_BYTES 1500.0
+
+/* SO_MAX_PACING_RATE, bytes/s, that puts BITS_PER_S on the wire. Set to
+ * the wire rate itself, four sockets paced at a fourth of the WAN's rate
+ * would fill it 2.5 % past its rate while they all send. */
+static inline uint64_t icbc_pace_socket_rate(uint64_t bits_per_s)
+{
+    return (uint64_t) ((double) bits_per_s / 8.0 * ICBC_PACE_PACKET_BYTES / ICBC_PACE_WIRE_BYTES);
+}
 
 typedef struct icbc_pace {
     double rate;           /* bytes/s; 0: off */

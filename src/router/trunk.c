@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "icbc_log.h"
+#include "icbc_pace.h"
 #include "router_int.h"
 
 #define BACKOFF_MIN_MS 100.0
@@ -226,8 +227,8 @@ static icbc_status_t trunk_alloc_streams(rt_trunk_t *t, int n)
     return ICBC_OK;
 }
 
-/* Bytes/s per stream of T: the sum of the processes' PACE rates, else
- * --pacing (0: not paced). Each stream gets the whole sum, not a share: a
+/* Bytes/s per stream of T: the sum of the processes' PACE rates (wire
+ * rates, as the kernel counts them), else --pacing (0: not paced). Each stream gets the whole sum, not a share: a
  * pair's ordered messages keep to one stream, and the processes already
  * hold what they send to the sum on average; the streams' pacing takes
  * away the bursts at the NIC's rate that overflow the WAN's buffer. */
@@ -236,7 +237,7 @@ static uint64_t stream_pacing(const rt_trunk_t *t)
     const icbc_router_t *r = t->r;
 
     if (r->pace_sum > 0)
-        return r->pace_sum / 8;
+        return icbc_pace_socket_rate(r->pace_sum);
     return r->cfg.pacing_rate;
 }
 

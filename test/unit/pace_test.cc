@@ -126,6 +126,19 @@ TEST(Pace, ADebtLeftWhenGoingOffIsRepaidAfter)
     EXPECT_TRUE(icbc_pace_may_send(&p, 1.5));
 }
 
+/* The kernel counts IP packets at SO_MAX_PACING_RATE; full segments at the
+ * socket rate are the wire rate in Ethernet frames. */
+TEST(Pace, TheSocketRatePutsTheWireRateOnTheWire)
+{
+    const uint64_t wire = 50000000; /* 50 Mbit/s */
+    uint64_t socket = icbc_pace_socket_rate(wire);
+    double packets_per_s = socket / ICBC_PACE_PACKET_BYTES;
+
+    EXPECT_NEAR(packets_per_s * ICBC_PACE_WIRE_BYTES * 8, (double) wire, 16.0);
+    EXPECT_LT(socket, wire / 8);
+    EXPECT_EQ(icbc_pace_socket_rate(0), 0u);
+}
+
 TEST(PaceRate, UnitsAreBitsInPowersOfAThousand)
 {
     struct {

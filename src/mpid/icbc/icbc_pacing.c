@@ -100,7 +100,7 @@ static void apply_rate(void)
     if (rate == icbc_pace_rate(&pace.bucket))
         return;
     icbc_pace_set_rate(&pace.bucket, rate, icbc_clock_now());
-    MPIDI_ICBC_path_tcp_set_pacing(rate / 8);
+    MPIDI_ICBC_path_tcp_set_pacing(icbc_pace_socket_rate(rate));
     if (rate > 0) {
         pace.off_since = 0;
         if (rate != pace.routers_told) {
