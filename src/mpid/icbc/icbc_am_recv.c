@@ -12,6 +12,8 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_am.h"
+#include "mpidig_recvq.h"
 
 /* Largest header the callback copies to an aligned stack buffer; larger ones
  * (RMA with flattened datatypes) go through the heap. */
@@ -200,4 +202,32 @@ done:
     MPL_free(heap_data);
     MPL_free(heap_hdr);
     return ret;
+}
+
+/* A receive MPIDIG holds in its posted queue has no message yet, so no
+ * transport can fail it: when the path to its source is gone for good, it
+ * would wait until the job is ended. It ends now with MPI_ERRNO, as
+ * MPIDIG's own cancel ends one, so that MPI_Wait returns the error to the
+ * application. MPI_ANY_SOURCE receives stay: another process may match them. */
+void MPIDI_ICBC_fail_posted_recvs(int rank, int mpi_errno)
+{
+    for (int v = 0; v < MPIDI_global.n_vcis; v++) {
+        MPIR_Request **list = &MPIDI_global.per_vci[v].posted_list;
+        MPIR_Request *rreq, *tmp;
+
+        DL_FOREACH_SAFE (*list, rreq, tmp) {
+            int source = MPIDIG_REQUEST(rreq, u.recv.source);
+            icbc_peer_t *peer;
+
+            if (rreq->comm == NULL || source < 0 ||
+                (peer = MPIDI_ICBC_comm_rank_to_peer(rreq->comm, source)) == NULL ||
+                peer->rank != rank)
+                continue;
+            MPIDIG_delete_posted(rreq, list);
+            MPIR_Datatype_release_if_not_builtin(MPIDIG_REQUEST(rreq, datatype));
+            rreq->status.MPI_ERROR = mpi_errno;
+            MPIR_STATUS_SET_COUNT(rreq->status, 0);
+            MPID_Request_complete(rreq);
+        }
+    }
 }

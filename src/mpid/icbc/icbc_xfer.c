@@ -444,12 +444,12 @@ void MPIDI_ICBC_xfer_sync_acked(int rank, uint64_t cookie)
 
 /* ---- progress and failures --------------------------------------------- */
 
-/* Receives already posted for a peer whose path died would wait forever:
- * MPIDIG cannot fail them. Transfers in flight have ended in MPI errors;
- * after a grace period that lets those errors reach the application, the
- * job ends with a message naming the cause (a path is failed only when no
- * way around the loss is left: the routed path's failover moves traffic to
- * the routers that remain). */
+/* Transfers in flight and receives posted for a peer whose path died end
+ * in MPI errors; a receive posted later, or one from MPI_ANY_SOURCE, would
+ * wait forever. After a grace period that lets the errors reach the
+ * application, the job ends with a message naming the cause (a path is
+ * failed only when no way around the loss is left: the routed path's
+ * failover moves traffic to the routers that remain). */
 #define FAILURE_GRACE_SECONDS 5.0
 
 static void abort_after_failure(void)
@@ -491,6 +491,7 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         }
     }
     peer->state = ICBC_PEER_FAILED;
+    MPIDI_ICBC_fail_posted_recvs(rank, MPIDI_ICBC_xfer_error(rank, why));
     if (X.sync_wait && X.sync_wait[rank] != 0 && X.sync_wait[rank] == X.sync_round) {
         X.sync_wait[rank] = 0;
         X.sync_pending--;
