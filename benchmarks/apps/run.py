@@ -7,7 +7,7 @@ policy, router count and WAN delay asked for, as a user runs them.
         [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
         [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
         [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE] [--traces]
-        [--hpcc-n N] [--resume]
+        [--hpcc-n N] [--resume | --report]
 
 A benchmark is a kernel of class --class (is) or of the class it names
 (is.B), or hpcc. The runs go in phases, cheapest first: the kernels of
@@ -17,7 +17,8 @@ targets are there), then the delays. npb.csv is written after every run,
 and --resume keeps the rows of OUT/npb.csv that this matrix asks for (same
 benchmark, class, policy, routers, delay, rep and testbed parameters) and
 runs only the others: a matrix cut off is finished by the same command
-with --resume.
+with --resume. --report runs nothing: the table and the plots of the rows
+OUT/npb.csv already holds for this matrix.
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
@@ -127,6 +128,9 @@ def options(argv):
                          "(OUT/traces/NAME.csv and .png, wan_traces.png)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the rows of OUT/npb.csv this matrix asks for; run the others")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: the table and plots of the rows of OUT/npb.csv this "
+                         "matrix asks for")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--npb", default=npb.DEFAULT_NPB)
@@ -159,6 +163,8 @@ def options(argv):
     if any(r < 1 or r > o.nodes for r in o.rl):
         raise SystemExit(f"run.py: --routers must be 1..--nodes ({o.nodes})")
     o.dl = split(o.delays, "--delays")
+    if o.report:
+        o.resume = True
     return o
 
 
@@ -470,7 +476,9 @@ def plots(o, rows):
 
 
 def summary(o, rows, cmd, took):
-    lines = [f"command: {cmd}", f"runs took {took:.0f} s",
+    lines = [f"command: {cmd}",
+             "runs: those in npb.csv (--report ran none)" if o.report else
+             f"runs took {took:.0f} s",
              f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
              f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
              + (f" --buffer {o.buffer}" if o.buffer else ""),
@@ -509,13 +517,13 @@ def summary(o, rows, cmd, took):
 
 def main(argv):
     o = options(argv)
-    if os.getuid() != 0:
+    if os.getuid() != 0 and not o.report:
         print("run.py: needs root (network namespaces)", file=sys.stderr)
         return 2
     os.makedirs(o.out, exist_ok=True)
     os.makedirs(o.work, exist_ok=True)
     exes = {}
-    for b in o.benches:
+    for b in ([] if o.report else o.benches):
         try:
             exes[b.label] = (hpcc.build(o.prefix, os.path.join(o.work, "hpcc"))
                              if b.name == "hpcc" else npb.build(o.prefix, b.name, b.cls, o.work,
@@ -524,7 +532,7 @@ def main(argv):
             print(f"run.py: {e}", file=sys.stderr)
             return 2
     o.matb_lib = os.path.join(o.work, "matb_preload.so")
-    if any("{matb_lib}" in v for v in o.variant):
+    if any("{matb_lib}" in v for v in o.variant) and not o.report:
         r = subprocess.run([os.path.join(o.prefix, "bin", "mpicc"), "-O2", "-shared", "-fPIC",
                             "-o", o.matb_lib, os.path.join(HERE, "matb_preload.c")],
                            capture_output=True, text=True)
@@ -535,10 +543,11 @@ def main(argv):
     if rows:
         print(f"run.py: --resume keeps {len(rows)} runs of {os.path.join(o.out, 'npb.csv')}")
     t0 = time.time()
-    cmd = "python3 benchmarks/apps/run.py " + " ".join(argv)
-    with open(os.path.join(o.out, "npb_runs.log"), "a" if rows else "w") as log:
-        log.write(cmd + "\n")
-        run_matrix(o, exes, rows, log)
+    cmd = "python3 benchmarks/apps/run.py " + " ".join(a for a in argv if a != "--report")
+    if not o.report:
+        with open(os.path.join(o.out, "npb_runs.log"), "a" if rows else "w") as log:
+            log.write(cmd + "\n")
+            run_matrix(o, exes, rows, log)
     write_csv(o, rows)
     lines = summary(o, rows, cmd, time.time() - t0)
     with open(os.path.join(o.out, "npb_summary.txt"), "w") as f:
