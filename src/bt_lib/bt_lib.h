@@ -203,6 +203,9 @@ icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len, const 
 
 /* Bytes queued and not yet written. */
 size_t bt_conn_queued(const bt_conn_t *c);
+/* Bytes not on the wire yet: the queue's and those the kernel holds unsent
+ * (SIOCOUTQNSD; sent and unacknowledged bytes do not count). */
+size_t bt_conn_unsent(const bt_conn_t *c);
 /* After BT_RECV_WAIT: ask on_header again for the waiting frame (from the
  * next bt_poller_wait). */
 void bt_conn_resume(bt_conn_t *c);

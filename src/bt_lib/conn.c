@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "icbc_log.h"
@@ -315,6 +317,15 @@ void bt_conn_destroy(bt_conn_t *c)
 size_t bt_conn_queued(const bt_conn_t *c)
 {
     return c->queued;
+}
+
+size_t bt_conn_unsent(const bt_conn_t *c)
+{
+    int in_kernel = 0;
+
+    if (c->fd < 0 || ioctl(c->fd, SIOCOUTQNSD, &in_kernel) != 0 || in_kernel < 0)
+        in_kernel = 0;
+    return c->queued + (size_t) in_kernel;
 }
 
 const char *bt_conn_peer_text(const bt_conn_t *c)

@@ -552,6 +552,25 @@ TEST_F(BtLib, PartialWritesResumeInsideIovecs)
     EXPECT_EQ(0u, bt_conn_queued(c->c));
 }
 
+TEST_F(BtLib, UnsentCountsWhatTheKernelHasNotSentYet)
+{
+    sopts.rcvbuf = 4096; /* the receiver's window holds the rest in the sender's kernel */
+    copts.sndbuf = 1 << 16;
+    Listen();
+    Endpoint *c = Pair();
+    Endpoint *s = server[0].get();
+    auto data = pattern(1 << 20, 5);
+    iovec v = { data.data(), data.size() };
+    ASSERT_EQ(ICBC_OK, bt_conn_send(c->c, "u", 1, &v, 1, send_done, c));
+    /* nothing has read yet: part of what was written is still in the kernel */
+    EXPECT_GT(bt_conn_queued(c->c), 0u);
+    EXPECT_GT(bt_conn_unsent(c->c), bt_conn_queued(c->c));
+    EXPECT_LE(bt_conn_unsent(c->c), data.size() + 64);
+    ASSERT_TRUE(RunUntil([&] { return s->payloads.size() == 1 && c->events.size() == 1; }, 10000));
+    EXPECT_TRUE(s->payloads[0] == data);
+    EXPECT_EQ(0u, bt_conn_unsent(c->c));
+}
+
 TEST_F(BtLib, DiscardedPayloadKeepsTheStreamInStep)
 {
     Listen();

@@ -113,6 +113,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t *peer)
 int MPIDI_ICBC_path_cfg_error(const char *why);
 int MPIDI_ICBC_path_tcp_used(void);
 void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate);
+/* Bytes the TCP path's paced connections have not put on the wire yet (0
+ * while they are not paced). */
+size_t MPIDI_ICBC_path_tcp_unsent(void);
 void MPIDI_ICBC_path_routed_set_pacing(uint64_t bits_per_s);
 /* The route header of a message to PEER on LANE. */
 void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,

@@ -368,6 +368,20 @@ void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate)
     }
 }
 
+size_t MPIDI_ICBC_path_tcp_unsent(void)
+{
+    size_t n = 0;
+
+    if (tcp.peers == NULL || tcp.pacing == 0)
+        return 0;
+    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
+        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
+        if (tcp.peers[r].conn != NULL && peer->cluster != P.cluster)
+            n += bt_conn_unsent(tcp.peers[r].conn);
+    }
+    return n;
+}
+
 /* ---- set-up ------------------------------------------------------------- */
 
 /* The local address the kernel would use to reach DST, by connecting a UDP
