@@ -206,10 +206,10 @@ done:
 
 /* A receive MPIDIG holds in its posted queue has no message yet, so no
  * transport can fail it: when the path to its source is gone for good, it
- * would wait until the job is ended. It ends now with MPI_ERRNO, as
+ * would wait until the job is ended. It ends now with the transfer's error, as
  * MPIDIG's own cancel ends one, so that MPI_Wait returns the error to the
  * application. MPI_ANY_SOURCE receives stay: another process may match them. */
-void MPIDI_ICBC_fail_posted_recvs(int rank, int mpi_errno)
+void MPIDI_ICBC_fail_posted_recvs(int rank, const char *why)
 {
     for (int v = 0; v < MPIDI_global.n_vcis; v++) {
         MPIR_Request **list = &MPIDI_global.per_vci[v].posted_list;
@@ -225,7 +225,7 @@ void MPIDI_ICBC_fail_posted_recvs(int rank, int mpi_errno)
                 continue;
             MPIDIG_delete_posted(rreq, list);
             MPIR_Datatype_release_if_not_builtin(MPIDIG_REQUEST(rreq, datatype));
-            rreq->status.MPI_ERROR = mpi_errno;
+            rreq->status.MPI_ERROR = MPIDI_ICBC_xfer_error(rank, why);
             MPIR_STATUS_SET_COUNT(rreq->status, 0);
             MPID_Request_complete(rreq);
         }

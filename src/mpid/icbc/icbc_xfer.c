@@ -491,7 +491,7 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         }
     }
     peer->state = ICBC_PEER_FAILED;
-    MPIDI_ICBC_fail_posted_recvs(rank, MPIDI_ICBC_xfer_error(rank, why));
+    MPIDI_ICBC_fail_posted_recvs(rank, why);
     if (X.sync_wait && X.sync_wait[rank] != 0 && X.sync_wait[rank] == X.sync_round) {
         X.sync_wait[rank] = 0;
         X.sync_pending--;

@@ -126,8 +126,8 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
 void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
                                 MPI_Aint *p_data_sz);
 /* Receives posted for RANK (world) that no message has matched yet end with
- * MPI_ERRNO (icbc_am_recv.c). */
-void MPIDI_ICBC_fail_posted_recvs(int rank, int mpi_errno);
+ * the MPI error of a transfer that failed for WHY (icbc_am_recv.c). */
+void MPIDI_ICBC_fail_posted_recvs(int rank, const char *why);
 /* A long IMPI message matched a receive: SYNCACK, its first bytes in place
  * (icbc_path_impi.c). */
 int MPIDI_ICBC_impi_matched(MPIR_Request *rreq);
