@@ -17,8 +17,10 @@ targets are there), then the delays. npb.csv is written after every run,
 and --resume keeps the rows of OUT/npb.csv that this matrix asks for (same
 benchmark, class, policy, routers, delay, rep and testbed parameters) and
 runs only the others: a matrix cut off is finished by the same command
-with --resume. --report runs nothing: the table and the plots of the rows
-OUT/npb.csv already holds for this matrix.
+with --resume. Without --resume the matrix's rows are run again and
+replaced; rows of other matrices in OUT/npb.csv are always kept. --report
+runs nothing and leaves npb.csv as it is: the table and the plots of the
+rows OUT/npb.csv already holds for this matrix.
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
@@ -263,16 +265,20 @@ def run_key(row):
 
 
 def previous_rows(o):
-    """--resume: the rows of OUT/npb.csv this matrix asks for."""
+    """--resume: the rows of OUT/npb.csv this matrix asks for. The rows of
+    other matrices go to o.other_rows, which every write of npb.csv keeps."""
     path = os.path.join(o.out, "npb.csv")
-    if not o.resume or not os.path.exists(path):
+    o.other_rows = []
+    if not os.path.exists(path):
         return []
     want = {run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol, "routers": r,
                      "delay": d, "rep": rep, **testbed_of(o)})
             for b in o.benches for pol in o.pols for r in o.rl for d in o.dl
             for rep in range(1, o.reps + 1)}
     with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if run_key(row) in want]
+        rows = list(csv.DictReader(f))
+    o.other_rows = [row for row in rows if run_key(row) not in want]
+    return [row for row in rows if run_key(row) in want] if o.resume else []
 
 
 def write_csv(o, rows):
@@ -280,7 +286,7 @@ def write_csv(o, rows):
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
-        for r in rows:
+        for r in o.other_rows + rows:
             w.writerow({k: r.get(k, "") for k in FIELDS})
     os.replace(tmp, os.path.join(o.out, "npb.csv"))
 
@@ -375,6 +381,40 @@ def drops_of(rows, **key):
     v = [int(x["wan_drops"]) for x in rows if all(str(x[k]) == str(val) for k, val in key.items())
          and str(x.get("wan_drops", "")).isdigit()]
     return statistics.median(v) if v else None
+
+
+# HPCC's values that cross the WAN, beside HPL: (key in hpcc_summary, label)
+HPCC_WAN_VALUES = [("PTRANS_GBs", "PTRANS GB/s"), ("MPIFFT_Gflops", "FFT Gflop/s"),
+                   ("MPIRandomAccess_GUPs", "RandomAccess GUP/s"),
+                   ("RandomlyOrderedRingBandwidth_GBytes", "ring GB/s"),
+                   ("RandomlyOrderedRingLatency_usec", "ring latency us")]
+
+
+def hpcc_value(rows, name, **key):
+    """The median over verified runs of one value of hpcc_summary."""
+    v = []
+    for x in rows:
+        if x["verified"] == "yes" and all(str(x[k]) == str(val) for k, val in key.items()):
+            kv = dict(f.split("=", 1) for f in x.get("hpcc_summary", "").split() if "=" in f)
+            if name in kv:
+                v.append(float(kv[name]))
+    return statistics.median(v) if v else None
+
+
+def hpcc_lines(o, rows, b, rl, dl):
+    """Per R and delay, HPCC's WAN-bound values under each policy."""
+    lines = ["", f"{b.label}: values beyond HPL, median of reps, policies "
+             + " / ".join(o.pols)]
+    for r in rl:
+        for d in dl:
+            cells = []
+            for key, label in HPCC_WAN_VALUES:
+                vals = [hpcc_value(rows, key, **of(b), policy=p, routers=r, delay=d)
+                        for p in o.pols]
+                cells.append(label + " " + " / ".join(f"{v:.4g}" if v is not None else "-"
+                                                      for v in vals))
+            lines.append(f"{b.label} R={r} delay {d}: " + "; ".join(cells))
+    return lines
 
 
 def trace_figure(o):
@@ -501,6 +541,9 @@ def summary(o, rows, cmd, took):
                     cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else
                                  f"{pol} {'FAILED' if ran else 'not run'}")
                 lines.append(f"{b.label} R={r} delay {d}: " + ", ".join(cells))
+    for b in o.benches:
+        if b.name == "hpcc":
+            lines += hpcc_lines(o, rows, b, rl, dl)
     if len(dl) > 1:
         lines += ["", f"loss from {dl[0]} to {dl[-1]} (1 - Mop/s at {dl[-1]} / at {dl[0]})"]
         for b in o.benches:
@@ -548,7 +591,7 @@ def main(argv):
         with open(os.path.join(o.out, "npb_runs.log"), "a" if rows else "w") as log:
             log.write(cmd + "\n")
             run_matrix(o, exes, rows, log)
-    write_csv(o, rows)
+        write_csv(o, rows)
     lines = summary(o, rows, cmd, time.time() - t0)
     with open(os.path.join(o.out, "npb_summary.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
