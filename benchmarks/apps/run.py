@@ -93,6 +93,10 @@ class Bench:
     def label(self):  # the table's and the plots' name; the csv's bench column is name.upper()
         return "HPCC" if self.name == "hpcc" else f"{self.name.upper()}.{self.cls}"
 
+    def run_name(self, pol, r, d, rep):  # a run's directory, log and trace: is.A-static-R4-0ms-rep1
+        what = "hpcc" if self.name == "hpcc" else f"{self.name}.{self.cls}"
+        return f"{what}-{pol}-R{r}-{d}-rep{rep}"
+
     def phase(self, first_cls):
         return (2, "") if self.name == "hpcc" else (0 if self.cls == first_cls else 1, self.cls)
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
@@ -293,7 +297,7 @@ def write_csv(o, rows):
 
 def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     np_ = 2 * o.nodes
-    name = f"{bench.name}.{bench.cls}-{pol}-R{r}-{d}-rep{rep}"
+    name = bench.run_name(pol, r, d, rep)
     tb.set_policy(o.policy_of[pol])
     genv = [a for k, v in o.env_of[pol].items()
             for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
@@ -425,7 +429,7 @@ def trace_figure(o):
     r, d = max(o.rl), o.dl[0]
     panels = []
     for pol in o.pols:
-        path = os.path.join(o.out, "traces", f"{b.name}.{b.cls}-{pol}-R{r}-{d}-rep1.csv")
+        path = os.path.join(o.out, "traces", b.run_name(pol, r, d, 1) + ".csv")
         try:
             with open(path, newline="") as f:
                 rd = csv.reader(f)
