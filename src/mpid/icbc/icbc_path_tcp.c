@@ -82,6 +82,9 @@ static struct {
     icbc_bcard_tcp_t tcp_ep[2];
     int ntcp;
     tcp_peer_t *peers; /* per rank */
+    int *wan_ranks;    /* ranks we opened a connection to in another cluster: what pacing
+                        * touches, without walking every rank on each paced send */
+    int nwan;
     tcp_conn_t *conns; /* every tcp_conn_t, for finalize */
     bt_opts_t opts;
     uint64_t pacing; /* bytes/s towards other clusters (icbc_pace.c); 0: opts.pacing_rate */
@@ -341,8 +344,11 @@ static int tcp_connect(icbc_peer_t *peer)
     if (st == ICBC_OK) {
         tc->next_all = tcp.conns;
         tcp.conns = tc;
-        if (tcp.pacing > 0 && role == ICBC_BCARD_TCP_WAN)
-            bt_conn_set_pacing(tcp.peers[peer->rank].conn, tcp.pacing);
+        if (role == ICBC_BCARD_TCP_WAN) {
+            tcp.wan_ranks[tcp.nwan++] = peer->rank;
+            if (tcp.pacing > 0)
+                bt_conn_set_pacing(tcp.peers[peer->rank].conn, tcp.pacing);
+        }
     } else {
         MPL_free(tc);
         tcp.peers[peer->rank].failed = 1;
@@ -359,26 +365,19 @@ static int tcp_connect(icbc_peer_t *peer)
 void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate)
 {
     tcp.pacing = rate;
-    if (tcp.peers == NULL)
-        return;
-    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
-        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
-        if (tcp.peers[r].conn != NULL && peer->cluster != P.cluster)
-            bt_conn_set_pacing(tcp.peers[r].conn, rate > 0 ? rate : tcp.opts.pacing_rate);
-    }
+    for (int i = 0; i < tcp.nwan; i++)
+        bt_conn_set_pacing(tcp.peers[tcp.wan_ranks[i]].conn,
+                           rate > 0 ? rate : tcp.opts.pacing_rate);
 }
 
 size_t MPIDI_ICBC_path_tcp_unsent(void)
 {
     size_t n = 0;
 
-    if (tcp.peers == NULL || tcp.pacing == 0)
+    if (tcp.pacing == 0)
         return 0;
-    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
-        icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
-        if (tcp.peers[r].conn != NULL && peer->cluster != P.cluster)
-            n += bt_conn_unsent(tcp.peers[r].conn);
-    }
+    for (int i = 0; i < tcp.nwan; i++)
+        n += bt_conn_unsent(tcp.peers[tcp.wan_ranks[i]].conn);
     return n;
 }
 
@@ -512,9 +511,10 @@ const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n)
 int MPIDI_ICBC_path_tcp_open(int size)
 {
     tcp.peers = MPL_calloc(size, sizeof(*tcp.peers), MPL_MEM_OTHER);
-    return tcp.peers ? MPI_SUCCESS
-                     : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__,
-                                            MPI_ERR_OTHER, "**nomem", 0);
+    tcp.wan_ranks = MPL_malloc(size * sizeof(*tcp.wan_ranks), MPL_MEM_OTHER);
+    return tcp.peers && tcp.wan_ranks ? MPI_SUCCESS
+                                      : MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__,
+                                                             __LINE__, MPI_ERR_OTHER, "**nomem", 0);
 }
 
 static int tcp_active(void)
@@ -572,6 +572,7 @@ static void tcp_finalize(void)
         MPL_free(tc);
     }
     MPL_free(tcp.peers);
+    MPL_free(tcp.wan_ranks);
     memset(&tcp, 0, sizeof(tcp));
 }
 
