@@ -370,9 +370,13 @@ def run_matrix(o, exes, rows, log):
                     tb.down()
 
 
+def matching(rows, **key):
+    """The rows whose columns KEY names hold the values given."""
+    return [x for x in rows if all(str(x[k]) == str(val) for k, val in key.items())]
+
+
 def median(rows, **key):
-    v = [float(x["mops"]) for x in rows if x["verified"] == "yes" and
-         all(str(x[k]) == str(val) for k, val in key.items())]
+    v = [float(x["mops"]) for x in matching(rows, **key) if x["verified"] == "yes"]
     return statistics.median(v) if v else None
 
 
@@ -397,11 +401,10 @@ HPCC_WAN_VALUES = [("PTRANS_GBs", "PTRANS GB/s"), ("MPIFFT_Gflops", "FFT Gflop/s
 def hpcc_value(rows, name, **key):
     """The median over verified runs of one value of hpcc_summary."""
     v = []
-    for x in rows:
-        if x["verified"] == "yes" and all(str(x[k]) == str(val) for k, val in key.items()):
-            kv = dict(f.split("=", 1) for f in x.get("hpcc_summary", "").split() if "=" in f)
-            if name in kv:
-                v.append(float(kv[name]))
+    for x in matching(rows, **key):
+        kv = dict(f.split("=", 1) for f in x.get("hpcc_summary", "").split() if "=" in f)
+        if x["verified"] == "yes" and name in kv:
+            v.append(float(kv[name]))
     return statistics.median(v) if v else None
 
 
