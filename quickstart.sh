@@ -133,7 +133,7 @@ tests() {
     run_suite trust-boundary python3 "$top/test/mpi/trust_boundary.py" --prefix "$prefix"
     run_suite clusters python3 -m pytest -m "not slow" "$top/test/pytest/test_clusters.py" \
         "$top/test/pytest/test_mpich_clusters.py" "$top/test/pytest/test_npb.py" \
-        "$top/test/pytest/test_apps_results.py" \
+        "$top/test/pytest/test_apps_results.py" "$top/test/pytest/test_testbed_counters.py" \
         "$top/test/pytest/test_pacing.py" --prefix "$prefix"
     run_suite failover python3 -m pytest "$top/test/pytest/test_failover.py" --prefix "$prefix"
     run_suite impi-lam python3 -m pytest "$top/test/pytest/test_impi_lam.py" --build "$build"

@@ -6,7 +6,8 @@ policy, router count and WAN delay asked for, as a user runs them.
         [--policies aggregate,static,alltoall] [--routers 4,2,1] [--delays 0ms,5ms,10ms]
         [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
         [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
-        [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE] [--traces]
+        [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE]
+        [--nic-queue TIME] [--traces]
         [--hpcc-n N] [--resume | --report]
 
 A benchmark is a kernel of class --class (is) or of the class it names
@@ -43,7 +44,10 @@ DGEMM, STREAM, ring and ping-pong) in hpcc_summary, and it has verified when
 HPCC's summary says Success=1.
 
 Each row has the frames the emulated WAN dropped during the run (wan.stats,
-both directions; --buffer sets the WAN's buffer). --traces keeps the WAN's
+both directions; --buffer sets the WAN's buffer), the frames the nodes' NICs
+dropped (their tbf queues, both directions; --nic-queue sets how long a
+frame may wait in a node's transmit queue) and the TCP segments the nodes
+retransmitted. --traces keeps the WAN's
 1 ms trace of one run per policy (the first benchmark, the most routers,
 the first delay, rep 1), cut to the run, as OUT/traces/NAME.csv with its
 plot (icbc-wanemu-plot, 10 ms averages), and wan_traces.png: the policies'
@@ -80,7 +84,7 @@ from testbed import Testbed  # noqa: E402
 POLICIES = ("aggregate", "static", "alltoall", "tcp")
 # the columns that name a run, and the testbed's that must match for --resume
 RUN_KEY = ("bench", "cls", "policy", "routers", "delay", "rep")
-TESTBED_KEY = ("nodes", "nic_rate", "wan_rate", "wan_buffer")
+TESTBED_KEY = ("nodes", "nic_rate", "wan_rate", "wan_buffer", "nic_queue")
 
 
 class Bench:
@@ -100,8 +104,8 @@ class Bench:
     def phase(self, first_cls):
         return (2, "") if self.name == "hpcc" else (0 if self.cls == first_cls else 1, self.cls)
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
-          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "wan_drops",
-          "hpcc_summary"]
+          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "nic_queue",
+          "wan_drops", "nic_drops", "tcp_retrans", "hpcc_summary"]
 
 
 def split(text, what, allowed=None):
@@ -128,6 +132,9 @@ def options(argv):
     ap.add_argument("--nic-rate", default="50mbit")
     ap.add_argument("--wan-rate", default="400mbit")
     ap.add_argument("--buffer", default="", help="the WAN's buffer (icbc-testbed --buffer)")
+    ap.add_argument("--nic-queue", default="",
+                    help="how long a frame may wait in a node's NIC transmit queue "
+                         "(icbc-testbed --nic-queue)")
     ap.add_argument("--traces", action="store_true",
                     help="keep the WAN's 1 ms trace of one run per policy: the first "
                          "benchmark at the most routers and the first delay "
@@ -261,11 +268,13 @@ def delay_ms(text):
 
 def testbed_of(o):
     return {"nodes": o.nodes, "nic_rate": o.nic_rate, "wan_rate": o.wan_rate,
-            "wan_buffer": o.buffer or "default"}
+            "wan_buffer": o.buffer or "default", "nic_queue": o.nic_queue or "default"}
 
 
 def run_key(row):
-    return tuple(str(row[k]) for k in RUN_KEY + TESTBED_KEY)
+    """A row of a testbed setting added later has it at its default."""
+    return (tuple(str(row[k]) for k in RUN_KEY)
+            + tuple(str(row.get(k) or "default") for k in TESTBED_KEY))
 
 
 def previous_rows(o):
@@ -301,7 +310,7 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     tb.set_policy(o.policy_of[pol])
     genv = [a for k, v in o.env_of[pol].items()
             for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
-    drops0 = wan_drops(tb)
+    drops0, nic0, retrans0 = wan_drops(tb), tb.nic_drops(), tb.tcp_retrans()
     t0 = trace_time(tb)
     if bench.name == "hpcc":  # reads and writes files in its directory
         rundir = os.path.join(tb.work, name)
@@ -315,7 +324,8 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
                   hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
     row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
            "delay": d, "procs": np_, "rep": rep, **testbed_of(o),
-           "wan_drops": wan_drops(tb) - drops0, "verified": "no", "why": ""}
+           "wan_drops": wan_drops(tb) - drops0, "nic_drops": tb.nic_drops() - nic0,
+           "tcp_retrans": tb.tcp_retrans() - retrans0, "verified": "no", "why": ""}
     if bench.name == "hpcc":
         hpcc_row(row, rundir)
     else:
@@ -348,7 +358,8 @@ def run_matrix(o, exes, rows, log):
                 tb = Testbed(o.testbed_name, o.prefix,
                              ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(r),
                               "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", d]
-                             + (["--buffer", o.buffer] if o.buffer else []),
+                             + (["--buffer", o.buffer] if o.buffer else [])
+                             + (["--nic-queue", o.nic_queue] if o.nic_queue else []),
                              os.path.join(o.work, f"R{r}-{d}"))
                 tb.up()
                 try:
@@ -361,7 +372,9 @@ def run_matrix(o, exes, rows, log):
                         rows.append(row)
                         write_csv(o, rows)
                         line = (f"{name}: {row.get('mops', '-')} Mop/s, "
-                                f"{row.get('secs', '-')} s, verified {row['verified']}"
+                                f"{row.get('secs', '-')} s, verified {row['verified']}, "
+                                f"drops WAN {row['wan_drops']} NIC {row['nic_drops']}, "
+                                f"TCP retransmits {row['tcp_retrans']}"
                                 + (f" ({row['why']})" if row["why"] else ""))
                         print(line, flush=True)
                         log.write(line + "\n")
@@ -385,9 +398,10 @@ def of(b):
     return {"bench": b.name.upper(), "cls": b.cls}
 
 
-def drops_of(rows, **key):
-    v = [int(x["wan_drops"]) for x in rows if all(str(x[k]) == str(val) for k, val in key.items())
-         and str(x.get("wan_drops", "")).isdigit()]
+def drops_of(rows, col="wan_drops", **key):
+    """The median of a counter column (wan_drops, nic_drops, tcp_retrans)
+    over the runs that recorded it."""
+    v = [int(x[col]) for x in matching(rows, **key) if str(x.get(col) or "").isdigit()]
     return statistics.median(v) if v else None
 
 
@@ -528,7 +542,8 @@ def summary(o, rows, cmd, took):
              f"runs took {took:.0f} s",
              f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
              f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
-             + (f" --buffer {o.buffer}" if o.buffer else ""),
+             + (f" --buffer {o.buffer}" if o.buffer else "")
+             + (f" --nic-queue {o.nic_queue}" if o.nic_queue else ""),
              *[f"variant {v}" for v in o.variant],
              "", "Mop/s total (HPCC: HPL Mflop/s), median of reps; (ratio) = aggregate / policy"]
     rl, dl = sorted(o.rl, reverse=True), sorted(o.dl, key=delay_ms)
@@ -544,7 +559,10 @@ def summary(o, rows, cmd, took):
                               str(x["routers"]) == str(r) and x["delay"] == d)
                     ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
                     drops = drops_of(rows, **of(b), policy=pol, routers=r, delay=d)
-                    dropped = f" [{drops:.0f} WAN drops]" if drops else ""
+                    nic = drops_of(rows, "nic_drops", **of(b), policy=pol, routers=r, delay=d)
+                    dropped = ", ".join(([f"{drops:.0f} WAN drops"] if drops else [])
+                                        + ([f"{nic:.0f} NIC drops"] if nic else []))
+                    dropped = f" [{dropped}]" if dropped else ""
                     cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else
                                  f"{pol} {'FAILED' if ran else 'not run'}")
                 lines.append(f"{b.label} R={r} delay {d}: " + ", ".join(cells))

@@ -5,6 +5,7 @@ count PASS/FAIL lines ("N passed, N failed" at the end)."""
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -169,6 +170,35 @@ class Testbed:
         lines.insert(0, f"policy {policy}\n")
         with open(path, "w") as f:
             f.writelines(lines)
+
+    def namespaces(self):
+        """The network namespaces of this testbed (nodes, switches, WAN)."""
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        return [l.split()[0] for l in out.splitlines()
+                if l.split() and l.split()[0].startswith(self.name + "-")]
+
+    def nic_drops(self):
+        """Frames the NICs' tbf queues dropped so far, both directions of
+        every node (the node's transmit queue and its switch port)."""
+        total = 0
+        for ns in self.namespaces():
+            out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show"],
+                                 capture_output=True, text=True).stdout
+            for qdisc in out.split("qdisc ")[1:]:
+                m = re.search(r"dropped (\d+)", qdisc)
+                if qdisc.startswith("tbf ") and m:
+                    total += int(m.group(1))
+        return total
+
+    def tcp_retrans(self):
+        """TCP segments retransmitted so far, summed over the nodes."""
+        total = 0
+        for ns in self.namespaces():
+            out = subprocess.run(["ip", "netns", "exec", ns, "nstat", "-asz", "TcpRetransSegs"],
+                                 capture_output=True, text=True).stdout
+            m = re.search(r"^TcpRetransSegs\s+(\d+)", out, re.M)
+            total += int(m.group(1)) if m else 0
+        return total
 
 
 def alive(pid):

@@ -28,6 +28,9 @@ check "delays 5ms / 0ms / 250us are accepted" \
 check "sizes 256KiB / 1MiB are accepted" \
     bash -c "'$TESTBED' up --dry-run --clusters 2 --nodes 1 --buffer 256KiB | grep -q 'buffer_bytes=262144' &&
              '$TESTBED' up --dry-run --clusters 2 --nodes 1 --buffer 1MiB | grep -q 'buffer_bytes=1048576'"
+check "--nic-queue is 10ms by default, 240ms is accepted" \
+    bash -c "'$TESTBED' up --dry-run --clusters 2 --nodes 1 | grep -q 'nic_queue_us=10000 ' &&
+             '$TESTBED' up --dry-run --clusters 2 --nodes 1 --nic-queue 240ms | grep -q 'nic_queue_us=240000 '"
 check "--nic-rate 0 means unshaped" bash -c "'$TESTBED' up --dry-run --clusters 1 --nodes 2 --nic-rate 0 | grep -q 'nic_bps=0'"
 
 # Malformed values.
@@ -36,6 +39,8 @@ rejects "malformed --wan-rate fast" "malformed --wan-rate" "${dry[@]}" --cluster
 rejects "bare --wan-rate 400 (no unit)" "malformed --wan-rate" "${dry[@]}" --clusters 2 --nodes 1 --wan-rate 400
 rejects "negative --nic-rate" "malformed --nic-rate" "${dry[@]}" --clusters 2 --nodes 1 --nic-rate -5mbit
 rejects "malformed --delay 5" "malformed --delay" "${dry[@]}" --clusters 2 --nodes 1 --delay 5
+rejects "malformed --nic-queue deep" "malformed --nic-queue 'deep'" "${dry[@]}" --clusters 2 --nodes 1 --nic-queue deep
+rejects "--nic-queue 0 (every frame dropped)" "--nic-queue must be from 1ms to 10s" "${dry[@]}" --clusters 2 --nodes 1 --nic-queue 0
 rejects "malformed --delay 5sec" "malformed --delay" "${dry[@]}" --clusters 2 --nodes 1 --delay 5sec
 rejects "malformed --buffer 1XiB" "malformed --buffer" "${dry[@]}" --clusters 2 --nodes 1 --buffer 1XiB
 rejects "malformed --buffer big" "malformed --buffer" "${dry[@]}" --clusters 2 --nodes 1 --buffer big
