@@ -242,23 +242,6 @@ def keep_trace(o, tb, name, t0, t1):
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wan_drops(tb):
-    """Frames the emulated WAN dropped so far, both directions (wan.stats,
-    rewritten every 100 ms: read after it settles)."""
-    time.sleep(0.3)
-    total = 0
-    try:
-        with open(os.path.join(tb.state, "wan.stats")) as f:
-            for line in f:
-                if line.startswith("dir "):
-                    for w in line.split():
-                        if w.startswith("drops="):
-                            total += int(w[6:])
-    except OSError:
-        pass
-    return total
-
-
 def delay_ms(text):
     for unit, mult in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
         if text.endswith(unit):
@@ -310,7 +293,7 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     tb.set_policy(o.policy_of[pol])
     genv = [a for k, v in o.env_of[pol].items()
             for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
-    drops0, nic0, retrans0 = wan_drops(tb), tb.nic_drops(), tb.tcp_retrans()
+    drops0, nic0, retrans0 = tb.wan_drops(), tb.nic_drops(), tb.tcp_retrans()
     t0 = trace_time(tb)
     if bench.name == "hpcc":  # reads and writes files in its directory
         rundir = os.path.join(tb.work, name)
@@ -324,7 +307,7 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
                   hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
     row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
            "delay": d, "procs": np_, "rep": rep, **testbed_of(o),
-           "wan_drops": wan_drops(tb) - drops0, "nic_drops": tb.nic_drops() - nic0,
+           "wan_drops": tb.wan_drops() - drops0, "nic_drops": tb.nic_drops() - nic0,
            "tcp_retrans": tb.tcp_retrans() - retrans0, "verified": "no", "why": ""}
     if bench.name == "hpcc":
         hpcc_row(row, rundir)

@@ -177,6 +177,20 @@ class Testbed:
         return [l.split()[0] for l in out.splitlines()
                 if l.split() and l.split()[0].startswith(self.name + "-")]
 
+    def wan_drops(self):
+        """Frames the emulated WAN dropped so far, both directions (wan.stats,
+        rewritten every 100 ms: read after it settles)."""
+        time.sleep(0.3)
+        total = 0
+        try:
+            with open(os.path.join(self.state, "wan.stats")) as f:
+                for line in f:
+                    if line.startswith("dir "):
+                        total += sum(int(w[6:]) for w in line.split() if w.startswith("drops="))
+        except OSError:
+            pass
+        return total
+
     def nic_drops(self):
         """Frames the NICs' tbf queues dropped so far, both directions of
         every node (the node's transmit queue and its switch port)."""
