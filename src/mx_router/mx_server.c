@@ -290,6 +290,7 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
      * this is a transport setting, read from the environment only. */
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     mx_ucx_env_defaults();
+    mx_ucx_env_peers_may_fail();
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         goto ucx_fail;

@@ -22,4 +22,20 @@ static inline void mx_ucx_env_defaults(void)
     setenv("UCX_TCP_MAX_POLL", "1", 0);
 }
 
+/* For a process whose peers may die while it runs: the routers (whose
+ * processes and jobs come and go) and the processes that talk to routers
+ * (which may be killed and restarted under them). UCX 1.13's TCP transport
+ * aborts on an assertion in uct_tcp_ep_handle_put_ack (tcp_ep.c:939) when
+ * the acknowledgement of a PUT, the zero-copy way its rendezvous moves
+ * data, arrives for a connection whose failure it has already handled (a
+ * process aborted about once in twenty runs that killed routers under
+ * load). Without PUT the rendezvous moves the data as active-message
+ * fragments; errors end it as an MPI error. Set from the environment, like
+ * the setting above; a UCX_TCP_PUT_ENABLE the user set is kept. Call
+ * before ucp_init. */
+static inline void mx_ucx_env_peers_may_fail(void)
+{
+    setenv("UCX_TCP_PUT_ENABLE", "n", 0);
+}
+
 #endif /* MX_UCX_H */

@@ -36,16 +36,26 @@ class MpiResult:
                 re.search(pattern, self.output, re.M) is not None)
 
     def tail(self, n=8):
-        """The last N lines, after the job's own icbc lines and the
-        process manager's exit report (which name the rank and signal)."""
+        """The last N lines, after what names the cause: the first lines that
+        report a crash or an assertion (MPICH, UCX, the C library), the
+        job's last icbc lines, and the process manager's exit report (which
+        names the rank and signal)."""
         lines = self.output.splitlines()
-        marks = [l for l in lines[:-n] if l.startswith("[icbc") or "EXIT CODE" in l
+        head = lines[:-n]
+        causes = [l for l in head if CAUSE.search(l) and not l.startswith(("[proxy", "[mpiexec"))]
+        marks = [l for l in head if l.startswith("[icbc") or "EXIT CODE" in l
                  or "KILLED BY SIGNAL" in l or "PID " in l][-12:]
-        return "\n".join(marks + lines[-n:])
+        return "\n".join(causes[:10] + [l for l in marks if l not in causes[:10]] + lines[-n:])
 
     def describe(self):
         state = "killed at its time limit" if self.timed_out else f"rc {self.rc}"
         return f"{self.name}: {state} after {self.secs:.0f} s (log {self.log})\n{self.tail()}"
+
+
+# What a crashing process prints before it dies: MPICH's and UCX's assertion
+# and fatal-error lines, the C library's heap checks, a backtrace's header.
+CAUSE = re.compile(r"Assertion|assert|Fatal|fatal error|Abort|abort\(|corrupt|"
+                   r"free\(\)|malloc\(\)|double free|Segmentation|backtrace|Caught signal")
 
 
 def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, args=(),

@@ -224,6 +224,8 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     MPIDI_ICBC_dump_init();
 
     mx_ucx_env_defaults();
+    if (MPIDI_ICBC_path_routers_used())
+        mx_ucx_env_peers_may_fail(); /* routers may be killed and restarted under it */
     status = ucp_config_read(NULL, NULL, &config);
     MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_config_read");
     mpi_errno = configure_ucx(config);

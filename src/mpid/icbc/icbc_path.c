@@ -51,6 +51,13 @@ static int policy_uses_routers(void)
     return P.policy == ICBC_RF_POLICY_AGGREGATE || P.policy == ICBC_RF_POLICY_STATIC;
 }
 
+/* The job spans clusters under a routed policy: this process may talk to
+ * routers (it registers with them in MPIDI_ICBC_path_init_world). */
+int MPIDI_ICBC_path_routers_used(void)
+{
+    return P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1;
+}
+
 int MPIDI_ICBC_path_tcp_used(void)
 {
     return P.policy == ICBC_RF_POLICY_TCP ||
@@ -213,7 +220,7 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
      * clusters under a routed policy; others may route to us. A client of
      * an IMPI job reaches the other clients by IMPI: only its own
      * processes in other clusters need the routers. */
-    if (P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1 &&
+    if (MPIDI_ICBC_path_routers_used() &&
         (any_routed || (P.nrouters > 0 && !MPIDI_ICBC_impi.active))) {
         mpi_errno = MPIDI_ICBC_path_routed_open();
         MPIR_ERR_CHECK(mpi_errno);

@@ -111,6 +111,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t *peer)
 /* ---- shared by the implementations (icbc_path.c) ------------------------- */
 
 int MPIDI_ICBC_path_cfg_error(const char *why);
+int MPIDI_ICBC_path_routers_used(void);
 int MPIDI_ICBC_path_tcp_used(void);
 void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate);
 /* Bytes the TCP path's paced connections have not put on the wire yet (0
