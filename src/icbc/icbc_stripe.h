@@ -23,8 +23,10 @@
  * the sender), so the sender keeps the lane of every chunk until then. When
  * a lane is lost (icbc_stripe_lane_lost: a router gone), every chunk that
  * went by it and is not confirmed, or was still with it, is handed to the
- * other lanes again; the receiver writes each chunk once (a second copy is
- * a duplicate by its offset) and confirms again when chunks of a receive
+ * other lanes again; the receiver counts each chunk once (a second copy is
+ * a duplicate by its offset; two copies that stream at once both write the
+ * same bytes, and the receive completes only after both ended, or after the
+ * timeout when one goes silent) and confirms again when chunks of a receive
  * it completed arrive late (the first confirmation may have been lost with
  * the lane).
  *

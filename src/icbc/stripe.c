@@ -58,6 +58,8 @@ typedef struct {
     uint8_t *seen;    /* owned: one bit per chunk, set when it began */
     uint8_t *arrived; /* failover: one bit per chunk, set when it is in place (in
                        * SEEN's allocation); a second copy may stream meanwhile */
+    int streaming;    /* chunks begun and not ended: until they end they may write
+                       * to DEST, so the receive completes only after them */
     double t_last;
     void *user;
     int next_free;
@@ -1066,6 +1068,7 @@ icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *st, int peer, const icbc_st
         st->stats.duplicate_chunks++;
         return rc;
     }
+    s->streaming++;
     rx->slot = c->slot;
     rx->gen = c->gen;
     rx->peer = peer;
@@ -1082,6 +1085,16 @@ icbc_status_t icbc_stripe_chunk_begin(icbc_stripe_t *st, int peer, const icbc_st
     return ICBC_OK;
 }
 
+/* Every byte of slot I is in place and no copy of a chunk still streams
+ * into its buffer: the receive completes. */
+static void slot_complete_if_whole(icbc_stripe_t *st, int i)
+{
+    slot_t *s = &st->slots[i];
+
+    if (s->received == s->size && s->streaming == 0)
+        slot_complete(st, i, ICBC_OK, NULL);
+}
+
 void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, double now)
 {
     slot_t *s = slot_lookup(st, rx->slot, rx->gen, rx->peer);
@@ -1094,6 +1107,8 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
     }
     icbc_stripe_peer_seen(st, rx->peer, now);
     s->t_last = now;
+    if (s->streaming > 0)
+        s->streaming--;
     if (!ok) {
         free(rx->staging);
         rx->staging = NULL;
@@ -1101,6 +1116,7 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
             /* its lane broke while it streamed: it comes again by another */
             size_t u = rx->offset / s->unit;
             s->seen[u / 8] &= (uint8_t) ~(1u << (u % 8));
+            slot_complete_if_whole(st, (int) rx->slot); /* its copy was first */
             return;
         }
         slot_complete(st, (int) rx->slot, ICBC_ERR_PEER_FAILED, "a chunk was lost");
@@ -1113,6 +1129,7 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
             st->stats.duplicate_chunks++;
             free(rx->staging);
             rx->staging = NULL;
+            slot_complete_if_whole(st, (int) rx->slot);
             return;
         }
         s->arrived[u / 8] |= bit;
@@ -1125,8 +1142,7 @@ void icbc_stripe_chunk_end(icbc_stripe_t *st, icbc_stripe_rx_t *rx, int ok, doub
     }
     st->stats.chunks_received++;
     s->received += rx->len;
-    if (s->received == s->size)
-        slot_complete(st, (int) rx->slot, ICBC_OK, NULL);
+    slot_complete_if_whole(st, (int) rx->slot);
 }
 
 icbc_status_t icbc_stripe_chunk_data(icbc_stripe_t *st, int peer, const icbc_stripe_chunk_t *c,
@@ -1161,6 +1177,13 @@ void icbc_stripe_progress(icbc_stripe_t *st, double now)
         if (s->state != ICBC_STRIPE_SLOT_RECEIVING ||
             (quiet = now - last_heard(st, s->t_last, s->peer)) <= st->cfg.timeout)
             continue;
+        if (s->received == s->size) {
+            /* every byte is in place; a copy that still streams has said
+             * nothing for the timeout: it is given up */
+            s->streaming = 0;
+            slot_complete(st, i, ICBC_OK, NULL);
+            continue;
+        }
         icbc_warn("receive of %zu bytes from rank %d stalled for %.0f s (%zu bytes arrived, "
                   "nothing else from that rank); failing it",
                   s->size, s->peer, quiet, s->received);

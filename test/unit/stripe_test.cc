@@ -999,6 +999,54 @@ TEST_F(Failover, ACopyArrivingWhileTheFirstStillStreamsIsTaken)
     EXPECT_EQ(src, dst);
 }
 
+/* The copy ends first and the rest of the message arrives while the first
+ * copy still streams into the buffer: the receive completes only when that
+ * copy ends (well or not), never while it may still write to the buffer;
+ * one that says nothing for the timeout is given up, and the receive
+ * completes with its bytes. */
+TEST_F(Failover, ACopyStillStreamingHoldsTheReceiveUntilItEnds)
+{
+    enum { FAILS, ENDS_WELL, GOES_SILENT };
+    for (int first = FAILS; first <= GOES_SILENT; first++) {
+        SCOPED_TRACE(first == FAILS       ? "the first copy fails"
+                     : first == ENDS_WELL ? "the first copy ends well"
+                                          : "the first copy goes silent");
+        size_t before = rx.recvs_done.size(), w0 = tx.wire.size();
+        start(2 * CHUNK);
+        clear_to_send();
+        ASSERT_EQ(w0 + 2, tx.wire.size());
+        icbc_stripe_rx_t first_rx, copy;
+        void *w1, *w2;
+        ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[w0].c, &first_rx, &w1));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_chunk_begin(rx.st, SENDER, &tx.wire[w0].c, &copy, &w2));
+        memcpy(w2, tx.wire[w0].data, tx.wire[w0].c.len);
+        icbc_stripe_chunk_end(rx.st, &copy, 1, 0);
+        report(w0, 1);
+        EXPECT_EQ(ICBC_OK, deliver(w0 + 1));
+        EXPECT_EQ(before, rx.recvs_done.size()) << "completed while a copy still streamed";
+        EXPECT_TRUE(rx.confirms.empty()) << "confirmed while a copy still streamed";
+        if (first == GOES_SILENT) {
+            icbc_stripe_progress(rx.st, 5);
+            EXPECT_EQ(before, rx.recvs_done.size()) << "given up before the timeout";
+            icbc_stripe_progress(rx.st, 11);
+        } else {
+            if (first == ENDS_WELL)
+                memcpy(w1, tx.wire[w0].data, tx.wire[w0].c.len);
+            icbc_stripe_chunk_end(rx.st, &first_rx, first == ENDS_WELL, 0);
+        }
+        ASSERT_EQ(before + 1, rx.recvs_done.size());
+        EXPECT_EQ(ICBC_OK, rx.recvs_done.back().status);
+        EXPECT_EQ(src, dst);
+        confirm_back();
+        ASSERT_FALSE(tx.sends_done.empty());
+        EXPECT_EQ(ICBC_OK, tx.sends_done.back().status);
+        if (first == GOES_SILENT) { /* the silent copy ends after all: nothing to do */
+            icbc_stripe_chunk_end(rx.st, &first_rx, 1, 12);
+            EXPECT_EQ(before + 1, rx.recvs_done.size());
+        }
+    }
+}
+
 /* A chunk to send again that finds every lane busy waits, however many
  * times progress finds them busy: only losses count towards the bound on
  * resends, not the tries. */
