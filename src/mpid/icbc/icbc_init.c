@@ -17,6 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Finalize waits at most this long for peers to acknowledge the last
+ * messages (MPIDI_ICBC_path_settled): a router's loss is seen and its
+ * messages go again within it, a peer that is gone ends it. */
+#define FINALIZE_SETTLE_S 10.0
+
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
 
@@ -547,6 +552,15 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     icbc_peer_table_t *peers = &MPIDI_ICBC_global.peers;
     ucs_status_ptr_t *pending = NULL;
     int npending = 0;
+
+    /* Nothing progresses in the process manager's barrier below: a message
+     * of ours lost with a router would never go again, and a peer still
+     * waiting for it (in its last MPI call) would wait for ever. Progress
+     * until the peers have acknowledged everything, bounded for a peer
+     * that is gone. */
+    double settle_until = icbc_clock_coarse() + FINALIZE_SETTLE_S;
+    while (!MPIDI_ICBC_path_settled() && icbc_clock_coarse() < settle_until)
+        MPIDI_NM_progress(0, 0);
 
     /* Every process must be past its last message before endpoints close:
      * a peer still sending to a closed endpoint would see an error. */

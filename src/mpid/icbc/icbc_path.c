@@ -265,6 +265,14 @@ void MPIDI_ICBC_path_dump(FILE *f)
     MPIDI_ICBC_pace_dump(f);
 }
 
+int MPIDI_ICBC_path_settled(void)
+{
+    for (int k = 0; k < ICBC_PATH_KINDS; k++)
+        if (P.ops[k] && P.ops[k]->settled && P.ops[k]->active() && !P.ops[k]->settled())
+            return 0;
+    return 1;
+}
+
 void MPIDI_ICBC_path_finalize(void)
 {
     for (int k = 0; k < ICBC_PATH_KINDS; k++)

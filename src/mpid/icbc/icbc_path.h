@@ -65,6 +65,10 @@ typedef struct MPIDI_ICBC_path_ops {
     /* Optional: the one chunk lane towards PEER (a policy with one router
      * per process), -1: any. */
     int (*lane_for)(icbc_peer_t *peer);
+    /* Optional: sends the acknowledgements this process owes now; 1 when
+     * every message it sent on the path has been acknowledged (or its
+     * peer failed). Finalize polls it before the process manager's barrier. */
+    int (*settled)(void);
 } MPIDI_ICBC_path_ops_t;
 
 extern const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops;
@@ -111,6 +115,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_path_nlanes(icbc_peer_t *peer)
 /* ---- shared by the implementations (icbc_path.c) ------------------------- */
 
 int MPIDI_ICBC_path_cfg_error(const char *why);
+/* Whether every path is settled (MPIDI_ICBC_path_ops_t.settled). */
+int MPIDI_ICBC_path_settled(void);
 int MPIDI_ICBC_path_routers_used(void);
 int MPIDI_ICBC_path_tcp_used(void);
 void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate);

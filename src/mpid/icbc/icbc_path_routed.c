@@ -632,6 +632,25 @@ static int routed_progress(void)
     return 0;
 }
 
+/* Every acknowledgement owed goes now (a peer about to finalize waits for
+ * them), and whether every numbered message this process sent to a peer
+ * that has not failed was acknowledged. */
+static int routed_settled(void)
+{
+    int peer;
+    uint32_t upto;
+
+    if (routed.seq == NULL)
+        return 1;
+    while (icbc_seq_take_ack(routed.seq, 1e300, &peer, &upto))
+        send_ack(peer, upto);
+    for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++)
+        if (icbc_seq_kept_count(routed.seq, r) > 0 &&
+            icbc_peer_get(&MPIDI_ICBC_global.peers, r)->state != ICBC_PEER_FAILED)
+            return 0;
+    return 1;
+}
+
 static void routed_dump(FILE *f)
 {
     mx_client_dump(routed.mx, f);
@@ -671,4 +690,5 @@ const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops = {
     .dump = routed_dump,
     .finalize = routed_finalize,
     .lane_for = routed_lane_for,
+    .settled = routed_settled,
 };
