@@ -3,7 +3,7 @@
 
     python3 benchmarks/failover/run.py [--kills 24] [--policies aggregate,static]
         [--size 64Mi] [--count 90] [--small-count 1500000] [--soak SECONDS] [--asan]
-        [--prefix _install] [--out benchmarks/results/failover]
+        [--repeat N [--busy K]] [--prefix _install] [--out benchmarks/results/failover]
 
 One testbed: two clusters of four nodes, all of them router nodes (icbc-testbed
 up --clusters 2 --nodes 4 --routers 4 --nic-rate 1gbit --wan-rate 8gbit
@@ -27,6 +27,14 @@ soak_rss.csv); --asan runs the daemons built with AddressSanitizer and
 LeakSanitizer (_build/asan/icbc-router), whose reports are searched in
 their logs when they stop.
 
+Repeat (--repeat N): N short streams (30 messages of --size, each with its own
+seed) alternating over --policies, a router killed every 0.5-2 s and
+restarted 1.5 s later, while K processes (--busy K, default 2) keep the CPUs
+busy as a loaded host's neighbours do: a process that dies where a router
+dies shows up here long before it does once in a test suite. A row per run
+in repeat.csv (policy, seed, kills, seconds, delivered, and the line that
+names the cause of a failure); the first failure ends the loop.
+
 Exit status 0 when every run delivered everything (and the soak's routers
 reported nothing), 1 otherwise.
 """
@@ -34,6 +42,7 @@ import argparse
 import csv
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -110,6 +119,45 @@ def kills(o, tb, exe, daemons):
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(keep + rows)
+    return ok
+
+
+def repeat(o, tb, exe, daemons):
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(o.busy)]
+    rows, ok = [], True
+    try:
+        for i in range(o.repeat):
+            policy = o.policies[i % len(o.policies)]
+            seed = 1000 + i
+            killer = Killer(daemons, 10 ** 6, seed=seed, nodes=ROUTERS, start=1.0,
+                            period=(0.5, 2.0))
+            killer.start()
+            try:
+                r = stream(o, tb, exe, f"repeat-{i}", ("--size", str(o.size), "--count", "30",
+                                                      "--window", "2"), policy, timeout=300)
+            finally:
+                killer.stop_flag.set()
+                killer.join()
+            cause = "" if r.ok else r.describe().splitlines()[1]
+            rows.append({"run": i, "policy": policy, "seed": seed, "kills": len(killer.done),
+                         "secs": f"{r.secs:.1f}", "delivered": "yes" if r.ok else "no",
+                         "cause": cause})
+            print(f"repeat {i}: {policy}, seed {seed}, {len(killer.done)} kills, "
+                  f"{r.secs:.0f} s, {'delivered' if r.ok else 'FAILED: ' + cause}", flush=True)
+            if not r.ok:
+                ok = False
+                break
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    with open(os.path.join(o.out, "repeat.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"repeat: {sum(r['delivered'] == 'yes' for r in rows)} of {len(rows)} runs delivered, "
+          f"{sum(r['kills'] for r in rows)} kills", flush=True)
     return ok
 
 
@@ -224,12 +272,16 @@ def main(argv):
     ap.add_argument("--small-count", type=int, default=1500000)
     ap.add_argument("--soak", type=int, default=0)
     ap.add_argument("--asan", action="store_true")
+    ap.add_argument("--repeat", type=int, default=0)
+    ap.add_argument("--busy", type=int, default=2)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "failover"))
     o = ap.parse_args(argv)
     o.policies = [p for p in o.policies.split(",") if p]
-    if not o.kills and not o.soak:
-        raise SystemExit("run.py: nothing to do (--kills 0 and no --soak)")
+    if o.repeat:
+        o.kills = 0 if "--kills" not in argv else o.kills
+    if not o.kills and not o.soak and not o.repeat:
+        raise SystemExit("run.py: nothing to do (--kills 0, no --soak, no --repeat)")
     o.prefix = os.path.abspath(o.prefix)
     os.makedirs(o.out, exist_ok=True)
     work = os.path.join(TOP, "_build", "bench-failover")
@@ -254,6 +306,8 @@ def main(argv):
             ok &= kills(o, tb, exe, daemons)
         if o.soak:
             ok &= soak(o, tb, exe, daemons)
+        if o.repeat:
+            ok &= repeat(o, tb, exe, daemons)
     finally:
         tb.down()
     plot(o.out)
