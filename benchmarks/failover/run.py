@@ -12,8 +12,8 @@ started with the testbed's env file and mpiexec (MPIR_CVAR_CH4_ICBC_EMBEDDED_ROU
 the daemons are the routers; MPIR_CVAR_CH4_ICBC_POLICY per run: one testbed
 for every policy).
 
-Kills: per policy, test/mpi/failover_stream (rank 0 in cluster a, rank 1 in
-b, both ways, every byte, the order and duplicates checked) runs once
+Kills (--kills K, default 24; 0 when --soak or --repeat is given alone):
+per policy, test/mpi/failover_stream (rank 0 in cluster a, rank 1 in b, both ways, every byte, the order and duplicates checked) runs once
 without kills and once while a router drawn at random is killed with
 SIGKILL every 1-3 s and restarted 1.5 s later, until --kills kills; then
 the same with 64-byte messages (ordered lane; --small-count 0: not). Row per
@@ -265,7 +265,7 @@ def plot(out):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kills", type=int, default=24)
+    ap.add_argument("--kills", type=int, default=None)
     ap.add_argument("--policies", default="aggregate,static")
     ap.add_argument("--size", type=size_arg, default=64 << 20)
     ap.add_argument("--count", type=int, default=90)
@@ -278,8 +278,8 @@ def main(argv):
     ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "failover"))
     o = ap.parse_args(argv)
     o.policies = [p for p in o.policies.split(",") if p]
-    if o.repeat:
-        o.kills = 0 if "--kills" not in argv else o.kills
+    if o.kills is None:  # 24 unless another mode was asked for
+        o.kills = 0 if o.repeat or o.soak else 24
     if not o.kills and not o.soak and not o.repeat:
         raise SystemExit("run.py: nothing to do (--kills 0, no --soak, no --repeat)")
     o.prefix = os.path.abspath(o.prefix)

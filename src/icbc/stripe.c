@@ -1180,7 +1180,6 @@ void icbc_stripe_progress(icbc_stripe_t *st, double now)
         if (s->received == s->size) {
             /* every byte is in place; a copy that still streams has said
              * nothing for the timeout: it is given up */
-            s->streaming = 0;
             slot_complete(st, i, ICBC_OK, NULL);
             continue;
         }
