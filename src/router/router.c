@@ -19,12 +19,13 @@
 
 static void on_stop_fd(int fd, uint32_t events, void *arg)
 {
-    icbc_router_t *r = arg;
     uint64_t v;
 
+    /* Only a wake-up: the loop reads the flags set before the write
+     * (stopping, stats_wanted). */
+    (void) arg;
     if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
         icbc_debug("router: eventfd read failed");
-    r->stopping = 1;
 }
 
 static void on_fabric_fd(int fd, uint32_t events, void *arg)
@@ -358,6 +359,10 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
         next = now + 1000;
         rt_fabric_timers(r, now, &next);
         rt_trunk_timers(r, now, &next);
+        if (r->stats_wanted) {
+            r->stats_wanted = 0;
+            stats_line(r);
+        }
         if (r->next_stats > 0) {
             if (r->next_stats <= now) {
                 stats_line(r);
@@ -404,6 +409,16 @@ void icbc_router_stop(icbc_router_t *r)
     r->stopping = 1;
     if (r->stop_fd >= 0 && write(r->stop_fd, &one, sizeof(one)) < 0) {
         /* the flag alone stops the loop at its next wake-up */
+    }
+}
+
+void icbc_router_request_stats(icbc_router_t *r)
+{
+    uint64_t one = 1;
+
+    r->stats_wanted = 1;
+    if (r->stop_fd >= 0 && write(r->stop_fd, &one, sizeof(one)) < 0) {
+        /* the flag alone is read at the loop's next wake-up (at most 1 s) */
     }
 }
 

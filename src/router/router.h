@@ -92,6 +92,9 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
 icbc_status_t icbc_router_run(icbc_router_t *r);
 /* Makes icbc_router_run return soon. Async-signal-safe. */
 void icbc_router_stop(icbc_router_t *r);
+/* Makes icbc_router_run log a stats line (and its JSON form) soon.
+ * Async-signal-safe. */
+void icbc_router_request_stats(icbc_router_t *r);
 void icbc_router_destroy(icbc_router_t *r);
 
 /* A consistent copy of the counters, as of the last loop iteration. */

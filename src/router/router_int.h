@@ -176,7 +176,8 @@ struct icbc_router {
     mx_server_t *fabric;
     int stop_fd; /* eventfd */
     volatile int stopping;
-    int fabric_events; /* UCX event-descriptor wake-ups of one poller turn */
+    volatile int stats_wanted; /* icbc_router_request_stats, from a signal handler */
+    int fabric_events;         /* UCX event-descriptor wake-ups of one poller turn */
 
     rt_trunk_t *trunks;
     int ntrunks;

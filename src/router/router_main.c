@@ -1,7 +1,8 @@
 /*
  * icbc-router: the router daemon. Loads the router file, picks its own
  * 'router' entry, and runs the router core (router.h) until SIGTERM or
- * SIGINT, then prints a final stats line. docs/router.md is its manual.
+ * SIGINT, then prints a final stats line; SIGUSR1 prints one at once.
+ * docs/router.md is its manual.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,11 @@ static icbc_router_t *the_router;
 
 static void on_signal(int sig)
 {
-    if (the_router)
+    if (the_router == NULL)
+        return;
+    if (sig == SIGUSR1)
+        icbc_router_request_stats(the_router);
+    else
         icbc_router_stop(the_router);
 }
 
@@ -150,6 +155,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     if (fds[1] >= 0) {
         char ok = 0;
         if (write(fds[1], &ok, 1) != 1) { /* the parent then reports failure */

@@ -365,7 +365,9 @@ void rt_cli_usage(FILE *f)
         fprintf(f, "%*s", 23 - n, "");
         put_wrapped(f, text, 23, 23);
     }
-    fputs("\nSIGTERM or SIGINT stops the router cleanly with a final stats line.\n", f);
+    fputs("\nSIGTERM or SIGINT stops the router cleanly with a final stats line;\n"
+          "SIGUSR1 prints a stats line at once.\n",
+          f);
 }
 
 void rt_cli_markdown(FILE *f)

@@ -3,12 +3,14 @@
 run_mpi() starts a job as a user does (mpiexec from the prefix, the
 testbed's environment) and returns what happened as data: exit status,
 seconds, whether it was killed at its time limit, and the output.
-router_stats() reads the JSON line a router logs with its counters.
+router_stats() reads the JSON line a router logs with its counters;
+router_stats_now() asks a running router daemon for a fresh one (SIGUSR1).
 """
 import dataclasses
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -114,6 +116,30 @@ def router_stats(logfile):
     except OSError:
         return None
     return json.loads(last) if last else None
+
+
+def router_stats_now(pid, logfile, timeout=5.0):
+    """The counters of the running router daemon PID: SIGUSR1 makes it log a
+    stats line, and this returns that line's JSON form. AssertionError when
+    no new line appears in LOGFILE within TIMEOUT seconds (the router is
+    gone, hung, or logs elsewhere), so that a caller never reads an older
+    line in its place."""
+    def lines():
+        try:
+            with open(logfile, errors="replace") as f:
+                return sum(1 for line in f if "stats-json " in line)
+        except OSError:
+            return 0
+
+    before = lines()
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if lines() > before:
+            return router_stats(logfile)
+        time.sleep(0.05)
+    raise AssertionError(f"router {pid} logged no stats line within {timeout:.0f} s of "
+                         f"SIGUSR1 (log {logfile})")
 
 
 def vm_kib(pid, field):
