@@ -4,9 +4,9 @@
  * the first rank of every other node and prints one line per peer: node, cluster, path,
  * one-way latency, bandwidth, payload check.
  *
- * The path is the one design.md section 4 assigns: same node -> shm, same cluster ->
- * direct, other cluster -> routed (policies aggregate, static), tcp-direct (alltoall) or
- * tcp (policy tcp, also inside a cluster). The policy is MPIR_CVAR_CH4_ICBC_POLICY from the
+ * The path is the one the netmod assigns (docs/architecture.md, Paths): same node -> shm,
+ * same cluster -> direct, other cluster -> routed (policies aggregate, static), tcp-direct
+ * (alltoall) or tcp (policy tcp, also inside a cluster). The policy is MPIR_CVAR_CH4_ICBC_POLICY from the
  * environment, else the router file's policy line ($ICBC_ROUTERFILE), else aggregate (the
  * netmod's order). The icbc control variables the library exposes through MPI_T are listed
  * too; they also tell an icbc library from another MPI. (MPICH 4.0.2's MPI_T reads string

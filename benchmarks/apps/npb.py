@@ -3,9 +3,12 @@
     python3 benchmarks/apps/npb.py build --prefix _install --bench is --class S
     python3 benchmarks/apps/npb.py parse LOG
 
-build() copies the NPB tree (default ../shared/npb/NPB3.4-MPI, or --npb DIR)
-once into a work directory of its own, writes config/make.def for PREFIX's
-mpicc and mpif90, and runs "make BENCH CLASS=C" there; the NPB sources stay
+NPB is not part of this repository (nor packaged in Debian): the NPB3.4-MPI
+folder of NASA's NPB 3.4 release (benchmarks/README.md, NPB). build() finds
+it with find_npb(): --npb DIR, else $ICBC_NPB_DIR, where DIR is that folder
+or one that holds it; there is no default. build() copies the tree once into
+a work directory of its own, writes config/make.def for PREFIX's mpicc and
+mpif90, and runs "make BENCH CLASS=C" there; the NPB sources stay
 untouched. parse() reads what a run prints: the benchmark, class, process
 count, time in seconds, Mop/s total and whether NPB's own verification
 passed.
@@ -19,10 +22,16 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_NPB = os.path.join(os.path.dirname(TOP), "shared", "npb", "NPB3.4-MPI")
+ENV_NPB = "ICBC_NPB_DIR"
+NPB_TREE = "NPB3.4-MPI"
+NOT_FOUND = ("NPB 3.4-MPI sources not found: give --npb DIR or set ICBC_NPB_DIR "
+             "(docs: benchmarks/README.md, NPB)")
 
-# GCC 12 rejects an argument mismatch NPB's Fortran has, and the randi8
-# generator's hexadecimal constant (../shared/npb/README.md).
+# Written for GCC 12 (Debian 12): its gfortran rejects the argument type
+# mismatches of NPB's MPI calls unless -fallow-argument-mismatch is given,
+# and rejects the hexadecimal constant of the randi8 random-number generator
+# that NPB's sample make.def files choose, so RAND = randdp (NPB's portable
+# double-precision generator). NPB 3.4 needs no NPROCS at build time.
 MAKE_DEF = """\
 MPIFC = {prefix}/bin/mpif90
 FLINK = $(MPIFC)
@@ -47,13 +56,37 @@ class NpbError(Exception):
     pass
 
 
-def build(prefix, bench, cls, work, npb=DEFAULT_NPB):
+def _tree_in(d):
+    """The NPB3.4-MPI tree D is, or holds; None when it is neither."""
+    for t in (d, os.path.join(d, NPB_TREE)):
+        if os.path.isfile(os.path.join(t, "IS", "is.c")):
+            return os.path.abspath(t)
+    return None
+
+
+def find_npb(npb=None):
+    """The NPB3.4-MPI tree: NPB (--npb DIR) when given, else $ICBC_NPB_DIR;
+    either may name the tree itself or a folder holding it. NpbError when
+    neither is given, or what is given holds no NPB 3.4-MPI sources."""
+    given = npb or os.environ.get(ENV_NPB)
+    if not given:
+        raise NpbError(NOT_FOUND)
+    tree = _tree_in(given)
+    if tree is None:
+        how = "--npb" if npb else ENV_NPB
+        raise NpbError(f"{how} {given}: neither it nor {os.path.join(given, NPB_TREE)} holds "
+                       f"IS/is.c; {NOT_FOUND}")
+    return tree
+
+
+def build(prefix, bench, cls, work, npb=None):
     """Builds BENCH (is, ft, cg, ...) class CLS with PREFIX's compilers in
-    WORK/<tree>; returns the executable's path. The build log is beside it;
-    NpbError names it when the build fails."""
+    WORK/<tree>; returns the executable's path. NPB is the NPB3.4-MPI tree or
+    a folder holding it; None: $ICBC_NPB_DIR (find_npb). The build log is
+    beside it; NpbError names it when the build fails, and says how to give
+    the sources when there are none."""
     prefix = os.path.abspath(prefix)
-    if not os.path.isfile(os.path.join(npb, "IS", "is.c")):
-        raise NpbError(f"{npb}: no NPB 3.4-MPI sources here (IS/is.c missing)")
+    npb = find_npb(npb)
     tree = os.path.join(work, "NPB3.4-MPI-" + re.sub(r"[^A-Za-z0-9]", "_", prefix).strip("_"))
     if not os.path.isdir(tree):
         shutil.copytree(npb, tree + ".tmp", dirs_exist_ok=True)
@@ -105,7 +138,9 @@ def main():
     b.add_argument("--prefix", required=True, help="the MPI whose mpicc/mpif90 build it")
     b.add_argument("--bench", required=True, help="is, ft, cg, mg, lu, ep, ...")
     b.add_argument("--class", dest="cls", default="S", help="S, W, A, B, ... (default S)")
-    b.add_argument("--npb", default=DEFAULT_NPB, help="NPB 3.4-MPI sources (default %(default)s)")
+    b.add_argument("--npb", metavar="DIR",
+                   help=f"the {NPB_TREE} folder of NPB 3.4, or a folder holding it "
+                        f"(default: ${ENV_NPB}; no other default)")
     b.add_argument("--work", default=os.path.join(TOP, "_build", "npb"),
                    help="where the copy is built (default %(default)s)")
     p = sub.add_parser("parse", help="read a run's output; exit 1 unless it verified")

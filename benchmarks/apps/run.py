@@ -146,7 +146,9 @@ def options(argv):
                          "matrix asks for")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
-    ap.add_argument("--npb", default=npb.DEFAULT_NPB)
+    ap.add_argument("--npb", metavar="DIR",
+                    help=f"the {npb.NPB_TREE} folder of NPB 3.4, or a folder holding it "
+                         f"(default: ${npb.ENV_NPB}; benchmarks/README.md, NPB)")
     ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "apps"))
     ap.add_argument("--work", default=os.path.join(TOP, "_build", "bench-apps"))
     ap.add_argument("--timeout", type=int, default=600, help="bound of one run, s")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build LAM/MPI 7.1.4 with IMPI support: the foreign MPI that ICBC's IMPI
-# path is tested against (docs/impi.md, ../shared/docs/impi-notes.md).
+# path is tested against (docs/impi.md, "LAM/MPI 7.1.4 as it behaves").
 #
 #   contrib/lam/build-lam.sh [--builddir DIR] [--prefix DIR] [--jobs N]
 #
