@@ -134,6 +134,6 @@ else
     echo "(no bandwidth results: see $LOG)"
 fi
 echo
-echo "results: $OUT (routed_bw.csv/.png, routed_summary.txt, routed_routers.txt), log: $LOG"
+echo "results: $OUT (routed_bw.csv$([[ -f $OUT/routed_bw.png ]] && echo ", routed_bw.png"), routed_summary.txt, routed_routers.txt), log: $LOG"
 echo "demo $( ((rc == 0)) && echo "finished in $((SECONDS - start)) s" || echo "FAILED (runner exit status $rc; see $LOG)")"
 exit "$rc"

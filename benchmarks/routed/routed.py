@@ -288,6 +288,7 @@ class Routed:
         self.good = {}  # (part, series, R) -> [raw files]
         self.nodes = [f"{c}{i}" for c in "ab" for i in range(o.nodes)]
         self.bins = {}
+        self.plots = True  # False: no matplotlib, a --quick run's tables only
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -298,7 +299,13 @@ class Routed:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise UsageError("matplotlib missing (apt-get install python3-matplotlib)")
+            # The demo's quick run needs only the tables (quickstart.sh demo
+            # does not install matplotlib); a measurement needs its figures.
+            if not o.quick:
+                raise UsageError("matplotlib missing (apt-get install python3-matplotlib)")
+            print("matplotlib missing (apt-get install python3-matplotlib): CSV and tables "
+                  "only, no PNG", flush=True)
+            self.plots = False
         if self.need_icbc:
             self.icbc = engine.Install.find(o.prefix, "icbc", "--prefix")
             if not self.icbc.device.startswith("ch4:icbc"):
@@ -821,8 +828,8 @@ class Routed:
                 argv += ["--target", str(target), "--target-to", to]
         evs = ";".join(l.split(" ", 1)[1] for l in self.runner.events(part))
         tee(self.summary, f"\n== {name} ({part}): median of reps per size; ratio = policy / {ref}")
-        argv += series + ["--out", os.path.join(o.out, f"routed_{part}.csv"),
-                          "--png", os.path.join(o.out, f"routed_{part}.png"),
+        png = ["--png", os.path.join(o.out, f"routed_{part}.png")] if self.plots else []
+        argv += series + ["--out", os.path.join(o.out, f"routed_{part}.csv")] + png + [
                           "--title", f"{name} across two clusters (R={o.routers} routers per "
                                      "cluster)",
                           "--footer", f"{self.foot}; {self.cmdline}"] + self.meta + \

@@ -109,7 +109,10 @@ autogen_sig=$(cd "$top" && { cat contrib/mpich/patches/*.patch src/mpid/icbc/sub
     for f in src/mpid/icbc/*.c; do sed -n '/BEGIN_MPI_T_CVAR_INFO_BLOCK/,/END_MPI_T_CVAR_INFO_BLOCK/p' "$f"; done;
     } | sha256sum | cut -c1-64)
 if [ ! -f "$autogen_stamp" ] || [ "$(cat "$autogen_stamp")" != "$autogen_sig" ]; then
-    run_logged autogen bash -c "cd '$src' && ./autogen.sh -quick -without-ucx -without-ofi -without-hwloc -without-izem"
+    # Only what the patches and the netmod change is regenerated: hydra,
+    # json-c and test/mpi keep the release tarball's build files.
+    run_logged autogen bash -c "cd '$src' && ./autogen.sh -quick -without-ucx -without-ofi \
+        -without-hwloc -without-izem -without-hydra -without-json -without-test"
     [ -f "$nm/func_table.c" ] && [ -f "$nm/icbc_noinline.h" ] \
         || { echo "build-mpich: autogen did not generate the icbc function table" >&2; exit 1; }
     echo "$autogen_sig" > "$autogen_stamp"
@@ -123,7 +126,9 @@ if command -v ccache >/dev/null 2>&1; then cc="ccache gcc"; cxx="ccache g++"; fi
 config_sig="prefix=$prefix cc=$cc"
 if [ ! -f "$obj/.icbc-configured" ] || [ "$(cat "$obj/.icbc-configured")" != "$config_sig" ]; then
     mkdir -p "$obj"
-    run_logged configure bash -c "cd '$obj' && '$src/configure' --prefix='$prefix' \
+    # --no-recursion: MPICH's own test/mpi is not configured with the build
+    # (test/mpich/run-testsuite.sh configures a copy of it against the install).
+    run_logged configure bash -c "cd '$obj' && '$src/configure' --prefix='$prefix' --no-recursion \
         --with-device=ch4:icbc --with-pm=hydra --with-datatype-engine=dataloop \
         --disable-static --enable-shared --enable-fortran=all --disable-doc \
         CC='$cc' CXX='$cxx' FC='$fc' F77='$fc' \

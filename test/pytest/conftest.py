@@ -4,8 +4,9 @@ test programs built with the prefix's mpicc, and icbc-router daemons.
 
     python3 -m pytest test/pytest [--prefix DIR] [--keep] [-k EXPR]
 
-The run ends with the line "N passed, N failed" that ./quickstart.sh
-counts.
+The run ends with "SKIP: TEST: REASON" for every skipped test and the line
+"N passed, N failed, N skipped" that test/run.py counts (an expected
+failure is a failure: no test here may be marked xfail).
 """
 import contextlib
 import glob
@@ -19,7 +20,7 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "test", "harness"))
 
 from testbed import Testbed, mpicc  # noqa: E402
-from mpirun import router_stats, vm_kib  # noqa: E402
+from mpirun import router_stats, router_stats_now, vm_kib  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -34,10 +35,15 @@ def pytest_addoption(parser):
     g.addoption("--mpich-list", default="ci",
                 help="ci (test/mpich/ci-subset-2clusters), full (each directory's testlist) "
                      "or a file of 'DIR/prog np ...' lines")
+    g.addoption("--impi-dirs", default="pt2pt coll comm datatype",
+                help="the directories test_mpich_impi.py runs over IMPI (default: %(default)s)")
     g.addoption("--mpich-policies", default="",
                 help="policies to run it under (default: the router file's, aggregate)")
     g.addoption("--mpich-delay", default="100us", help="the WAN's one-way delay")
     g.addoption("--mpich-timeout", type=int, default=120, help="each test's time limit, s")
+    parser.addoption("--npb", default=os.environ.get("ICBC_NPB_DIR", ""),
+                     help="NPB 3.4-MPI sources for test_npb.py (default $ICBC_NPB_DIR; "
+                          "benchmarks/README.md, NPB)")
     parser.addoption("--errors-repeat", type=int, default=1, metavar="N",
                      help="run each test that expects an MPI error N times (each time it "
                           "must give the promised error)")
@@ -143,7 +149,12 @@ class Daemons:
         return os.path.join(self.bed.tb.work, f"router-{node}.log")
 
     def stats(self, node):
+        """The counters the router logged last (at exit, once stopped)."""
         return router_stats(self.log(node))
+
+    def stats_now(self, node):
+        """The running router's counters, asked for now (SIGUSR1)."""
+        return router_stats_now(self.pids[node], self.log(node))
 
     def stop(self):
         self.bed.tb.stop_daemons()
@@ -157,9 +168,29 @@ def daemons(two_clusters):
     d.stop()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A module's DEFAULT_TIER names, per test function, the parameter sets
+    the default tier runs (a list of dicts, each matching a case when every
+    key has that value); its other cases get the mark full. Runs before
+    -m selects."""
+    for item in items:
+        subset = getattr(item.module, "DEFAULT_TIER", {}).get(item.originalname)
+        if subset is None:
+            continue
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        if not any(all(params.get(k) == v for k, v in want.items()) for want in subset):
+            item.add_marker(pytest.mark.full)
+
+
 def pytest_terminal_summary(terminalreporter):
-    """The summary line quickstart counts (skips are neither)."""
+    """The skips by name and reason, and the summary line test/run.py counts."""
     stats = terminalreporter.stats
     passed = len(stats.get("passed", []))
-    failed = len(stats.get("failed", [])) + len(stats.get("error", []))
-    terminalreporter.write_line(f"{passed} passed, {failed} failed")
+    failed = sum(len(stats.get(k, [])) for k in ("failed", "error", "xfailed", "xpassed"))
+    skipped = stats.get("skipped", [])
+    for rep in skipped:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        terminalreporter.write_line(f"SKIP: {rep.nodeid}: {reason}")
+    terminalreporter.write_line(f"{passed} passed, {failed} failed, {len(skipped)} skipped")

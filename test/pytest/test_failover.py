@@ -28,6 +28,13 @@ from routerkill import Killer, RouterDaemons
 ROUTERS = [f"{c}{i}" for c in "ab" for i in range(4)]
 JOB_ENV = {"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"}
 
+# The default tier's short set (docs/testsuite.md, TIERS): the striped stream
+# under kills, three routers lost for good, all four lost, a restart; the
+# static and small-message streams are the full tier's.
+DEFAULT_TIER = {
+    "test_stream_survives_router_kills": [dict(policy="aggregate", size=64 << 20)],
+}
+
 
 @pytest.fixture(scope="module")
 def four_routers(prefix, work, request):

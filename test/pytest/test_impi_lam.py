@@ -1,5 +1,5 @@
 """IMPI interoperation with LAM/MPI 7.1.4, a real and independent IMPI
-implementation (../shared/docs/impi-notes.md section 5), through our
+implementation (docs/impi.md, "LAM/MPI 7.1.4 as it behaves"), through our
 impi-server:
 
 * two LAM clients: LAM's start-up, host connections and messages through
@@ -12,12 +12,11 @@ impi-server:
   LAM with 1, 2 and 4 processes;
 * a LAM client whose key impi-server refuses.
 
-LAM is built once (contrib/lam/build-lam.sh, cached in _build/lam); the
-cases are skipped with the reason only where its 32-bit build cannot be
-made. LAM refuses to run as root: it runs as the user nobody with its own
-HOME and TMPDIR per universe, started as impi-notes.md says (lamboot, then
-mpirun -client RANK ADDR:PORT, IMPI_AUTH_NONE=1, IMPI_HOST_NAME set to the
-address the client advertises).
+LAM is built once (contrib/lam/build-lam.sh, cached in _build/lam); where
+its 32-bit build cannot be made every case fails with the reason. LAM refuses to run as root: it runs as the user nobody with its own
+HOME and TMPDIR per universe, started as docs/impi.md says ("Running LAM as
+an IMPI client": lamboot, then mpirun -client RANK ADDR:PORT,
+IMPI_AUTH_NONE=1, IMPI_HOST_NAME set to the address the client advertises).
 
     python3 -m pytest test/pytest/test_impi_lam.py [--build DIR]
 """
@@ -41,6 +40,21 @@ ITERS = 3
 LAM_ADDR = "127.0.0.1"
 ICBC_ADDR = "127.0.0.2"
 TIMEOUT = 120
+
+# The default tier's representative subset (docs/testsuite.md, TIERS): each
+# kind of exchange with each client order once, 1, 2 and 4 LAM processes
+# among them, both send modes; the full tier runs every combination.
+DEFAULT_TIER = {
+    "test_icbc_client_with_lam": [dict(lam_first=True, np=4, sync=0),
+                                  dict(lam_first=False, np=2, sync=1)],
+    "test_icbc_job_with_lam": [dict(lam_first=True, np=2, sync=1),
+                               dict(lam_first=False, np=4, sync=0)],
+    "test_icbc_job_collectives_with_lam": [dict(lam_first=True, np=4),
+                                           dict(lam_first=False, np=1)],
+    "test_collectives_with_lam": [dict(lam_first=True, np=1),
+                                  dict(lam_first=False, np=2)],
+    "test_two_lam_clients_through_our_server": [dict(auth="key")],
+}
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +104,7 @@ def lam(build_dir):
     if r.returncode != 0:
         if subprocess.run(["bash", "-c", "echo 'int main(void){return 0;}' | "
                            "gcc -m32 -x c - -o /dev/null"], capture_output=True).returncode:
-            pytest.skip("32-bit programs cannot be built here (gcc -m32 fails), so LAM/MPI "
+            pytest.fail("32-bit programs cannot be built here (gcc -m32 fails), so LAM/MPI "
                         f"7.1.4 cannot be built; see {log}")
         pytest.fail(f"contrib/lam/build-lam.sh failed; see {log}")
     return r.stdout.strip().splitlines()[-1]

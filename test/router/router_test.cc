@@ -1608,10 +1608,6 @@ TEST_F(RouterTest, LostClusterIsAnnouncedAndSoIsItsReturn)
 // everything still arrives, whole and in order.
 TEST_F(RouterTest, ResidentSizeBoundUnderFlood)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    GTEST_SKIP() << "AddressSanitizer keeps freed memory in quarantine: resident size does not "
-                    "follow what the router holds";
-#endif
     TwoClusters su;
     RfPtr rf = LoadRf(su.rf_path);
     size_t bound = 0;
@@ -1638,7 +1634,15 @@ TEST_F(RouterTest, ResidentSizeBoundUnderFlood)
     waitpid(pid, nullptr, 0);
     printf("router a0: --max-rss %zu B, peak resident %zu B\n", bound, hwm);
     EXPECT_GT(hwm, 0u);
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer keeps freed memory in quarantine and adds shadow
+     * memory, so the resident size does not follow what the router holds:
+     * under it the flood must still arrive whole and in order; the normal
+     * build checks the bound. */
+    printf("router a0: resident bound not checked under AddressSanitizer\n");
+#else
     EXPECT_LE(hwm, bound) << "peak resident " << hwm << " B over the bound " << bound << " B";
+#endif
 }
 
 /* The JSON form of the stats names every counter with its value, so that

@@ -442,7 +442,7 @@ TEST_F(BtLib, Ipv6Loopback)
     if (fd >= 0)
         close(fd);
     if (!have_v6)
-        GTEST_SKIP() << "no IPv6 loopback here";
+        GTEST_SKIP() << "hardware: no IPv6 loopback on this machine";
     Listen(AF_INET6);
     Endpoint *c = Pair();
     EXPECT_TRUE(c->ready);

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""The test command, in tiers (docs/testsuite.md, TIERS).
+
+    python3 test/run.py [--tier default|full] [--slice K] [--slice-of COMMIT]
+                        [--only NAME,...] [--list] [--prefix DIR] [--build DIR]
+                        [--npb DIR] [--logs DIR]
+
+default   what protects a user, in about 25 minutes on 2 cores: format, unit
+          tests (normal and ASan+UBSan), fuzz smoke, testbed, one cluster,
+          first contact, trust boundary, the two-cluster quick set under
+          every policy, failover (short), IMPI clients, LAM interop (a
+          representative subset), mpi4py once across clusters, MPICH's CI
+          subset.
+full      every suite: the default tier and every slice below.
+--slice K only slice K of the full tier (0 <= K < number of slices).
+--slice-of COMMIT
+          the default tier, then the slice COMMIT chooses: the first eight
+          hexadecimal digits of the commit id modulo the number of slices.
+          .ci/run uses the commit it tests, so that the full tier never rots.
+
+Every suite prints per-test lines and ends with "N passed, N failed" or
+"N passed, N failed, N skipped"; a skipped test is named on a line
+"SKIP: TEST: REASON". A skip counts as a failure unless its reason starts
+with "hardware:" (the machine lacks a device) or "input:" (sources the
+user supplies, such as NPB's). The summary lists every suite with its
+counts and time, every skip with its reason, and ends with
+"N passed, N failed, N skipped". Exit status 0 when nothing failed.
+"""
+import argparse
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+PY = sys.executable or "python3"
+
+SUMMARY = re.compile(r"^(?:[A-Za-z0-9 ()+_-]+: )?(\d+) passed, (\d+) failed(?:, (\d+) skipped)?")
+SKIP = re.compile(r"^SKIP: (.*)$")
+FAILED_LINE = re.compile(r"FAILED|^FAIL: ")
+ALLOWED_SKIPS = ("hardware:", "input:")
+
+
+@dataclasses.dataclass
+class Suite:
+    name: str
+    argv: list
+    what: str
+
+
+def pytest(*files, mark=None, extra=()):
+    argv = [PY, "-m", "pytest"] + [os.path.join(TOP, "test", "pytest", f) for f in files]
+    if mark:
+        argv += ["-m", mark]
+    return argv + list(extra)
+
+
+def default_suites(a):
+    p = ["--prefix", a.prefix]
+    return [
+        Suite("format", [os.path.join(TOP, "contrib", "check-format.sh")],
+              "every C and C++ file against .clang-format"),
+        Suite("unit", [os.path.join(TOP, "test", "unit", "run.sh"), "--build", a.build],
+              "GoogleTest, normal and ASan+UBSan builds"),
+        Suite("fuzz", [os.path.join(TOP, "test", "fuzz", "run.sh"), "--build", a.build,
+                       "--seconds", "8"], "each libFuzzer target 8 s over its corpus"),
+        Suite("testbed", [os.path.join(TOP, "test", "testbed", "run.sh")],
+              "the emulated testbed's own tests"),
+        Suite("one-cluster", pytest("test_one_cluster.py", extra=p),
+              "MPI tests on one cluster of two nodes, and its error paths"),
+        Suite("first-contact", [PY, os.path.join(TOP, "test", "mpi", "first_contact.py")] + p,
+              "2 x 4 nodes started as a user does, every policy"),
+        Suite("trust-boundary", [PY, os.path.join(TOP, "test", "mpi", "trust_boundary.py")] + p,
+              "the WAN side seen from the other cluster"),
+        Suite("clusters", pytest("test_clusters.py", "test_mpich_clusters.py",
+                                 "test_apps_results.py", "test_testbed_counters.py",
+                                 "test_pacing.py", mark="not full", extra=p),
+              "two clusters: every policy, routers, failure paths, MPICH CI subset, pacing"),
+        Suite("npb", pytest("test_npb.py", mark="not full", extra=p + npb_args(a)),
+              "NPB IS class S across two clusters, every policy (sources: --npb)"),
+        Suite("failover", pytest("test_failover.py", mark="not full", extra=p),
+              "routers killed and restarted under a stream"),
+        Suite("impi-clients", pytest("test_impi_clients.py", mark="not full", extra=p),
+              "ICBC jobs as IMPI clients of one MPI_COMM_WORLD"),
+        Suite("impi-lam", pytest("test_impi_lam.py", mark="not full",
+                                 extra=p + ["--build", a.build]),
+              "LAM/MPI 7.1.4 as the foreign IMPI client (subset)"),
+        Suite("mpich-impi", pytest("test_mpich_impi.py", mark="not full", extra=p),
+              "MPICH tests split over two IMPI clients"),
+        Suite("mpi4py", [PY, os.path.join(TOP, "test", "mpi", "mpi4py_suite.py")] + p +
+              ["--layout", "clusters", "--policies", "aggregate",
+               "--csv", os.path.join(a.logs, "mpi4py-times.csv")],
+              "mpi4py's suite across two clusters under aggregate"),
+        Suite("mpich-testsuite", [os.path.join(TOP, "test", "mpich", "run-testsuite.sh"), "--ci",
+                                  "--mpi", a.prefix, "--label", "icbc"],
+              "MPICH's CI subset on one cluster"),
+    ]
+
+
+def slices(a):
+    """The full tier beyond the default one, in slices of about 5 minutes
+    each (docs/testsuite.md, TIERS, lists them with their measured times):
+    .ci/run adds one to the default tier, so each must stay short."""
+    p = ["--prefix", a.prefix]
+    mpich = [os.path.join(TOP, "test", "mpich", "run-testsuite.sh"), "--mpi", a.prefix,
+             "--label", "icbc", "--retries", "1"]
+    m4 = [PY, os.path.join(TOP, "test", "mpi", "mpi4py_suite.py")] + p
+
+    def one(dirs, tag=None):
+        tag = tag or dirs.replace(" ", "-")
+        return Suite(f"mpich-one-{tag}", mpich + [
+            "--dirs", dirs, "--out", os.path.join(a.build, "testsuite", f"full-{tag}")],
+            f"MPICH's full testlists of {dirs}, one cluster of two nodes")
+
+    def across(dirs):
+        return Suite(f"mpich-2clusters-{dirs.replace(' ', '-')}", pytest(
+            "test_mpich_clusters.py", extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs]),
+            f"MPICH's full testlists of {dirs}, ranks alternating two clusters")
+
+    def impi(dirs):
+        return Suite(f"mpich-impi-{dirs.replace(' ', '-')}", pytest(
+            "test_mpich_impi.py", extra=p + ["--mpich-list", "full", "--impi-dirs", dirs]),
+            f"MPICH's full testlists of {dirs}, split over two IMPI clients")
+
+    return [
+        [one("attr basic errhan group info init topo part datatype comm", "small-comm")],
+        [one("coll pt2pt")],
+        [one("rma")],
+        [across("pt2pt")],
+        [across("coll")],
+        [across("comm datatype part")],
+        [across("rma")],
+        [impi("pt2pt datatype")],
+        [impi("coll")],
+        [impi("comm")],
+        [Suite("mpi4py-one", m4 + ["--layout", "one"], "mpi4py's suite on one cluster"),
+         Suite("mpi4py-static", m4 + ["--layout", "clusters", "--policies", "static"],
+               "mpi4py's suite across two clusters under static")],
+        [Suite("mpi4py-alltoall", m4 + ["--layout", "clusters", "--policies", "alltoall"],
+               "mpi4py's suite across two clusters under alltoall")],
+        [Suite("mpi4py-tcp", m4 + ["--layout", "clusters", "--policies", "tcp"],
+               "mpi4py's suite across two clusters under tcp")],
+        [Suite("clusters-full", pytest("test_clusters.py", mark="full", extra=p),
+               "two clusters: stress under every policy through bounded routers, small "
+               "chunks, more placements")],
+        [Suite("failover-full", pytest("test_failover.py", mark="full", extra=p),
+               "failover: the static and the small-message streams under kills"),
+         Suite("impi-lam-full", pytest("test_impi_lam.py", mark="full",
+                                       extra=p + ["--build", a.build]),
+               "the whole LAM/MPI matrix")],
+        [Suite("fuzz-long", [os.path.join(TOP, "test", "fuzz", "run.sh"), "--build", a.build,
+                             "--seconds", "25"], "each libFuzzer target 25 s")],
+    ]
+
+
+def npb_args(a):
+    return ["--npb", a.npb] if a.npb else []
+
+
+def slice_of(commit, n):
+    return int(commit[:8], 16) % n
+
+
+def run_suite(s, a):
+    """Runs one suite, its output to the terminal and to its log; returns
+    (passed, failed, skips, failed lines, seconds)."""
+    log = os.path.join(a.logs, f"test-{s.name}.log")
+    print(f"\n==> tests: {s.name}: {s.what} (log: {log})", flush=True)
+    t0 = time.time()
+    lines = []
+    with open(log, "w") as f:
+        proc = subprocess.Popen(s.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                cwd=TOP)
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            f.write(line)
+            lines.append(line.rstrip("\n"))
+        rc = proc.wait()
+    secs = time.time() - t0
+    passed = failed = None
+    skipped = 0
+    for line in reversed(lines):
+        m = SUMMARY.match(line)
+        if m:
+            passed, failed = int(m.group(1)), int(m.group(2))
+            skipped = int(m.group(3) or 0)
+            break
+    skips = [m.group(1) for m in map(SKIP.match, lines) if m]
+    notes = []
+    if passed is None:
+        passed, failed = 0, 1
+        notes.append(f"printed no summary line (exit status {rc})")
+    elif rc != 0 and failed == 0:
+        failed = 1
+        notes.append(f"exited with status {rc}")
+    if skipped != len(skips):
+        failed += 1
+        notes.append(f"counted {skipped} skipped but named {len(skips)}")
+    if failed:
+        notes += [ln[:200] for ln in lines if FAILED_LINE.search(ln) and
+                  not ln.startswith("=")][:6]
+    return passed, failed, skips, notes, secs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tier", choices=("default", "full"), default="default")
+    ap.add_argument("--slice", type=int, metavar="K", help="only slice K of the full tier")
+    ap.add_argument("--slice-of", metavar="COMMIT",
+                    help="the default tier and the slice this commit id chooses")
+    ap.add_argument("--only", default="", help="comma-separated suite names")
+    ap.add_argument("--list", action="store_true", help="list the suites and slices")
+    ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
+    ap.add_argument("--build", default=os.path.join(TOP, "_build"))
+    ap.add_argument("--npb", default=os.environ.get("ICBC_NPB_DIR", ""),
+                    help="NPB 3.4-MPI sources (default $ICBC_NPB_DIR; benchmarks/README.md, NPB)")
+    ap.add_argument("--logs", default="")
+    a = ap.parse_args()
+    a.prefix, a.build = os.path.abspath(a.prefix), os.path.abspath(a.build)
+    a.logs = os.path.abspath(a.logs or os.path.join(a.build, "logs"))
+    os.makedirs(a.logs, exist_ok=True)
+    if a.npb:
+        a.npb = os.path.abspath(a.npb)
+
+    base, parts = default_suites(a), slices(a)
+    if a.list:
+        print("default tier:")
+        for s in base:
+            print(f"  {s.name:22} {s.what}")
+        print(f"full tier: the default tier and slices 0..{len(parts) - 1}:")
+        for k, sl in enumerate(parts):
+            for s in sl:
+                print(f"  slice {k:2}  {s.name:22} {s.what}")
+        return 0
+    if a.slice is not None:
+        if not 0 <= a.slice < len(parts):
+            ap.error(f"--slice wants 0..{len(parts) - 1}")
+        chosen, title = parts[a.slice], f"slice {a.slice} of {len(parts)}"
+    elif a.slice_of:
+        if not re.fullmatch(r"[0-9a-fA-F]{8,40}", a.slice_of):
+            ap.error("--slice-of wants a commit id (8 to 40 hexadecimal digits)")
+        k = slice_of(a.slice_of, len(parts))
+        chosen = base + parts[k]
+        title = f"default tier and slice {k} of {len(parts)} (commit {a.slice_of[:12]})"
+    elif a.tier == "full":
+        chosen, title = base + [s for sl in parts for s in sl], "full tier"
+    else:
+        chosen, title = base, "default tier"
+    if a.only:
+        names = a.only.split(",")
+        unknown = set(names) - {s.name for s in base + [s for sl in parts for s in sl]}
+        if unknown:
+            ap.error(f"unknown suites: {', '.join(sorted(unknown))} (see --list)")
+        chosen = [s for s in base + [s for sl in parts for s in sl] if s.name in names]
+
+    print(f"==> {title}: {', '.join(s.name for s in chosen)}", flush=True)
+    t0 = time.time()
+    rows, total = [], [0, 0, 0]
+    for s in chosen:
+        p, f, skips, notes, secs = run_suite(s, a)
+        bad = [x for x in skips if not x.split(": ", 1)[-1].startswith(ALLOWED_SKIPS)]
+        if bad:
+            notes.append(f"{len(bad)} skip(s) without a hardware or input reason count as failed")
+            f += len(bad)
+        rows.append((s.name, p, f, skips, notes, secs))
+        total[0] += p
+        total[1] += f
+        total[2] += len(skips)
+
+    print(f"\n==> summary: {title}, {(time.time() - t0) / 60:.1f} min")
+    for name, p, f, skips, notes, secs in rows:
+        print(f"  {name}: {p} passed, {f} failed, {len(skips)} skipped ({secs:.0f} s)")
+        for x in skips:
+            print(f"    skipped: {x}")
+        for x in notes:
+            print(f"    {x}")
+    print(f"{total[0]} passed, {total[1]} failed, {total[2]} skipped")
+    return 0 if total[1] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
