@@ -7,7 +7,7 @@
 #
 # Runs benchmarks/routed/run.sh --quick --parts paths,bw (which brings the testbed and the
 # icbc-router daemons up and takes them down again) and formats its results. Root needed
-# (network namespaces). About 2-3 minutes.
+# (network namespaces). About 1 minute.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -30,7 +30,7 @@ Usage: examples/two-cluster-demo.sh [options]        (as root)
 
 Builds a testbed of 2 clusters (icbc-testbed), starts icbc-router on the router nodes, runs
 a cross-cluster MPI job that prints the path to every peer (examples/icbc_paths.c) and the
-inter-cluster bandwidth benchmark (icbc_bw, 64 KiB - 8 MiB) under the policies aggregate,
+inter-cluster bandwidth benchmark (icbc_bw, 64 KiB - 4 MiB) under the policies aggregate,
 static and alltoall, and prints: size, MB/s per policy, ratio to aggregate.
 
   --prefix PREFIX     MPICH+icbc install (default <repo>/_install)

@@ -66,7 +66,7 @@ def default_suites(a):
         Suite("unit", [os.path.join(TOP, "test", "unit", "run.sh"), "--build", a.build],
               "GoogleTest, normal and ASan+UBSan builds"),
         Suite("fuzz", [os.path.join(TOP, "test", "fuzz", "run.sh"), "--build", a.build,
-                       "--seconds", "8"], "each libFuzzer target 8 s over its corpus"),
+                       "--seconds", "6"], "each libFuzzer target 6 s over its corpus"),
         Suite("testbed", [os.path.join(TOP, "test", "testbed", "run.sh")],
               "the emulated testbed's own tests"),
         Suite("one-cluster", pytest("test_one_cluster.py", extra=p),
@@ -120,6 +120,12 @@ def slices(a):
             "test_mpich_clusters.py", extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs]),
             f"MPICH's full testlists of {dirs}, ranks alternating two clusters")
 
+    def m4py(policy):
+        # 500 us one way: 1 ms makes a run about 7 minutes, too long for a slice
+        return Suite(f"mpi4py-{policy}", m4 + ["--layout", "clusters", "--policies", policy,
+                                               "--delay", "500us"],
+                     f"mpi4py's suite across two clusters under {policy}, 500 us one way")
+
     def impi(dirs):
         return Suite(f"mpich-impi-{dirs.replace(' ', '-')}", pytest(
             "test_mpich_impi.py", extra=p + ["--mpich-list", "full", "--impi-dirs", dirs]),
@@ -136,15 +142,11 @@ def slices(a):
         [impi("pt2pt datatype")],
         [impi("coll")],
         [impi("comm")],
-        [Suite("mpi4py-aggregate", m4 + ["--layout", "clusters", "--policies", "aggregate"],
-               "mpi4py's suite across two clusters under aggregate, 1 ms one way")],
+        [m4py("aggregate")],
         [Suite("mpi4py-one", m4 + ["--layout", "one"], "mpi4py's suite on one cluster"),
-         Suite("mpi4py-static", m4 + ["--layout", "clusters", "--policies", "static"],
-               "mpi4py's suite across two clusters under static")],
-        [Suite("mpi4py-alltoall", m4 + ["--layout", "clusters", "--policies", "alltoall"],
-               "mpi4py's suite across two clusters under alltoall")],
-        [Suite("mpi4py-tcp", m4 + ["--layout", "clusters", "--policies", "tcp"],
-               "mpi4py's suite across two clusters under tcp")],
+         m4py("static")],
+        [m4py("alltoall")],
+        [m4py("tcp")],
         [Suite("clusters-full", pytest("test_clusters.py", mark="full", extra=p),
                "two clusters: stress under every policy through bounded routers, small "
                "chunks, more placements")],

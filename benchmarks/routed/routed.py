@@ -101,7 +101,7 @@ MPI and routers:
 Measurement:
   --reps N                  repetitions, interleaved over the policies (default 3; quick 1)
   --quick                   the demo profile: --parts latency,bw, 1 rep, latency 1 B-4 KiB,
-                            bandwidth 64 KiB-8 MiB with a window of 4 (< 3 minutes)
+                            bandwidth 64 KiB-4 MiB with a window of 4 (about 1 minute)
   --parts LIST              see above
   --stripe-routers "1 2 4"  router counts of the stripe part (default 1 2 4 .. up to R)
   --stripe-size SIZE        (default 8M)
@@ -220,7 +220,7 @@ def options(argv):
         o.reps = o.reps or "1"
         o.parts = o.parts or "latency,bw"
         o.latency_opts = o.latency_opts or "--min 1 --max 4K --iters 30 --warmup 3"
-        o.bw_opts = o.bw_opts or "--min 64K --max 8M --window 4 --iters 2 --warmup 1 --min-iters 2"
+        o.bw_opts = o.bw_opts or "--min 64K --max 4M --window 4 --iters 2 --warmup 1 --min-iters 2"
     o.reps = posint("--reps", o.reps or "3")
     o.parts = o.parts or "latency,bw,stripe,mbw,alltoall"
     o.latency_opts = "--stat median " + (o.latency_opts or
