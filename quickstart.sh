@@ -116,6 +116,6 @@ case "${1:-help}" in
     build) build_all ;;
     # shellcheck disable=SC2086
     deps) deps $BUILD_PACKAGES $TEST_PACKAGES ;;
-    help|-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
+    help|-h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' ;;
     *) echo "quickstart: unknown command '$1' (demo, test, build, deps, help)" >&2; exit 2 ;;
 esac

@@ -99,7 +99,9 @@ def build(prefix, work):
         sh([py, "-m", "pip", "install", "-q", "wheel", "setuptools", "cython>=3.0.1", "build"])
     tarball = os.path.join(work, f"mpi4py-{VERSION}.tar.gz")
     if not os.path.exists(tarball):
-        sh([py, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "-d", work,
+        # The source of mpi4py only: ":all:" would also build its build
+        # dependencies (Cython) from source to read its metadata, minutes here.
+        sh([py, "-m", "pip", "download", "-q", "--no-binary", "mpi4py", "--no-deps", "-d", work,
             f"mpi4py=={VERSION}"])
     src = os.path.join(work, f"mpi4py-{VERSION}")
     shutil.rmtree(src, ignore_errors=True)
