@@ -115,10 +115,14 @@ def slices(a):
             "--dirs", dirs, "--out", os.path.join(a.build, "testsuite", f"full-{tag}")],
             f"MPICH's full testlists of {dirs}, one cluster of two nodes")
 
-    def across(dirs):
-        return Suite(f"mpich-2clusters-{dirs.replace(' ', '-')}", pytest(
-            "test_mpich_clusters.py", extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs]),
-            f"MPICH's full testlists of {dirs}, ranks alternating two clusters")
+    def across(dirs, shard=None):
+        tag = dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "")
+        part = ["--mpich-shard", shard] if shard else []
+        return Suite(f"mpich-2clusters-{tag}", pytest(
+            "test_mpich_clusters.py",
+            extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs] + part),
+            f"MPICH's full testlists of {dirs}" + (f" (lines {shard})" if shard else "") +
+            ", ranks alternating two clusters")
 
     def m4py(policy):
         # 500 us one way: 1 ms makes a run about 7 minutes, too long for a slice
@@ -138,7 +142,9 @@ def slices(a):
         [across("pt2pt")],
         [across("coll")],
         [across("comm datatype part")],
-        [across("rma")],
+        [across("rma", "0/3")],
+        [across("rma", "1/3")],
+        [across("rma", "2/3")],
         [impi("pt2pt datatype")],
         [impi("coll")],
         [impi("comm")],

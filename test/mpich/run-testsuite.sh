@@ -32,6 +32,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      left shared memory (default fab0; ext0 across clusters)
   --retries N        run failed tests again up to N times; a later pass counts,
                      marked "passed on retry" (default 0; 1 with --ci)
+  --shard K/N        of each selected directory's list, only the lines K, K+N,
+                     K+2N, ... (counted from 0), so that N runs cover it once
   --chunk N          give each runtests at most N list lines (default 0: one
                      runtests per directory); retries always use 4, so that
                      runtests' "too many time-outs" stop cannot skip tests
@@ -61,7 +63,7 @@ here=$top/test/mpich
 prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
 impi_hosts=
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
-dirs= nodes=2 timeout=120 retries= chunk=0
+dirs= nodes=2 timeout=120 retries= chunk=0 shard=
 extra_env=()
 
 while [ $# -gt 0 ]; do
@@ -81,6 +83,7 @@ while [ $# -gt 0 ]; do
         --path-if) path_if=${2:?}; shift 2 ;;
         --retries) retries=${2:?}; shift 2 ;;
         --chunk) chunk=${2:?}; shift 2 ;;
+        --shard) shard=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
         --build-dir) builddir=${2:?}; shift 2 ;;
         --save) save=${2:?}; shift 2 ;;
@@ -208,6 +211,19 @@ else
         [ -f "$src/$d/testlist" ] || die "test/mpi/$d has no testlist"
         run_dirs+=("$d")
     done
+fi
+if [ -n "$shard" ]; then
+    case $shard in
+        [0-9]*/[0-9]*) shard_k=${shard%/*} shard_n=${shard#*/} ;;
+        *) die "--shard wants K/N, e.g. 0/3" ;;
+    esac
+    [ "$shard_n" -ge 1 ] && [ "$shard_k" -lt "$shard_n" ] || die "--shard K/N wants 0 <= K < N"
+    find "$src" -name testlist.shard -delete
+    for d in "${run_dirs[@]}"; do
+        grep -v '^[[:space:]]*\(#\|$\)' "$src/$d/$listname" \
+            | awk -v k="$shard_k" -v n="$shard_n" '(NR - 1) % n == k' >"$src/$d/testlist.shard"
+    done
+    listname=testlist.shard
 fi
 [ ${#run_dirs[@]} -gt 0 ] || die "nothing selected to run"
 

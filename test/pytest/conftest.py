@@ -37,6 +37,9 @@ def pytest_addoption(parser):
                      "or a file of 'DIR/prog np ...' lines")
     g.addoption("--impi-dirs", default="pt2pt coll comm datatype",
                 help="the directories test_mpich_impi.py runs over IMPI (default: %(default)s)")
+    g.addoption("--mpich-shard", default="", metavar="K/N",
+                help="of each directory's list only the lines K, K+N, ... (run-testsuite.sh "
+                     "--shard), so that N runs cover it")
     g.addoption("--mpich-policies", default="",
                 help="policies to run it under (default: the router file's, aggregate)")
     g.addoption("--mpich-delay", default="100us", help="the WAN's one-way delay")

@@ -55,6 +55,8 @@ def impi_run(impi_clusters, prefix, work, request):
             "--dirs", cfg.getoption("--impi-dirs"), "--testbed", impi_clusters.tb.name,
             "--impi", "a0;b0", "--path-if", "ext0",
             "--env", "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0", "--out", out] + sel
+    if cfg.getoption("--mpich-shard"):
+        argv += ["--shard", cfg.getoption("--mpich-shard")]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=4 * 3600)
     with open(out + ".log", "w") as f:
         f.write(r.stdout + r.stderr)
