@@ -115,9 +115,10 @@ def slices(a):
             "--dirs", dirs, "--out", os.path.join(a.build, "testsuite", f"full-{tag}")],
             f"MPICH's full testlists of {dirs}, one cluster of two nodes")
 
-    def across(dirs, shard=None):
+    def across(dirs, shard=None, limit=None):
         tag = dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "")
-        part = ["--mpich-shard", shard] if shard else []
+        part = (["--mpich-shard", shard] if shard else []) + \
+            (["--mpich-timeout", str(limit)] if limit else [])
         return Suite(f"mpich-2clusters-{tag}", pytest(
             "test_mpich_clusters.py",
             extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs] + part),
@@ -142,9 +143,13 @@ def slices(a):
         [across("pt2pt")],
         [across("coll")],
         [across("comm datatype part")],
-        [across("rma", "0/3")],
-        [across("rma", "1/3")],
-        [across("rma", "2/3")],
+        # rma/rma_contig -iter=10000 makes 10,000 rounds of RMA operations and
+        # synchronisations, each a round trip through the routers and the WAN;
+        # it ran into the default 120 s limit across two clusters
+        # (docs/testsuite.md, KNOWN FAILURES)
+        [across("rma", "0/3", 400)],
+        [across("rma", "1/3", 400)],
+        [across("rma", "2/3", 400)],
         [impi("pt2pt datatype")],
         [impi("coll")],
         [impi("comm")],
