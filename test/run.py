@@ -233,8 +233,9 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the suites and slices")
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--build", default=os.path.join(TOP, "_build"))
-    ap.add_argument("--npb", default=os.environ.get("ICBC_NPB_DIR", ""),
-                    help="NPB 3.4-MPI sources (default $ICBC_NPB_DIR; benchmarks/README.md, NPB)")
+    ap.add_argument("--npb", default="",
+                    help="NPB 3.4-MPI sources (else the suites read $ICBC_NPB_DIR; "
+                         "benchmarks/README.md, NPB)")
     ap.add_argument("--logs", default="")
     a = ap.parse_args()
     a.prefix, a.build = os.path.abspath(a.prefix), os.path.abspath(a.build)

@@ -44,8 +44,7 @@ def is_s(prefix, work, request):
     src = request.config.getoption("--npb")
     if not src:
         # NPB is not packaged in Debian: the user gives its sources.
-        pytest.skip("input: NPB 3.4-MPI sources not given (--npb DIR or ICBC_NPB_DIR; "
-                    "benchmarks/README.md, NPB)")
+        pytest.skip("input: " + npb.NOT_FOUND)
     try:
         return npb.build(prefix, "is", "S", os.path.join(work, "npb"), npb=src)
     except npb.NpbError as e:
