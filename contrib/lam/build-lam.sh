@@ -10,7 +10,8 @@
 # `mpirun -client` runs, the 32-bit one is a working IMPI client. No source
 # edits; C++ sources that predate today's headers get them with -include.
 # Steps (each skipped when done): packages (gcc-multilib g++-multilib),
-# source, configure (--with-impi --with-rpi=tcp, no Fortran, no ROMIO),
+# source, configure (--with-impi --with-rpi=tcp; no Fortran, ROMIO, C++ bindings or
+# TotalView support, none of which the IMPI tests use),
 # make, install. Logs: BUILDDIR/logs/<step>.log. Prints the prefix at the end;
 # `PREFIX/bin/laminfo` then lists IMPI support and the impi coll module.
 set -euo pipefail
@@ -88,7 +89,8 @@ if [ ! -f "$src/config.status" ]; then
     step "configure (32-bit, IMPI, TCP RPI; log: $logs/configure.log)"
     (cd "$src" && run_logged configure env CC="gcc -m32" CXX="g++ -m32" CFLAGS="-O2 -m32" \
         CXXFLAGS="-O2 -m32 -include cstring -include cstdlib -include climits" LDFLAGS=-m32 \
-        ./configure --prefix="$prefix" --with-impi --without-fc --without-romio --with-rpi=tcp)
+        ./configure --prefix="$prefix" --with-impi --without-fc --without-romio --with-rpi=tcp \
+        --without-mpi2cpp --disable-tv --disable-dependency-tracking)
 fi
 step "make -j$jobs (log: $logs/make.log)"
 (cd "$src" && run_logged make make -j"$jobs")

@@ -121,8 +121,10 @@ fi
 [ "$stage" = prepare ] && exit 0
 
 # ---- configure ------------------------------------------------------------
+# ccache through its directory of compiler names, not in CC: configure writes
+# CC into the installed mpicc, which must run where ccache is not installed.
 cc="gcc"; cxx="g++"; fc="gfortran"
-if command -v ccache >/dev/null 2>&1; then cc="ccache gcc"; cxx="ccache g++"; fi
+if [ -d /usr/lib/ccache ]; then export PATH=/usr/lib/ccache:$PATH; fi
 config_sig="prefix=$prefix cc=$cc"
 if [ ! -f "$obj/.icbc-configured" ] || [ "$(cat "$obj/.icbc-configured")" != "$config_sig" ]; then
     mkdir -p "$obj"

@@ -9,6 +9,7 @@ time limit (--errors-repeat N runs each N times). A variable a case sets is
 named in its row, with the reason.
 """
 import dataclasses
+import os
 
 import pytest
 
@@ -98,3 +99,18 @@ def test_promised_error(case, rep, one_cluster, programs, work, prefix):
     assert not r.timed_out, f"hung\n{r.describe()}"
     assert r.failed_with(case.expect), \
         f"expected an error matching {case.expect!r}\n{r.describe()}"
+
+
+@pytest.mark.parametrize("wrapper", ["mpicc", "mpicxx", "mpifort"])
+def test_wrapper_compiler_is_plain(wrapper, prefix):
+    """The installed compiler wrappers name the compiler itself: a build tool
+    used while building MPICH (ccache) must not be needed where users compile."""
+    import shutil
+    import subprocess
+    r = subprocess.run([os.path.join(prefix, "bin", wrapper), "-show"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout
+    compiler = r.stdout.split()[0]
+    assert os.path.basename(compiler) in ("gcc", "g++", "gfortran"), r.stdout
+    assert "ccache" not in r.stdout, r.stdout
+    assert shutil.which(compiler), f"{wrapper} names {compiler}, which is not on PATH"
