@@ -61,11 +61,14 @@ CAUSE = re.compile(r"Assertion|assert|Fatal|fatal error|Abort|abort\(|corrupt|"
 
 
 def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, args=(),
-            timeout=240, mpiexec_args=(), watch=None):
+            timeout=240, mpiexec_args=(), watch=None, until=None):
     """Runs EXE on NP ranks with mpiexec from PREFIX in environment ENV
     (a testbed's user_env()), plus EXTRA_ENV (named by the test that needs
     it). The job is killed after TIMEOUT seconds. WATCH: a pattern whose
-    first appearance in the output is timed (watched_secs)."""
+    first appearance in the output is timed (watched_secs). UNTIL: a pattern
+    after whose first appearance the job is killed 2 s later (the result is
+    not timed_out), for a test whose job need not end by itself once it has
+    shown what the test asserts."""
     name = name or os.path.basename(exe)
     log = os.path.join(work, f"{name}.log")
     argv = [os.path.join(prefix, "bin", "mpiexec")]
@@ -77,6 +80,7 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
     start = time.time()
     timed_out = False
     watched = None
+    stop_at = None
     with open(log, "w") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=job_env,
                              start_new_session=True)
@@ -86,10 +90,17 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if watch and watched is None:
+            if (watch and watched is None) or (until and stop_at is None):
                 with open(log, errors="replace") as g:
-                    if re.search(watch, g.read(), re.M):
-                        watched = time.time() - start
+                    text = g.read()
+                if watch and watched is None and re.search(watch, text, re.M):
+                    watched = time.time() - start
+                if until and stop_at is None and re.search(until, text, re.M):
+                    stop_at = time.time() + 2
+            if stop_at is not None and time.time() > stop_at:
+                os.killpg(p.pid, 9)
+                rc = p.wait()
+                break
             if time.time() - start > timeout:
                 timed_out = True
                 os.killpg(p.pid, 9)

@@ -265,6 +265,8 @@ def main():
     ap.add_argument("--delay", default="1ms", help="one-way WAN delay of --layout clusters")
     ap.add_argument("--csv", default="", help="write every run's time to this CSV file")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--build-only", action="store_true",
+                    help="build mpi4py against --prefix (once) and run nothing")
     ap.add_argument("--name", default="tm4py",
                     help="the testbed's name; another name lets a second run go at once")
     args = ap.parse_args()
@@ -273,6 +275,9 @@ def main():
     os.makedirs(work, exist_ok=True)
     rep = Report()
     py, testdir = build(prefix, work)
+    if args.build_only:
+        print(f"mpi4py {VERSION} built against {prefix} in {work}")
+        return 0
     lib = mpi_library(py)
     rep.check("ch4:icbc" in lib, "mpi4py loads this prefix's MPI",
               "(" + next((l.strip() for l in lib.splitlines() if "Device" in l), "no device") + ")")

@@ -32,6 +32,9 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      left shared memory (default fab0; ext0 across clusters)
   --retries N        run failed tests again up to N times; a later pass counts,
                      marked "passed on retry" (default 0; 1 with --ci)
+  --exclude FILE     leave out the list lines FILE names (lines "DIR/prog np ...",
+                     as --list takes; keys such as timeLimit= are ignored in the
+                     comparison): a long test that runs elsewhere on its own
   --shard K/N        of each selected directory's list, only the lines K, K+N,
                      K+2N, ... (counted from 0), so that N runs cover it once
   --chunk N          give each runtests at most N list lines (default 0: one
@@ -40,6 +43,7 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
   --jobs-note        record the machine load (other jobs on the cores) before
                      and after each directory in DIR/jobs-note.txt
   --build-dir D      where to extract and build the suite
+  --build-only       extract, configure and build the suite's harness, run nothing
   --save DIR         also copy the summary files (not the build tree) to DIR:
                      summary.{xml,tap,junit.xml}, counts.tsv, tests.tsv,
                      failures.txt, run-info.txt, jobs-note.txt
@@ -63,7 +67,7 @@ here=$top/test/mpich
 prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
 impi_hosts=
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
-dirs= nodes=2 timeout=120 retries= chunk=0 shard=
+dirs= nodes=2 timeout=120 retries= chunk=0 shard= exclude=
 extra_env=()
 
 while [ $# -gt 0 ]; do
@@ -84,7 +88,9 @@ while [ $# -gt 0 ]; do
         --retries) retries=${2:?}; shift 2 ;;
         --chunk) chunk=${2:?}; shift 2 ;;
         --shard) shard=${2:?}; shift 2 ;;
+        --exclude) exclude=${2:?}; shift 2 ;;
         --jobs-note) jobs_note=1; shift ;;
+        --build-only) build_only=1; shift ;;
         --build-dir) builddir=${2:?}; shift 2 ;;
         --save) save=${2:?}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -161,6 +167,7 @@ if [ "$(cat "$builddir/stamp" 2>/dev/null)" != "$stamp_want" ]; then
 else
     msg "test suite already configured in $src"
 fi
+[ "${build_only:-0}" = 1 ] && exit 0
 # test/mpi/basic has no testlist in MPICH; ours is in test/mpich/testlists.
 cp "$here/testlists/basic/testlist" "$src/basic/testlist"
 
@@ -224,6 +231,32 @@ if [ -n "$shard" ]; then
             | awk -v k="$shard_k" -v n="$shard_n" '(NR - 1) % n == k' >"$src/$d/testlist.shard"
     done
     listname=testlist.shard
+fi
+if [ -n "$exclude" ]; then
+    [ -f "$exclude" ] || die "--exclude: no file $exclude"
+    find "$src" -name testlist.excl -delete
+    for d in "${run_dirs[@]}"; do
+        # a line without its key=value words other than arg=, spaces collapsed
+        awk -v d="$d" -v ex="$exclude" '
+            function norm(s,   n, i, w, out) {
+                n = split(s, w, /[ \t]+/); out = ""
+                for (i = 1; i <= n; i++)
+                    if (w[i] != "" && (w[i] !~ /=/ || w[i] ~ /^arg=/))
+                        out = out (out == "" ? "" : " ") w[i]
+                return out
+            }
+            FNR == NR {
+                if ($0 ~ /^[ \t]*(#|$)/) next
+                split($1, p, "/")
+                if (p[1] == d) { sub(/^[^\/]*\//, ""); drop[norm($0)] = 1 }
+                next
+            }
+            /^[ \t]*(#|$)/ { next }
+            !(norm($0) in drop) { print; next }
+            { print "run-testsuite: excluded (" ex "): " d "/" $0 > "/dev/stderr" }
+        ' "$exclude" "$src/$d/$listname" >"$src/$d/testlist.excl"
+    done
+    listname=testlist.excl
 fi
 [ ${#run_dirs[@]} -gt 0 ] || die "nothing selected to run"
 

@@ -40,6 +40,9 @@ def pytest_addoption(parser):
     g.addoption("--mpich-shard", default="", metavar="K/N",
                 help="of each directory's list only the lines K, K+N, ... (run-testsuite.sh "
                      "--shard), so that N runs cover it")
+    g.addoption("--mpich-exclude", default="", metavar="FILE",
+                help="leave out the list lines FILE names (run-testsuite.sh --exclude): "
+                     "the long tests that run on their own (test/mpich/long-rma.list)")
     g.addoption("--mpich-policies", default="",
                 help="policies to run it under (default: the router file's, aggregate)")
     g.addoption("--mpich-delay", default="100us", help="the WAN's one-way delay")

@@ -237,14 +237,16 @@ def test_router_stopped_gives_the_silence_error(two_clusters, programs, work, pr
     MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT (20 s, the default) and raises the MPI
     error naming the silence. Whether the whole job ends by itself is not
     required (b0 keeps its trunk to the stopped a0 open; hydra does not
-    always reach rank 1's proxy); it is killed after 64 s."""
+    always reach rank 1's proxy); it is killed 2 s after rank 0's abort, or
+    after 64 s."""
     stopper = signal_router_later(daemons, "a0", signal.SIGSTOP, 4)
     # 20 s of silence, the 5 s grace, margin: the error within 45 s of the stop
     try:
         r = run_mpi(prefix, two_clusters.env, programs["stress"], 2, work,
                     name="router-stopped", hosts=two_clusters.hosts,
                     extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"},
-                    args=("--seed", "12"), timeout=64, watch=r"lost: silent for [0-9]+ s")
+                    args=("--seed", "12"), timeout=64, watch=r"lost: silent for [0-9]+ s",
+                    until=r"^Abort\(")
     finally:
         stopper.join()
         os.kill(daemons.pids["a0"], signal.SIGCONT)

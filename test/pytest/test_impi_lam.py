@@ -89,16 +89,22 @@ def nobody_dir(build_dir):
     return build_dir if reachable_by_others(build_dir) else SHARED
 
 
-@pytest.fixture(scope="session")
-def lam(build_dir):
-    """LAM/MPI's prefix, built once."""
-    log = os.path.join(build_dir, "lam-build.log")
+def lam_build_command(build_dir):
+    """build-lam.sh with the directories this suite uses for BUILD_DIR."""
     cmd = [os.path.join(TOP, "contrib", "lam", "build-lam.sh")]
     if nobody_dir(build_dir) == SHARED:
         os.makedirs(SHARED, exist_ok=True)
         os.chmod(SHARED, 0o755)
         cmd += ["--builddir", os.path.join(SHARED, "build"),
                 "--prefix", os.path.join(SHARED, "install")]
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def lam(build_dir):
+    """LAM/MPI's prefix, built once."""
+    log = os.path.join(build_dir, "lam-build.log")
+    cmd = lam_build_command(build_dir)
     with open(log, "w") as f:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True, timeout=3600)
     if r.returncode != 0:
@@ -482,3 +488,12 @@ def test_lam_with_the_wrong_key_is_refused(build_dir, lam, lam_prog, work):
         assert alive, "impi-server ended at a stranger's wrong key\n" + report
     finally:
         u.halt()
+
+
+if __name__ == "__main__":
+    # python3 test/pytest/test_impi_lam.py --build-only BUILD_DIR: build LAM
+    # where this suite looks for it (test/run.py's preparation step)
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "--build-only":
+        sys.exit("usage: test_impi_lam.py --build-only BUILD_DIR")
+    sys.exit(subprocess.call(lam_build_command(os.path.abspath(sys.argv[2]))))

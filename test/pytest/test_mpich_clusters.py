@@ -72,6 +72,8 @@ def mpich_runs(one_node_clusters, prefix, work, request):
                 "--out", out] + sel
         if policy:
             argv += ["--env", f"MPIR_CVAR_CH4_ICBC_POLICY={policy}"]
+        if cfg.getoption("--mpich-exclude"):
+            argv += ["--exclude", os.path.abspath(cfg.getoption("--mpich-exclude"))]
         if cfg.getoption("--mpich-shard"):
             argv += ["--shard", cfg.getoption("--mpich-shard")]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=4 * 3600)
