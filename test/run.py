@@ -175,8 +175,9 @@ def slices(a):
             f"MPICH's full testlists of {dirs}, split over two IMPI clients", ("mpich-tests",))
 
     return [
-        [one("attr basic errhan group info init topo part datatype comm", "small-comm")],
-        [one("coll pt2pt")],
+        [one("attr basic errhan group info init topo part datatype comm pt2pt",
+             "small-comm-pt2pt")],
+        [one("coll")],
         [one("rma")],
         [across("pt2pt")],
         [across("coll", "0/2")],
