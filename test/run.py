@@ -141,24 +141,29 @@ def slices(a):
 
     long_rma = os.path.join(TOP, "test", "mpich", "long-rma.list")
 
-    def across(dirs, shard=None, limit=None, tag=None):
-        tag = tag or dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "")
+    def across(dirs, shard=None):
+        tag = dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "")
+        rma = "rma" in dirs.split()
         part = (["--mpich-shard", shard] if shard else []) + \
-            (["--mpich-timeout", str(limit)] if limit else []) + \
-            (["--mpich-exclude", long_rma] if "rma" in dirs.split() else [])
+            (["--mpich-exclude", long_rma] if rma else [])
         return Suite(f"mpich-2clusters-{tag}", pytest(
             "test_mpich_clusters.py",
             extra=p + ["--mpich-list", "full", "--mpich-dirs", dirs] + part),
             f"MPICH's full testlists of {dirs}" + (f" (lines {shard})" if shard else "") +
-            (" but the two of long-rma.list" if "rma" in dirs.split() else "") +
+            (" but the two of long-rma.list" if rma else "") +
             ", ranks alternating two clusters", ("mpich-tests",))
 
-    def long(k, test, limit):
-        # one line of long-rma.list alone: its time is the volume it moves
+    with open(long_rma) as f:
+        long_lines = [x.split()[0] for x in f if x.strip() and not x.startswith("#")]
+
+    def long(test, limit):
+        # one line of long-rma.list alone (a shard of one line): its time is the
+        # volume it moves
+        k = long_lines.index(f"rma/{test}")
         return Suite(f"mpich-2clusters-{test}", pytest(
             "test_mpich_clusters.py",
             extra=p + ["--mpich-list", long_rma, "--mpich-dirs", "rma", "--mpich-shard",
-                       f"{k}/2", "--mpich-timeout", str(limit)]),
+                       f"{k}/{len(long_lines)}", "--mpich-timeout", str(limit)]),
             f"MPICH's rma/{test} alone across two clusters, limit {limit} s "
             "(test/mpich/long-rma.list)", ("mpich-tests",))
 
@@ -187,8 +192,8 @@ def slices(a):
         [across("rma", "0/3")],
         [across("rma", "1/3")],
         [across("rma", "2/3")],
-        [long(0, "rma_contig", 900)],
-        [long(1, "large_acc_flush_local", 600)],
+        [long("rma_contig", 900)],
+        [long("large_acc_flush_local", 600)],
         [impi("pt2pt datatype")],
         [impi("coll")],
         [impi("comm")],
