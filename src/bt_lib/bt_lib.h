@@ -131,6 +131,10 @@ void bt_poller_destroy(bt_poller_t *p);
  * (handshake deadlines) included. Returns the number of events handled, or
  * a negative icbc_status_t. EINTR returns 0. */
 int bt_poller_wait(bt_poller_t *p, int timeout_ms);
+/* Runs the deferred work queued now (send completions) without asking the
+ * kernel for events: what a loop that also drives another event source does
+ * before it decides to block. Returns how many connections had work. */
+int bt_poller_run_deferred(bt_poller_t *p);
 /* Foreign descriptors (a UCX worker's event fd, a signalfd, an eventfd). */
 icbc_status_t bt_poller_add_fd(bt_poller_t *p, int fd, uint32_t events, bt_fd_cb_t cb, void *arg);
 icbc_status_t bt_poller_mod_fd(bt_poller_t *p, int fd, uint32_t events);

@@ -292,6 +292,18 @@ int bt_poller_wait(bt_poller_t *p, int timeout_ms)
     return handled;
 }
 
+int bt_poller_run_deferred(bt_poller_t *p)
+{
+    int n;
+
+    if (p->defer_head == NULL)
+        return 0;
+    bt_poller_enter(p);
+    n = run_deferred(p);
+    bt_poller_leave(p);
+    return n;
+}
+
 /* ---- foreign descriptors ---- */
 
 icbc_status_t bt_poller_add_fd(bt_poller_t *p, int fd, uint32_t events, bt_fd_cb_t cb, void *arg)

@@ -2,6 +2,7 @@
 #include "router.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,6 +91,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         r->cfg.max_unregistered = ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0)
         r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
+    if (r->cfg.spin_us == 0)
+        r->cfg.spin_us = ICBC_ROUTER_SPIN_US_DEFAULT;
     if (r->cfg.eager_window == 0) {
         r->cfg.eager_window = r->cfg.max_memory / 256;
         if (r->cfg.eager_window < ICBC_ROUTER_EAGER_WINDOW_MIN)
@@ -344,14 +347,16 @@ static void stats_line(icbc_router_t *r)
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
 {
-    double now = icbc_clock_ms();
+    double now = icbc_clock_ms(), busy_at = now;
+    double spin_ms = r->cfg.spin_us > 0 ? r->cfg.spin_us / 1e3 : 0;
 
     r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
     while (!r->stopping) {
         double next;
         int n, timeout;
+        unsigned did;
 
-        mx_server_progress(r->fabric);
+        did = mx_server_progress(r->fabric);
         rt_mem_kick(r);      /* rendezvous pulls queued by UCX callbacks */
         rt_pump_deferred(r); /* queues filled by UCX callbacks */
         rt_destroy_dead(r);
@@ -372,24 +377,40 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
                 next = r->next_stats;
         }
         publish(r);
-        if (mx_server_progress(r->fabric) > 0 || !icbc_list_empty(&r->to_pump) ||
-            !icbc_list_empty(&r->credit_pending))
+        if (did > 0)
+            busy_at = now;
+        /* mx_server_progress drove UCX until it found nothing (one more
+         * call would only ask the kernel again); what this turn queued
+         * since (pumps, credits) is served by another turn, and UCX work it
+         * started makes the arm below fail. */
+        if (!icbc_list_empty(&r->to_pump) || !icbc_list_empty(&r->credit_pending))
             continue;
         /* bt_lib runs deferred work (send completions) at the start of a
-         * wait; that work may start UCX operations, so only block once a
-         * non-blocking turn found nothing to do. */
-        r->fabric_events = 0;
-        n = bt_poller_wait(r->poller, 0);
-        if (n < 0)
-            goto poller_failed;
-        if (n > r->fabric_events)
+         * wait, and that work may start UCX operations: run it before the
+         * worker is armed, so that the wait below only sleeps. */
+        if (bt_poller_run_deferred(r->poller) > 0)
             continue;
+        if (now - busy_at < spin_ms) {
+            /* Spinning: a reply or the next message of a burst is likely
+             * soon; the poll handles what came on the trunks. */
+            r->fabric_events = 0;
+            n = bt_poller_wait(r->poller, 0);
+            if (n < 0)
+                goto poller_failed;
+            if (n > r->fabric_events)
+                busy_at = now;
+            else
+                sched_yield();
+            continue;
+        }
         if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY)
             continue;
         timeout = next > now ? (int) (next - now) + 1 : 0;
         n = bt_poller_wait(r->poller, timeout);
         if (n < 0)
             goto poller_failed;
+        if (n > 0 && spin_ms > 0)
+            busy_at = icbc_clock_ms(); /* a wake-up brought work: spin after it */
     }
     rt_trunks_shutdown(r);
     r->st.peak_rss_kb = peak_rss_kb();
