@@ -2,13 +2,34 @@
 """NPB kernels across two emulated clusters: every benchmark under every
 policy, router count and WAN delay asked for, as a user runs them.
 
-    python3 benchmarks/apps/run.py [--bench is,ft,cg,mg,is.B,hpcc] [--class A]
-        [--policies aggregate,static,alltoall] [--routers 4,2,1] [--delays 0ms,5ms,10ms]
-        [--nodes 4] [--nic-rate 50mbit] [--wan-rate 400mbit] [--reps 1]
-        [--prefix _install] [--npb DIR] [--out benchmarks/results/apps] [--timeout 600]
+    python3 benchmarks/apps/run.py [--regime aggregate-router-2009|matrix-2026]
+        [--bench is,ft,cg,mg,is.B,hpcc] [--class A]
+        [--policies aggregate,static,alltoall,tcp,stock] [--routers 4,2,1]
+        [--delays 0ms,5ms,10ms] [--nodes 4] [--ppn 1] [--nic-rate 50mbit]
+        [--wan-rate 400mbit] [--reps 1] [--prefix _install] [--stock-prefix /usr]
+        [--npb DIR] [--out DIR] [--timeout 600]
         [--variant LABEL=POLICY:VAR=VALUE[:VAR=VALUE...]]... [--buffer SIZE]
-        [--nic-queue TIME] [--traces]
+        [--nic-queue TIME] [--[no-]traces]
         [--hpcc-n N] [--resume | --report]
+
+--regime names a whole setting (REGIMES below; --help prints them); options
+given beside it override its values. aggregate-router-2009 is the
+aggregate-router paper's regime scaled to one host: one NIC < WAN < all the
+nodes' NICs (1.6 x), the routers' NICs together at most the WAN, routers
+embedded in the first process of the first R nodes, 2 processes per node,
+a switch-sized WAN buffer, delays 0-15 ms, and five columns: aggregate,
+static, alltoall, tcp and stock MPICH (Debian's ch4:ucx from
+--stock-prefix, UCX over TCP on the nodes' external NICs). matrix-2026 (the
+default) is the first matrix: one rank per node, the WAN wider than all
+NICs. Results go to benchmarks/results/apps/REGIME (matrix-2026: .../matrix)
+unless --out says otherwise.
+
+The host's CPU use over each run (all cores, /proc/stat: ranks, routers and
+the WAN emulator together) is in the row; a run above 80 % is marked and
+left out of the medians and ratios, since its time is the host's, not the
+network's. Stock MPICH polls without yielding, so its CPU use is always
+near 100 % whatever bounds it; its runs are counted, and on a host with
+fewer cores than ranks its polling ranks take the cores from each other.
 
 A benchmark is a kernel of class --class (is) or of the class it names
 (is.B), or hpcc. The runs go in phases, cheapest first: the kernels of
@@ -26,8 +47,8 @@ rows OUT/npb.csv already holds for this matrix.
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
 its router file with the policy line set as a user edits it, and our
-mpiexec with one rank per node, cluster a's nodes first (ranks 0..M-1 in
-a, M..2M-1 in b). A --variant is one more column beside the policies: runs
+mpiexec with --ppn ranks per node, cluster a's nodes first (ranks 0..M*ppn-1
+in a, the rest in b). A --variant is one more column beside the policies: runs
 under POLICY with the variables given (e.g. a CVAR under study), labelled
 LABEL in the table and the plots; the variables reach the ranks with
 mpiexec -genv, as a user passes them. {matb_lib} in a value is the path of
@@ -66,6 +87,7 @@ otherwise, 2 on bad usage.
 import argparse
 import csv
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -81,10 +103,45 @@ import npb  # noqa: E402
 from mpirun import run_mpi  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
-POLICIES = ("aggregate", "static", "alltoall", "tcp")
+POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock")
 # the columns that name a run, and the testbed's that must match for --resume
 RUN_KEY = ("bench", "cls", "policy", "routers", "delay", "rep")
-TESTBED_KEY = ("nodes", "nic_rate", "wan_rate", "wan_buffer", "nic_queue")
+TESTBED_KEY = ("nodes", "ppn", "nic_rate", "wan_rate", "wan_buffer", "nic_queue")
+# a column added later: what the rows written before it had
+KEY_DEFAULT = {"ppn": "1"}
+# runs whose host CPU use is above this (percent of all cores) are marked and
+# left out of the medians and ratios: their time is the host's, not the network's
+CPU_BOUND_PCT = 80.0
+
+# Named settings of the matrix (--regime); an option given on the command line
+# wins over its regime's value.
+REGIMES = {
+    # The aggregate-router paper's regime scaled to one two-core host: one
+    # NIC < WAN < the nodes' NICs together (4 x 10 = 40 Mbit/s into 25, the
+    # paper's 1.6 x), the routers' NICs together at most the WAN (2 x 10 =
+    # 20 <= 25, the paper's 8 x 1 Gbps into 10), routers on compute nodes,
+    # 2 processes per node, a WAN buffer of a switch (16 KiB: 5 ms at the
+    # WAN's rate), a node's transmit queue of 240 ms (200 frames at 10 Mbit/s;
+    # the testbed's 10 ms holds 8, and the nodes' own NICs then drop a frame in
+    # every few: a host's queue holds 1000), the paper's delays. At 25 Mbit/s
+    # NICs the 16 ranks kept the two cores 78-91 % busy (CG.A); at 10 Mbit/s
+    # 29-70 %.
+    "aggregate-router-2009": {
+        "bench": "cg,ft,is,mg,hpcc", "cls": "A", "nodes": 4, "ppn": 2, "routers": "2",
+        "nic_rate": "10mbit", "wan_rate": "25mbit", "buffer": "16KiB", "nic_queue": "240ms",
+        "delays": "0ms,5ms,10ms,15ms", "policies": "aggregate,static,alltoall,tcp,stock",
+        "traces": True, "hpcc_n": 2000,
+    },
+    # The first matrix (benchmarks/results/apps/matrix): one rank per node,
+    # the WAN wider than all NICs together.
+    "matrix-2026": {
+        "bench": "is,ft,cg,mg", "cls": "A", "nodes": 4, "ppn": 1, "routers": "4,2,1",
+        "nic_rate": "50mbit", "wan_rate": "400mbit", "buffer": "", "delays": "0ms,5ms,10ms",
+        "policies": "aggregate,static,alltoall", "traces": False, "hpcc_n": 3000,
+        "nic_queue": "",
+    },
+}
+DEFAULT_REGIME = "matrix-2026"
 
 
 class Bench:
@@ -104,8 +161,8 @@ class Bench:
     def phase(self, first_cls):
         return (2, "") if self.name == "hpcc" else (0 if self.cls == first_cls else 1, self.cls)
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
-          "verified", "why", "nodes", "nic_rate", "wan_rate", "wan_buffer", "nic_queue",
-          "wan_drops", "nic_drops", "tcp_retrans", "hpcc_summary"]
+          "verified", "why", "nodes", "ppn", "nic_rate", "wan_rate", "wan_buffer", "nic_queue",
+          "wan_drops", "nic_drops", "tcp_retrans", "cpu_pct", "wall_secs", "hpcc_summary"]
 
 
 def split(text, what, allowed=None):
@@ -120,22 +177,29 @@ def split(text, what, allowed=None):
 
 def options(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bench", default="is,ft,cg,mg",
+    ap.add_argument("--regime", choices=sorted(REGIMES), default=DEFAULT_REGIME,
+                    help="named settings of the matrix (the options below override them): "
+                         + "; ".join(f"{k}: " + ", ".join(f"{a}={v}" for a, v in r.items())
+                                     for k, r in sorted(REGIMES.items())))
+    ap.add_argument("--bench",
                     help="NPB kernels (is, ft, cg, mg, lu, ep, ...) of --class, or of a "
                          "class named (is.B), and hpcc")
-    ap.add_argument("--hpcc-n", type=int, default=3000, help="HPL's N for hpcc")
-    ap.add_argument("--class", dest="cls", default="A")
-    ap.add_argument("--policies", default="aggregate,static,alltoall")
-    ap.add_argument("--routers", default="4,2,1")
-    ap.add_argument("--delays", default="0ms,5ms,10ms")
-    ap.add_argument("--nodes", type=int, default=4, help="nodes per cluster (one rank each)")
-    ap.add_argument("--nic-rate", default="50mbit")
-    ap.add_argument("--wan-rate", default="400mbit")
-    ap.add_argument("--buffer", default="", help="the WAN's buffer (icbc-testbed --buffer)")
-    ap.add_argument("--nic-queue", default="",
+    ap.add_argument("--hpcc-n", type=int, help="HPL's N for hpcc")
+    ap.add_argument("--class", dest="cls")
+    ap.add_argument("--policies", help="of " + ", ".join(POLICIES) + " (stock: MPICH from "
+                    "--stock-prefix, UCX over TCP on the nodes' external NICs)")
+    ap.add_argument("--stock-prefix", default="/usr", help="stock MPICH (Debian's ch4:ucx)")
+    ap.add_argument("--routers")
+    ap.add_argument("--delays")
+    ap.add_argument("--nodes", type=int, help="nodes per cluster")
+    ap.add_argument("--ppn", type=int, help="processes per node")
+    ap.add_argument("--nic-rate")
+    ap.add_argument("--wan-rate")
+    ap.add_argument("--buffer", help="the WAN's buffer (icbc-testbed --buffer)")
+    ap.add_argument("--nic-queue",
                     help="how long a frame may wait in a node's NIC transmit queue "
                          "(icbc-testbed --nic-queue)")
-    ap.add_argument("--traces", action="store_true",
+    ap.add_argument("--traces", action=argparse.BooleanOptionalAction, default=None,
                     help="keep the WAN's 1 ms trace of one run per policy: the first "
                          "benchmark at the most routers and the first delay "
                          "(OUT/traces/NAME.csv and .png, wan_traces.png)")
@@ -149,13 +213,21 @@ def options(argv):
     ap.add_argument("--npb", metavar="DIR",
                     help=f"the {npb.NPB_TREE} folder of NPB 3.4, or a folder holding it "
                          f"(default: ${npb.ENV_NPB}; benchmarks/README.md, NPB)")
-    ap.add_argument("--out", default=os.path.join(TOP, "benchmarks", "results", "apps"))
+    ap.add_argument("--out", help="results (default benchmarks/results/apps/REGIME)")
     ap.add_argument("--work", default=os.path.join(TOP, "_build", "bench-apps"))
     ap.add_argument("--timeout", type=int, default=600, help="bound of one run, s")
     ap.add_argument("--testbed-name", default="apps")
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL=POLICY:VAR=VALUE[:VAR=VALUE...], one more column")
     o = ap.parse_args(argv)
+    for k, v in REGIMES[o.regime].items():
+        if getattr(o, k) is None:
+            setattr(o, k, v)
+    if o.out is None:
+        o.out = os.path.join(TOP, "benchmarks", "results", "apps",
+                             {"matrix-2026": "matrix"}.get(o.regime, o.regime))
+    if o.nodes < 1 or o.ppn < 1:
+        raise SystemExit("run.py: --nodes and --ppn must be at least 1")
     o.benches = []
     for b in split(o.bench, "--bench"):
         name, _, cls = b.partition(".")
@@ -252,14 +324,43 @@ def delay_ms(text):
 
 
 def testbed_of(o):
-    return {"nodes": o.nodes, "nic_rate": o.nic_rate, "wan_rate": o.wan_rate,
+    return {"nodes": o.nodes, "ppn": o.ppn, "nic_rate": o.nic_rate, "wan_rate": o.wan_rate,
             "wan_buffer": o.buffer or "default", "nic_queue": o.nic_queue or "default"}
 
 
 def run_key(row):
     """A row of a testbed setting added later has it at its default."""
     return (tuple(str(row[k]) for k in RUN_KEY)
-            + tuple(str(row.get(k) or "default") for k in TESTBED_KEY))
+            + tuple(str(row.get(k) or KEY_DEFAULT.get(k, "default")) for k in TESTBED_KEY))
+
+
+def cpu_ticks():
+    """(busy, total) clock ticks of all the host's cores since boot
+    (/proc/stat): the namespaces share the kernel, so this is every rank,
+    router and the WAN emulator together."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def cpu_pct(t0, t1):
+    busy, total = t1[0] - t0[0], t1[1] - t0[1]
+    return round(100.0 * busy / total, 1) if total > 0 else ""
+
+
+def counted(row):
+    """A verified run that was not CPU-bound (see CPU_BOUND_PCT). Stock
+    MPICH polls without ever yielding, so its CPU use is always near 100 %
+    and does not tell whether the network bounded it: its runs count."""
+    if row["verified"] != "yes":
+        return False
+    if row.get("policy") == "stock":
+        return True
+    try:
+        return float(row.get("cpu_pct") or 0) <= CPU_BOUND_PCT
+    except ValueError:
+        return True
 
 
 def previous_rows(o):
@@ -290,13 +391,23 @@ def write_csv(o, rows):
 
 
 def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
-    np_ = 2 * o.nodes
+    np_ = 2 * o.nodes * o.ppn
     name = bench.run_name(pol, r, d, rep)
-    tb.set_policy(o.policy_of[pol])
+    stock = o.policy_of[pol] == "stock"
+    prefix = o.stock_prefix if stock else o.prefix
+    if stock:
+        # UCX over the nodes' external NICs: without a router file UCX would
+        # try every interface, and the testbed's management network does not
+        # route between nodes; inside a node MPICH's shared memory
+        env = dict(env, UCX_TLS="tcp,self", UCX_NET_DEVICES="ext0")
+        env.pop("ICBC_ROUTERFILE", None)
+    else:
+        tb.set_policy(o.policy_of[pol])
     genv = [a for k, v in o.env_of[pol].items()
             for a in ("-genv", k, v.format(matb_lib=o.matb_lib))]
     drops0, nic0, retrans0 = tb.wan_drops(), tb.nic_drops(), tb.tcp_retrans()
     t0 = trace_time(tb)
+    label = ("stock-" if stock else "") + bench.label
     if bench.name == "hpcc":  # reads and writes files in its directory
         rundir = os.path.join(tb.work, name)
         os.makedirs(rundir, exist_ok=True)
@@ -305,17 +416,30 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
         if os.path.exists(out):
             os.remove(out)  # HPCC appends to it
         genv += ["-wdir", rundir]
-    res = run_mpi(o.prefix, env, exes[bench.label], np_, tb.work, name=name,
-                  hosts=hosts, timeout=o.timeout, mpiexec_args=genv)
+    cpu0, wall0 = cpu_ticks(), time.time()
+    # Stock MPICH's 16 polling ranks on two cores may not leave MPI_Finalize
+    # for minutes after the report: its job is ended 2 s after the report's
+    # last line, and the row says so.
+    until = None
+    if stock:
+        until = r"^\s*Internet: npb@nas.nasa.gov" if bench.name != "hpcc" else None
+    res = run_mpi(prefix, env, exes[label], np_, tb.work, name=name,
+                  hosts=hosts, timeout=o.timeout, mpiexec_args=genv, until=until)
+    cpu1, wall = cpu_ticks(), time.time() - wall0
     row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
            "delay": d, "procs": np_, "rep": rep, **testbed_of(o),
            "wan_drops": tb.wan_drops() - drops0, "nic_drops": tb.nic_drops() - nic0,
-           "tcp_retrans": tb.tcp_retrans() - retrans0, "verified": "no", "why": ""}
+           "tcp_retrans": tb.tcp_retrans() - retrans0, "verified": "no", "why": "",
+           "cpu_pct": cpu_pct(cpu0, cpu1), "wall_secs": round(wall, 1)}
     if bench.name == "hpcc":
         hpcc_row(row, rundir)
     else:
         npb_row(row, res.output)
-    if res.rc != 0 or res.timed_out:
+    ended_by_us = until and not res.timed_out and res.rc != 0 and re.search(
+        until, res.output, re.M)
+    if ended_by_us:
+        row["why"] = "ended 2 s after its report (MPI_Finalize did not return)"
+    elif res.rc != 0 or res.timed_out:
         row["verified"] = "no"
         row["why"] = ("killed at the time limit" if res.timed_out else
                       f"exit {res.rc}") + f" (log {res.log})"
@@ -351,7 +475,8 @@ def run_matrix(o, exes, rows, log):
                     env = tb.user_env()
                     hosts = os.path.join(tb.work, "hosts")
                     with open(hosts, "w") as f:
-                        f.write("".join(f"{c}{i}\n" for c in "ab" for i in range(o.nodes)))
+                        f.write("".join(f"{c}{i}:{o.ppn}\n" for c in "ab"
+                                        for i in range(o.nodes)))
                     for rep, bench, pol in todo:
                         name, row = run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env)
                         rows.append(row)
@@ -359,7 +484,8 @@ def run_matrix(o, exes, rows, log):
                         line = (f"{name}: {row.get('mops', '-')} Mop/s, "
                                 f"{row.get('secs', '-')} s, verified {row['verified']}, "
                                 f"drops WAN {row['wan_drops']} NIC {row['nic_drops']}, "
-                                f"TCP retransmits {row['tcp_retrans']}"
+                                f"TCP retransmits {row['tcp_retrans']}, "
+                                f"host CPU {row['cpu_pct']} %"
                                 + (f" ({row['why']})" if row["why"] else ""))
                         print(line, flush=True)
                         log.write(line + "\n")
@@ -374,7 +500,7 @@ def matching(rows, **key):
 
 
 def median(rows, **key):
-    v = [float(x["mops"]) for x in matching(rows, **key) if x["verified"] == "yes"]
+    v = [float(x["mops"]) for x in matching(rows, **key) if counted(x)]
     return statistics.median(v) if v else None
 
 
@@ -402,7 +528,7 @@ def hpcc_value(rows, name, **key):
     v = []
     for x in matching(rows, **key):
         kv = dict(f.split("=", 1) for f in x.get("hpcc_summary", "").split() if "=" in f)
-        if x["verified"] == "yes" and name in kv:
+        if counted(x) and name in kv:
             v.append(float(kv[name]))
     return statistics.median(v) if v else None
 
@@ -477,25 +603,38 @@ def plots(o, rows):
     except ImportError:
         print("run.py: no matplotlib, no plots", file=sys.stderr)
         return
-    foot = f"2 clusters x {o.nodes} nodes, one rank each, NIC {o.nic_rate}, WAN {o.wan_rate}"
+    foot = (f"2 clusters x {o.nodes} nodes, {o.ppn} rank(s) each, NIC {o.nic_rate}, "
+            f"WAN {o.wan_rate}" + (f", WAN buffer {o.buffer}" if o.buffer else "")
+            + f"\n{o.cmd}")
     rl, dl = sorted(o.rl), sorted(o.dl, key=delay_ms)
+    # one panel per NPB kernel; HPCC gives two: HPL and MPIFFT (the paper's
+    # Figures 12 and 10)
+    panels = []
+    for b in o.benches:
+        if b.name == "hpcc":
+            panels.append((b, "HPCC HPL", "Mflop/s (HPL)", None))
+            panels.append((b, "HPCC MPIFFT", "Gflop/s (MPIFFT)", "MPIFFT_Gflops"))
+        else:
+            panels.append((b, b.label, "Mop/s total", None))
     for kind, xs, fixed in (("delay", dl, ("routers", max(rl))),
                             ("routers", rl, ("delay", dl[0]))):
-        fig, axes = plt.subplots(1, len(o.benches), figsize=(3.2 * len(o.benches), 3.2),
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.2),
                                  squeeze=False)
-        for ax, b in zip(axes[0], o.benches):
+        for ax, (b, title, ylabel, value) in zip(axes[0], panels):
             for pol in o.pols:
-                ys = [median(rows, **of(b), policy=pol, **{kind: x, fixed[0]: fixed[1]})
-                      for x in xs]
+                ys = []
+                for x in xs:
+                    key = {**of(b), "policy": pol, kind: x, fixed[0]: fixed[1]}
+                    ys.append(hpcc_value(rows, value, **key) if value else median(rows, **key))
                 xv = [delay_ms(x) for x in xs] if kind == "delay" else xs
                 ax.plot(xv, [y if y is not None else float("nan") for y in ys], "o-", label=pol)
-            ax.set_title(f"{b.label} ({fixed[0]} {fixed[1]})", fontsize=9)
+            ax.set_title(f"{title} ({fixed[0]} {fixed[1]})", fontsize=9)
             ax.set_xlabel("one-way delay, ms" if kind == "delay" else "routers per cluster")
-            ax.set_ylabel("Mflop/s (HPL)" if b.name == "hpcc" else "Mop/s total")
+            ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
         axes[0][0].legend(fontsize=7)
         fig.text(0.01, 0.005, foot, fontsize=6)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         fig.savefig(os.path.join(o.out, f"npb_{kind}.png"), dpi=110)
     if o.variant:
         # Mop/s and the WAN's drops per policy and variant, at the most
@@ -525,12 +664,19 @@ def summary(o, rows, cmd, took):
     lines = [f"command: {cmd}",
              "runs: those in npb.csv (--report ran none)" if o.report else
              f"runs took {took:.0f} s",
+             f"regime: {o.regime}; {o.ppn} process(es) per node, "
+             f"{2 * o.nodes * o.ppn} processes",
              f"testbed: icbc-testbed up --clusters 2 --nodes {o.nodes} --routers R --nic-rate "
              f"{o.nic_rate} --wan-rate {o.wan_rate} --delay D"
              + (f" --buffer {o.buffer}" if o.buffer else "")
              + (f" --nic-queue {o.nic_queue}" if o.nic_queue else ""),
              *[f"variant {v}" for v in o.variant],
-             "", "Mop/s total (HPCC: HPL Mflop/s), median of reps; (ratio) = aggregate / policy"]
+             *([f"stock: MPICH from {o.stock_prefix} (ch4:ucx), UCX_TLS=tcp,self, "
+                "UCX_NET_DEVICES=ext0, shared memory inside a node"]
+               if any(o.policy_of[p] == "stock" for p in o.pols) else []),
+             "", "Mop/s total (HPCC: HPL Mflop/s), median of reps; (ratio) = aggregate / policy;",
+             f"[cpu N %]: the host's CPU use during the run (median); runs above "
+             f"{CPU_BOUND_PCT:.0f} % are marked * and not counted (stock MPICH polls: counted)"]
     rl, dl = sorted(o.rl, reverse=True), sorted(o.dl, key=delay_ms)
     for b in o.benches:
         for r in rl:
@@ -548,7 +694,18 @@ def summary(o, rows, cmd, took):
                     dropped = ", ".join(([f"{drops:.0f} WAN drops"] if drops else [])
                                         + ([f"{nic:.0f} NIC drops"] if nic else []))
                     dropped = f" [{dropped}]" if dropped else ""
-                    cells.append(f"{pol} {m:.1f}{ratio}{dropped}" if m else
+                    cpu = [float(x["cpu_pct"]) for x in matching(rows, **of(b), policy=pol,
+                                                                 routers=r, delay=d)
+                           if x["verified"] == "yes" and x.get("cpu_pct")]
+                    cpu = f" [cpu {statistics.median(cpu):.0f} %]" if cpu else ""
+                    bound = [x for x in matching(rows, **of(b), policy=pol, routers=r,
+                                                 delay=d)
+                             if x["verified"] == "yes" and not counted(x)]
+                    if bound and not m:
+                        m0 = statistics.median(float(x["mops"]) for x in bound)
+                        cells.append(f"{pol} *{m0:.1f} (cpu-bound, not counted){cpu}")
+                        continue
+                    cells.append(f"{pol} {m:.1f}{ratio}{dropped}{cpu}" if m else
                                  f"{pol} {'FAILED' if ran else 'not run'}")
                 lines.append(f"{b.label} R={r} delay {d}: " + ", ".join(cells))
     for b in o.benches:
@@ -576,14 +733,22 @@ def main(argv):
     os.makedirs(o.out, exist_ok=True)
     os.makedirs(o.work, exist_ok=True)
     exes = {}
-    for b in ([] if o.report else o.benches):
-        try:
-            exes[b.label] = (hpcc.build(o.prefix, os.path.join(o.work, "hpcc"))
-                             if b.name == "hpcc" else npb.build(o.prefix, b.name, b.cls, o.work,
-                                                                o.npb))
-        except (npb.NpbError, hpcc.HpccError) as e:
-            print(f"run.py: {e}", file=sys.stderr)
+    kinds = [("", o.prefix)] if any(o.policy_of[p] != "stock" for p in o.pols) else []
+    if any(o.policy_of[p] == "stock" for p in o.pols):
+        if not os.access(os.path.join(o.stock_prefix, "bin", "mpiexec"), os.X_OK):
+            print(f"run.py: no stock MPICH in {o.stock_prefix} (Debian: apt install mpich)",
+                  file=sys.stderr)
             return 2
+        kinds.append(("stock-", o.stock_prefix))
+    for kind, prefix in ([] if o.report else kinds):
+        for b in o.benches:
+            try:
+                exes[kind + b.label] = (
+                    hpcc.build(prefix, os.path.join(o.work, "hpcc"))
+                    if b.name == "hpcc" else npb.build(prefix, b.name, b.cls, o.work, o.npb))
+            except (npb.NpbError, hpcc.HpccError) as e:
+                print(f"run.py: {e}", file=sys.stderr)
+                return 2
     o.matb_lib = os.path.join(o.work, "matb_preload.so")
     if any("{matb_lib}" in v for v in o.variant) and not o.report:
         r = subprocess.run([os.path.join(o.prefix, "bin", "mpicc"), "-O2", "-shared", "-fPIC",
@@ -597,6 +762,7 @@ def main(argv):
         print(f"run.py: --resume keeps {len(rows)} runs of {os.path.join(o.out, 'npb.csv')}")
     t0 = time.time()
     cmd = "python3 benchmarks/apps/run.py " + " ".join(a for a in argv if a != "--report")
+    o.cmd = cmd
     if not o.report:
         with open(os.path.join(o.out, "npb_runs.log"), "a" if rows else "w") as log:
             log.write(cmd + "\n")

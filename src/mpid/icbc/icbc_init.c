@@ -99,8 +99,26 @@ cvars:
         process sleeps per progress poll once it has found nothing to do for
         256 polls in a row (until something happens). Yielding alone leaves a
         waiting process on the CPU whenever the scheduler picks it again.
-        Processes with other ranks on their node (shared memory) only yield.
-        0: never sleep, only yield.
+        Processes with other ranks on their node sleep too (a shared-memory
+        transfer then may wait one sleep per cell). 0: never sleep, only
+        yield.
+
+    - name        : MPIR_CVAR_CH4_ICBC_IDLE_SLEEP_MAX
+      category    : CH4_ICBC
+      type        : int
+      default     : 50
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        The sleep of an idle process (MPIR_CVAR_CH4_ICBC_IDLE_SLEEP) doubles
+        per empty poll up to this many microseconds, and starts again from
+        MPIR_CVAR_CH4_ICBC_IDLE_SLEEP when something happens: a process that
+        waits long wakes up rarely, and oversleeps by at most what it has
+        waited already. Values below MPIR_CVAR_CH4_ICBC_IDLE_SLEEP mean it
+        (the default: no doubling). 16 processes of two emulated clusters on
+        two cores, NPB CG.A: 400 cut the host's CPU use from 77 % to 57 % at
+        the same speed with 10 Mbit/s NICs, but cost 17 % at 25 Mbit/s.
 
     - name        : MPIR_CVAR_CH4_ICBC_PEER_ERRORS
       category    : CH4_ICBC
@@ -302,13 +320,16 @@ static void set_yield_when_idle(int procs_on_machine)
         MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
     else
         MPIDI_ICBC_global.yield_when_idle = cores > 0 && procs_on_machine > cores;
-    /* Shared-memory traffic with ranks of the same node makes progress this
-     * netmod does not see (a large message moves cell by cell): a rank with
-     * such peers only yields. */
+    /* Ranks with peers on their node sleep too: shared-memory traffic makes
+     * progress this netmod does not see (a large message moves cell by
+     * cell), so such a transfer may wait one sleep per cell, but a node of
+     * several yielding ranks keeps every core busy and starves the router
+     * and the ranks that have work. */
     MPIDI_ICBC_global.idle_sleep_ns =
-        MPIR_Process.local_size > 1
-            ? 0
-            : MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 999999) * 1000L;
+        MPL_MIN(MPL_MAX(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP, 0), 999999) * 1000L;
+    MPIDI_ICBC_global.idle_sleep_max_ns =
+        MPL_MAX(MPL_MIN(MPIR_CVAR_CH4_ICBC_IDLE_SLEEP_MAX, 999999) * 1000L,
+                MPIDI_ICBC_global.idle_sleep_ns);
 }
 
 /* Empty polls before an idle process yields, and before it sleeps: a reply
@@ -324,6 +345,7 @@ void MPIDI_ICBC_progress_idle(void)
     if (count != MPIDI_ICBC_global.seen_progress_count) {
         MPIDI_ICBC_global.seen_progress_count = count;
         MPIDI_ICBC_global.idle_polls = 0;
+        MPIDI_ICBC_global.idle_sleep_cur_ns = 0;
         return;
     }
     if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP)
@@ -335,7 +357,14 @@ void MPIDI_ICBC_progress_idle(void)
         sched_yield();
         return;
     }
-    struct timespec ts = { 0, MPIDI_ICBC_global.idle_sleep_ns }; /* < 1 s */
+    /* The sleep doubles while nothing happens: a process that waits long
+     * (a transfer across the WAN, a peer computing) wakes up rarely, and
+     * sleeps at most as long again as it has already waited. */
+    long ns = MPIDI_ICBC_global.idle_sleep_cur_ns;
+    if (ns == 0)
+        ns = MPIDI_ICBC_global.idle_sleep_ns;
+    MPIDI_ICBC_global.idle_sleep_cur_ns = MPL_MIN(2 * ns, MPIDI_ICBC_global.idle_sleep_max_ns);
+    struct timespec ts = { 0, ns }; /* < 1 s */
     nanosleep(&ts, NULL);
 }
 

@@ -3,7 +3,8 @@
  * processes than cores share a machine, a busy-polling process steals the
  * core its peer, a router or the WAN emulator needs; with yield-when-idle on
  * (MPIR_CVAR_CH4_ICBC_YIELD), an empty poll goes to MPIDI_ICBC_progress_idle,
- * which spins briefly, then yields, then sleeps (MPIR_CVAR_CH4_ICBC_IDLE_SLEEP).
+ * which spins briefly, then yields, then sleeps (MPIR_CVAR_CH4_ICBC_IDLE_SLEEP,
+ * doubling up to MPIR_CVAR_CH4_ICBC_IDLE_SLEEP_MAX).
  */
 #ifndef ICBC_PROGRESS_H_INCLUDED
 #define ICBC_PROGRESS_H_INCLUDED
@@ -21,9 +22,10 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
     if (unlikely(MPIDI_ICBC_global.xpath))
         work = (unsigned) MPIDI_ICBC_path_progress();
     work += ucp_worker_progress(MPIDI_ICBC_global.worker);
-    if (work)
+    if (work) {
         MPIDI_ICBC_global.idle_polls = 0;
-    else if (MPIDI_ICBC_global.yield_when_idle)
+        MPIDI_ICBC_global.idle_sleep_cur_ns = 0;
+    } else if (MPIDI_ICBC_global.yield_when_idle)
         MPIDI_ICBC_progress_idle();
     return MPI_SUCCESS;
 }
