@@ -102,8 +102,10 @@ def default_suites(a):
                                  "test_pacing.py", mark="not full", extra=p),
               "two clusters: every policy, routers, failure paths, MPICH CI subset, pacing",
               ("mpich-tests",)),
-        Suite("npb", pytest("test_npb.py", mark="not full", extra=p + npb_args(a)),
-              "NPB IS class S across two clusters, every policy (sources: --npb)"),
+        Suite("npb", pytest("test_npb.py", "test_apps_harness.py", mark="not full",
+                            extra=p + npb_args(a)),
+              "NPB IS class S across two clusters, every policy (sources: --npb); the "
+              "application harness's regimes and CPU rule"),
         Suite("failover", pytest("test_failover.py", mark="not full", extra=p),
               "routers killed and restarted under a stream"),
         Suite("impi-clients", pytest("test_impi_clients.py", mark="not full", extra=p),

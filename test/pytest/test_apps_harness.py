@@ -1,0 +1,84 @@
+"""The application harness's own logic (benchmarks/apps/run.py), without a
+testbed: what a --regime sets and what the command line overrides, which
+rows of an older npb.csv a matrix keeps, and which runs count in medians and
+ratios (the CPU-use rule). The runs themselves are tried by test_npb.py.
+"""
+import os
+import sys
+
+import pytest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "benchmarks", "apps"))
+
+import run  # noqa: E402
+
+
+def test_regime_sets_the_papers_setting():
+    o = run.options(["--regime", "aggregate-router-2009"])
+    # one NIC < WAN < all the nodes' NICs; the routers' NICs at most the WAN
+    nic, wan = 10e6, 25e6
+    assert (o.nic_rate, o.wan_rate) == ("10mbit", "25mbit")
+    assert nic < wan < o.nodes * nic
+    assert max(o.rl) * nic <= wan
+    assert o.ppn >= 2
+    assert o.dl == ["0ms", "5ms", "10ms", "15ms"]
+    assert o.pols == ["aggregate", "static", "alltoall", "tcp", "stock"]
+    assert o.out.endswith(os.path.join("results", "apps", "aggregate-router-2009"))
+    assert o.traces is True
+
+
+def test_command_line_wins_over_the_regime():
+    o = run.options(["--regime", "aggregate-router-2009", "--ppn", "4", "--delays", "0ms",
+                     "--no-traces", "--nic-rate", "20mbit"])
+    assert (o.ppn, o.dl, o.traces, o.nic_rate) == (4, ["0ms"], False, "20mbit")
+    assert o.wan_rate == "25mbit"
+
+
+def test_default_regime_is_the_first_matrix():
+    o = run.options([])
+    assert o.regime == "matrix-2026"
+    assert (o.nodes, o.ppn, o.rl, o.nic_rate, o.wan_rate) == (4, 1, [4, 2, 1], "50mbit",
+                                                              "400mbit")
+    assert o.out.endswith(os.path.join("results", "apps", "matrix"))
+
+
+def test_rows_written_before_ppn_belong_to_one_rank_per_node():
+    o = run.options([])
+    old = {"bench": "CG", "cls": "A", "policy": "aggregate", "routers": "4", "delay": "0ms",
+           "rep": "1", "nodes": "4", "nic_rate": "50mbit", "wan_rate": "400mbit",
+           "wan_buffer": "default", "nic_queue": "default"}
+    new = dict(old, **{k: str(v) for k, v in run.testbed_of(o).items()})
+    assert run.run_key(old) == run.run_key(new)
+    assert run.run_key(dict(old, ppn="2")) != run.run_key(new)
+
+
+@pytest.mark.parametrize("row,counts", [
+    ({"verified": "yes", "policy": "aggregate", "cpu_pct": "79.9"}, True),
+    ({"verified": "yes", "policy": "aggregate", "cpu_pct": "80.1"}, False),
+    ({"verified": "yes", "policy": "aggregate", "cpu_pct": ""}, True),  # older rows
+    ({"verified": "yes", "policy": "stock", "cpu_pct": "100.0"}, True),  # it polls
+    ({"verified": "no", "policy": "aggregate", "cpu_pct": "10"}, False),
+])
+def test_which_runs_count(row, counts):
+    assert run.counted(row) is counts
+
+
+def test_cpu_pct_is_busy_over_total():
+    assert run.cpu_pct((100, 1000), (160, 1100)) == 60.0
+    assert run.cpu_pct((5, 5), (5, 5)) == ""
+    busy, total = run.cpu_ticks()
+    assert 0 <= busy <= total
+
+
+def test_summary_marks_a_cpu_bound_point():
+    o = run.options(["--regime", "aggregate-router-2009", "--bench", "cg", "--policies",
+                     "aggregate,alltoall", "--delays", "0ms"])
+    base = {"bench": "CG", "cls": "A", "routers": 2, "delay": "0ms", "rep": 1,
+            "verified": "yes", "why": "", **run.testbed_of(o)}
+    rows = [dict(base, policy="aggregate", mops="70.0", cpu_pct="60.0"),
+            dict(base, policy="alltoall", mops="50.0", cpu_pct="90.0")]
+    text = "\n".join(run.summary(o, rows, "cmd", 1.0))
+    assert "aggregate 70.0" in text and "[cpu 60 %]" in text
+    assert "alltoall *50.0 (cpu-bound, not counted)" in text
+    assert "(1.40x)" not in text  # no ratio against a run that does not count
