@@ -2,7 +2,6 @@
 #include "router.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,12 +30,11 @@ static void on_stop_fd(int fd, uint32_t events, void *arg)
 
 static void on_fabric_fd(int fd, uint32_t events, void *arg)
 {
-    icbc_router_t *r = arg;
-
-    /* The loop drives UCX after every wake-up. The descriptor stays readable
-     * until ucp_worker_arm() clears it, so the loop must not count this event
-     * as work, or it would spin without ever re-arming. */
-    r->fabric_events++;
+    /* Only a wake-up: the loop drives UCX at the top of every turn, and
+     * ucp_worker_arm() clears the descriptor before the loop sleeps again. */
+    (void) fd;
+    (void) events;
+    (void) arg;
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -91,8 +89,6 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         r->cfg.max_unregistered = ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT;
     if (r->cfg.trunk_wait_ms == 0)
         r->cfg.trunk_wait_ms = ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT;
-    if (r->cfg.spin_us == 0)
-        r->cfg.spin_us = ICBC_ROUTER_SPIN_US_DEFAULT;
     if (r->cfg.eager_window == 0) {
         r->cfg.eager_window = r->cfg.max_memory / 256;
         if (r->cfg.eager_window < ICBC_ROUTER_EAGER_WINDOW_MIN)
@@ -347,16 +343,14 @@ static void stats_line(icbc_router_t *r)
 
 icbc_status_t icbc_router_run(icbc_router_t *r)
 {
-    double now = icbc_clock_ms(), busy_at = now;
-    double spin_ms = r->cfg.spin_us > 0 ? r->cfg.spin_us / 1e3 : 0;
+    double now = icbc_clock_ms();
 
     r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
     while (!r->stopping) {
         double next;
         int n, timeout;
-        unsigned did;
 
-        did = mx_server_progress(r->fabric);
+        mx_server_progress(r->fabric);
         rt_mem_kick(r);      /* rendezvous pulls queued by UCX callbacks */
         rt_pump_deferred(r); /* queues filled by UCX callbacks */
         rt_destroy_dead(r);
@@ -377,8 +371,6 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
                 next = r->next_stats;
         }
         publish(r);
-        if (did > 0)
-            busy_at = now;
         /* mx_server_progress drove UCX until it found nothing (one more
          * call would only ask the kernel again); what this turn queued
          * since (pumps, credits) is served by another turn, and UCX work it
@@ -390,27 +382,12 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
          * worker is armed, so that the wait below only sleeps. */
         if (bt_poller_run_deferred(r->poller) > 0)
             continue;
-        if (now - busy_at < spin_ms) {
-            /* Spinning: a reply or the next message of a burst is likely
-             * soon; the poll handles what came on the trunks. */
-            r->fabric_events = 0;
-            n = bt_poller_wait(r->poller, 0);
-            if (n < 0)
-                goto poller_failed;
-            if (n > r->fabric_events)
-                busy_at = now;
-            else
-                sched_yield();
-            continue;
-        }
         if (mx_server_arm(r->fabric) == ICBC_ERR_BUSY)
             continue;
         timeout = next > now ? (int) (next - now) + 1 : 0;
         n = bt_poller_wait(r->poller, timeout);
         if (n < 0)
             goto poller_failed;
-        if (n > 0 && spin_ms > 0)
-            busy_at = icbc_clock_ms(); /* a wake-up brought work: spin after it */
     }
     rt_trunks_shutdown(r);
     r->st.peak_rss_kb = peak_rss_kb();

@@ -31,7 +31,6 @@ typedef struct icbc_router icbc_router_t;
 #define ICBC_ROUTER_REGISTER_MS_DEFAULT 5000
 #define ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT 4096
 #define ICBC_ROUTER_TRUNK_WAIT_MS_DEFAULT 10000
-#define ICBC_ROUTER_SPIN_US_DEFAULT 0
 #define ICBC_ROUTER_STREAM_QUEUE_DEFAULT (1u << 20)
 #define ICBC_ROUTER_NOTSENT_LOWAT_DEFAULT (256 << 10)
 #define ICBC_ROUTER_EAGER_WINDOW_MIN (64u << 10)
@@ -67,9 +66,6 @@ typedef struct icbc_router_config {
     int max_unregistered;        /* such connections held at once; 0: 4096 */
     int trunk_wait_ms;           /* how long a message waits for a trunk to come up;
                                   * 0: 10000; < 0: not at all */
-    int spin_us;                 /* after work, poll without blocking this long before
-                                  * waiting in epoll; 0: ICBC_ROUTER_SPIN_US_DEFAULT;
-                                  * < 0: block at once */
 } icbc_router_config_t;
 
 typedef struct icbc_router_stats {

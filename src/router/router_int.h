@@ -177,7 +177,6 @@ struct icbc_router {
     int stop_fd; /* eventfd */
     volatile int stopping;
     volatile int stats_wanted; /* icbc_router_request_stats, from a signal handler */
-    int fabric_events;         /* UCX event-descriptor wake-ups of one poller turn */
 
     rt_trunk_t *trunks;
     int ntrunks;

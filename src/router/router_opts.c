@@ -104,11 +104,6 @@ static const opt_t opts[] = {
       "how long a message waits for a trunk to its cluster to come up before the router "
       "reports it UNREACHABLE; 0: not at all",
       OPT_SIZE, 0, 3600000, -1, T_INT, CFG(trunk_wait_ms), "want 0 .. 3600000 ms" },
-    { "spin", "US", STR(ICBC_ROUTER_SPIN_US_DEFAULT),
-      "after forwarding, poll without sleeping for US microseconds (yielding the core "
-      "between polls) before waiting in epoll: the next message of a burst or a reply then "
-      "needs no wake-up; 0: sleep at once",
-      OPT_SIZE, 0, 1000000, -1, T_INT, CFG(spin_us), "want 0 .. 1000000 us" },
     { "ucx-tls", "LIST", "tcp", "UCX transports, used when `UCX_TLS` is not set", OPT_STRING, 0, 0,
       0, T_STR, CFG(ucx_tls), NULL },
     { "device", "DEV", "the interface of the `fabric=` address",
