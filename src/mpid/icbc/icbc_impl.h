@@ -33,7 +33,7 @@ typedef struct {
     int seen_progress_count; /* MPIDI_VCI(0).progress_count at the last idle poll */
     long idle_sleep_ns;      /* first sleep per empty poll after a long idle run; 0: only yield */
     long idle_sleep_max_ns;  /* the sleep doubles per empty poll up to this */
-    long idle_sleep_cur_ns;  /* the next sleep; 0: the idle run has not slept yet */
+    long idle_sleep_cur_ns;  /* the next sleep of this idle run */
     int finalizing;
     int xpath; /* routed or TCP paths in use: progress them */
 } MPIDI_ICBC_global_t;

@@ -345,7 +345,6 @@ void MPIDI_ICBC_progress_idle(void)
     if (count != MPIDI_ICBC_global.seen_progress_count) {
         MPIDI_ICBC_global.seen_progress_count = count;
         MPIDI_ICBC_global.idle_polls = 0;
-        MPIDI_ICBC_global.idle_sleep_cur_ns = 0;
         return;
     }
     if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP)
@@ -354,6 +353,8 @@ void MPIDI_ICBC_progress_idle(void)
         return;
     if (MPIDI_ICBC_global.idle_polls < MPIDI_ICBC_IDLE_POLLS_BEFORE_SLEEP ||
         MPIDI_ICBC_global.idle_sleep_ns == 0) {
+        /* every idle run yields before it sleeps: its sleeps start short */
+        MPIDI_ICBC_global.idle_sleep_cur_ns = MPIDI_ICBC_global.idle_sleep_ns;
         sched_yield();
         return;
     }
@@ -361,8 +362,6 @@ void MPIDI_ICBC_progress_idle(void)
      * (a transfer across the WAN, a peer computing) wakes up rarely, and
      * sleeps at most as long again as it has already waited. */
     long ns = MPIDI_ICBC_global.idle_sleep_cur_ns;
-    if (ns == 0)
-        ns = MPIDI_ICBC_global.idle_sleep_ns;
     MPIDI_ICBC_global.idle_sleep_cur_ns = MPL_MIN(2 * ns, MPIDI_ICBC_global.idle_sleep_max_ns);
     struct timespec ts = { 0, ns }; /* < 1 s */
     nanosleep(&ts, NULL);

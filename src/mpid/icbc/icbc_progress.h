@@ -22,10 +22,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
     if (unlikely(MPIDI_ICBC_global.xpath))
         work = (unsigned) MPIDI_ICBC_path_progress();
     work += ucp_worker_progress(MPIDI_ICBC_global.worker);
-    if (work) {
+    if (work)
         MPIDI_ICBC_global.idle_polls = 0;
-        MPIDI_ICBC_global.idle_sleep_cur_ns = 0;
-    } else if (MPIDI_ICBC_global.yield_when_idle)
+    else if (MPIDI_ICBC_global.yield_when_idle)
         MPIDI_ICBC_progress_idle();
     return MPI_SUCCESS;
 }
