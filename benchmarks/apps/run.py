@@ -87,7 +87,6 @@ otherwise, 2 on bad usage.
 import argparse
 import csv
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -435,9 +434,7 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
         hpcc_row(row, rundir)
     else:
         npb_row(row, res.output)
-    ended_by_us = until and not res.timed_out and res.rc != 0 and re.search(
-        until, res.output, re.M)
-    if ended_by_us:
+    if res.stopped and res.rc != 0:
         row["why"] = "ended 2 s after its report (MPI_Finalize did not return)"
     elif res.rc != 0 or res.timed_out:
         row["verified"] = "no"
@@ -684,29 +681,23 @@ def summary(o, rows, cmd, took):
                 agg = median(rows, **of(b), policy="aggregate", routers=r, delay=d)
                 cells = []
                 for pol in o.pols:
-                    m = median(rows, **of(b), policy=pol, routers=r, delay=d)
-                    ran = any(x for x in rows if x["bench"] == b.name.upper() and
-                              x["cls"] == b.cls and x["policy"] == pol and
-                              str(x["routers"]) == str(r) and x["delay"] == d)
+                    point = matching(rows, **of(b), policy=pol, routers=r, delay=d)
+                    m = median(point)
                     ratio = f" ({agg / m:.2f}x)" if agg and m and pol != "aggregate" else ""
-                    drops = drops_of(rows, **of(b), policy=pol, routers=r, delay=d)
-                    nic = drops_of(rows, "nic_drops", **of(b), policy=pol, routers=r, delay=d)
+                    drops, nic = drops_of(point), drops_of(point, "nic_drops")
                     dropped = ", ".join(([f"{drops:.0f} WAN drops"] if drops else [])
                                         + ([f"{nic:.0f} NIC drops"] if nic else []))
                     dropped = f" [{dropped}]" if dropped else ""
-                    cpu = [float(x["cpu_pct"]) for x in matching(rows, **of(b), policy=pol,
-                                                                 routers=r, delay=d)
-                           if x["verified"] == "yes" and x.get("cpu_pct")]
+                    verified = [x for x in point if x["verified"] == "yes"]
+                    cpu = [float(x["cpu_pct"]) for x in verified if x.get("cpu_pct")]
                     cpu = f" [cpu {statistics.median(cpu):.0f} %]" if cpu else ""
-                    bound = [x for x in matching(rows, **of(b), policy=pol, routers=r,
-                                                 delay=d)
-                             if x["verified"] == "yes" and not counted(x)]
+                    bound = [x for x in verified if not counted(x)]
                     if bound and not m:
                         m0 = statistics.median(float(x["mops"]) for x in bound)
                         cells.append(f"{pol} *{m0:.1f} (cpu-bound, not counted){cpu}")
                         continue
                     cells.append(f"{pol} {m:.1f}{ratio}{dropped}{cpu}" if m else
-                                 f"{pol} {'FAILED' if ran else 'not run'}")
+                                 f"{pol} {'FAILED' if point else 'not run'}")
                 lines.append(f"{b.label} R={r} delay {d}: " + ", ".join(cells))
     for b in o.benches:
         if b.name == "hpcc":

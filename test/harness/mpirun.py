@@ -24,6 +24,7 @@ class MpiResult:
     output: str
     log: str
     watched_secs: float = None  # when the watched pattern first appeared
+    stopped: bool = False  # killed by us 2 s after the UNTIL pattern appeared
 
     @property
     def ok(self):
@@ -81,6 +82,7 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
     timed_out = False
     watched = None
     stop_at = None
+    stopped = False
     with open(log, "w") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=job_env,
                              start_new_session=True)
@@ -100,6 +102,7 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
             if stop_at is not None and time.time() > stop_at:
                 os.killpg(p.pid, 9)
                 rc = p.wait()
+                stopped = True
                 break
             if time.time() - start > timeout:
                 timed_out = True
@@ -111,7 +114,7 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
         output = f.read()
     if watch and watched is None and re.search(watch, output, re.M):
         watched = secs
-    return MpiResult(name, rc, secs, timed_out, output, log, watched)
+    return MpiResult(name, rc, secs, timed_out, output, log, watched, stopped)
 
 
 def router_stats(logfile):
