@@ -131,6 +131,13 @@ typedef struct icbc_stripe_ops {
      * each process's traffic through one router, moved when it is lost);
      * -1 or no function: any lane. */
     int (*lane_for)(void *ctx, int peer);
+    /* Optional: the lane a message of one chunk to PEER takes while it is
+     * up (-1: none), e.g. the sender's own router: a message that cannot
+     * be striped then spreads over the lanes by its sender, which keeps
+     * the lanes evenly loaded when many senders send at once, where each
+     * sender's own view of the lanes' load would send them to the same
+     * one. */
+    int (*home_lane)(void *ctx, int peer);
 } icbc_stripe_ops_t;
 
 /* Which lane a chunk goes to. */

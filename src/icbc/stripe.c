@@ -648,6 +648,13 @@ static int lanes_order(icbc_stripe_t *st, send_t *s, int nlanes, size_t len, int
             return 1;
         }
     }
+    if (st->ops.home_lane && s->size <= s->chunk_size) {
+        int home = st->ops.home_lane(st->ctx, s->peer);
+        if (home >= 0 && home < nlanes && !lane_down(st, home)) {
+            order[0] = home;
+            return 1;
+        }
+    }
     for (int k = 0; k < nlanes; k++) {
         int lane = (s->lane + k) % nlanes;
         if (!lane_down(st, lane))

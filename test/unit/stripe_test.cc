@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct Side {
     std::vector<bool> dead = std::vector<bool>(8, false);
     bool complete_inline = false; /* lanes report a chunk sent inside send_chunk */
     int fixed_lane = -1;          /* lane_for's answer (a policy with one router) */
+    int home = -1;                /* home_lane's answer (the sender's own router) */
     std::vector<Chunk> wire;      /* chunks handed to lanes, in order */
     std::vector<Done> sends_done, recvs_done;
     std::vector<std::pair<uint64_t, size_t>> placed;
@@ -68,6 +70,10 @@ struct Side {
     static int lane_for(void *ctx, int)
     {
         return static_cast<Side *>(ctx)->fixed_lane;
+    }
+    static int home_lane(void *ctx, int)
+    {
+        return static_cast<Side *>(ctx)->home;
     }
     static int lanes(void *ctx, int)
     {
@@ -102,7 +108,7 @@ struct Side {
         icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, ICBC_STRIPE_PLACE_WINDOW,
                                      0,     0 };
         icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
-                                  place,      confirm, lane_for };
+                                  place,      confirm, lane_for,      home_lane };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
     }
     ~Side()
@@ -192,6 +198,39 @@ TEST_F(Transfer, ChunksCoverTheMessageOverEveryLane)
     EXPECT_EQ(src, dst);
     EXPECT_EQ(0, tx.stats().active_sends);
     EXPECT_EQ(0, rx.stats().active_slots);
+}
+
+/* A message of one chunk takes the home lane (the sender's own router);
+ * one of more chunks is striped over every lane; a home lane that is down
+ * leaves the one-chunk message to the other lanes. */
+TEST_F(Transfer, OneChunkMessageTakesTheHomeLane)
+{
+    tx.home = 2;
+    start(CHUNK);
+    clear_to_send();
+    ASSERT_EQ(1u, tx.wire.size());
+    EXPECT_EQ(2, tx.wire[0].lane);
+    EXPECT_EQ(ICBC_OK, deliver(0));
+    EXPECT_EQ(src, dst);
+
+    tx.wire.clear();
+    start(3 * CHUNK);
+    clear_to_send();
+    ASSERT_EQ(3u, tx.wire.size());
+    std::set<int> lanes;
+    for (const Chunk &c : tx.wire)
+        lanes.insert(c.lane);
+    EXPECT_EQ(3u, lanes.size()) << "a striped message kept to the home lane";
+    for (size_t k = 0; k < 3; k++)
+        deliver(k);
+
+    tx.wire.clear();
+    tx.dead[2] = true;
+    icbc_stripe_lane_lost(tx.st, 2, 0);
+    start(CHUNK);
+    clear_to_send();
+    ASSERT_EQ(1u, tx.wire.size());
+    EXPECT_NE(2, tx.wire[0].lane);
 }
 
 TEST_F(Transfer, ChunksInAnyOrderGiveTheSameBytes)
@@ -688,10 +727,14 @@ struct Failover : TransferOver<1> {
 TEST(Stripe, FailoverNeedsAConfirmOp)
 {
     icbc_stripe_config_t cfg = { CHUNK, 10, 0, 1, ICBC_STRIPE_PLACE_WINDOW, 0, 0 };
-    icbc_stripe_ops_t ops = {
-        Side::send_chunk, Side::lanes, Side::send_complete, Side::recv_complete, Side::place,
-        nullptr,          nullptr
-    };
+    icbc_stripe_ops_t ops = { Side::send_chunk,
+                              Side::lanes,
+                              Side::send_complete,
+                              Side::recv_complete,
+                              Side::place,
+                              nullptr,
+                              nullptr,
+                              nullptr };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&cfg, &ops, nullptr, &st));
     EXPECT_EQ(nullptr, st);
@@ -1248,7 +1291,7 @@ struct Sim {
         handed.assign(rate.size(), {});
         icbc_stripe_config_t cfg = { 256 << 10, 0, 0, 0, placement, 0.02, feedback };
         icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
-                                  nullptr,    nullptr, nullptr };
+                                  nullptr,    nullptr, nullptr,       nullptr };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
         std::vector<char> buf(size);
         const double dt = 0.0002;
@@ -1435,10 +1478,14 @@ TEST(StripePlacement, LaneStatsAndNames)
     EXPECT_STREQ("round-robin", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_ROUND_ROBIN));
     EXPECT_STREQ("window", icbc_stripe_placement_str(ICBC_STRIPE_PLACE_WINDOW));
     icbc_stripe_config_t bad = { CHUNK, 0, 0, 0, (icbc_stripe_placement_t) 7, 0, 0 };
-    icbc_stripe_ops_t ops = {
-        Side::send_chunk, Side::lanes, Side::send_complete, Side::recv_complete, Side::place,
-        Side::confirm,    nullptr
-    };
+    icbc_stripe_ops_t ops = { Side::send_chunk,
+                              Side::lanes,
+                              Side::send_complete,
+                              Side::recv_complete,
+                              Side::place,
+                              Side::confirm,
+                              nullptr,
+                              nullptr };
     icbc_stripe_t *st = nullptr;
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_stripe_create(&bad, &ops, nullptr, &st));
 }

@@ -65,6 +65,9 @@ typedef struct MPIDI_ICBC_path_ops {
     /* Optional: the one chunk lane towards PEER (a policy with one router
      * per process), -1: any. */
     int (*lane_for)(icbc_peer_t *peer);
+    /* Optional: the lane of a striped message of one chunk to PEER (the
+     * pair's ordered lane), -1: any (icbc_stripe_ops_t.home_lane). */
+    int (*home_lane)(icbc_peer_t *peer);
     /* Optional: sends the acknowledgements this process owes now; 1 when
      * every message it sent on the path has been acknowledged (or its
      * peer failed). Finalize polls it before the process manager's barrier. */

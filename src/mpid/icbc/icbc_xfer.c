@@ -167,6 +167,14 @@ static int stripe_lane_for(void *ctx, int rank)
     return ops && ops->lane_for ? ops->lane_for(peer) : -1;
 }
 
+static int stripe_home_lane(void *ctx, int rank)
+{
+    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
+    const MPIDI_ICBC_path_ops_t *ops = MPIDI_ICBC_path_of(peer);
+
+    return ops && ops->home_lane ? ops->home_lane(peer) : -1;
+}
+
 static const icbc_stripe_ops_t stripe_ops = {
     .send_chunk = stripe_send_chunk,
     .nlanes = stripe_nlanes,
@@ -175,6 +183,7 @@ static const icbc_stripe_ops_t stripe_ops = {
     .place = MPIDI_ICBC_xrecv_striped_place,
     .confirm = stripe_confirm,
     .lane_for = stripe_lane_for,
+    .home_lane = stripe_home_lane,
 };
 
 int MPIDI_ICBC_xfer_init(void)
