@@ -37,6 +37,19 @@ extern "C" {
 #define IMPI_TAG_REDUCE 190
 #define IMPI_TAG_SCAN 200
 
+/* LAM/MPI 7.1.4 runs across clients only Barrier, Bcast and Reduce (and
+ * Allreduce from them) as IMPI says; every other collective it composes
+ * from point-to-point messages of its own (its lam_basic module), on its
+ * collective context -(context id) - 1, with these tags (its blktype.h). */
+#define LAM_TAG_ALLTOALL 9
+#define LAM_TAG_ALLTOALLV 10
+#define LAM_TAG_GATHER 46
+#define LAM_TAG_GATHERV 47
+#define LAM_TAG_SCAN 92
+#define LAM_TAG_SCATTER 93
+#define LAM_TAG_SCATTERV 94
+#define LAM_TAG_EXSCAN 178
+
 /* A communicator as the global phase sees it: the client of each rank. */
 typedef struct impi_coll_group {
     int size;

@@ -26,6 +26,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_impi.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_coll.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_gather.c \
+                    src/mpid/ch4/netmod/icbc/icbc_impi_lam.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_alltoall.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_scan.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_attr.c \

@@ -41,6 +41,11 @@ static inline uint64_t MPIDI_ICBC_impi_machine(int r)
     return MPIDI_ICBC_impi.layout.machines ? MPIDI_ICBC_impi.layout.machines[r] : 0;
 }
 
+/* A collective composed as LAM/MPI composes it ran on the communicator of
+ * context C: LAM sends everything of that communicator on its collective
+ * context from now on (icbc_path_impi.c). */
+void MPIDI_ICBC_impi_lam_degrade(MPIR_Context_id_t c);
+
 /* The client and host of world rank R (an IMPI job). */
 void MPIDI_ICBC_impi_where(int r, int *client, int *host);
 

@@ -17,7 +17,7 @@
  * extents) to rank r, block r of RECVBUF from it. */
 static int exchange(const void *sendbuf, const MPI_Aint *scounts, const MPI_Aint *sdispls,
                     MPI_Datatype stype, void *recvbuf, const MPI_Aint *rcounts,
-                    const MPI_Aint *rdispls, MPI_Datatype rtype, int tag, MPIR_Comm *comm,
+                    const MPI_Aint *rdispls, MPI_Datatype rtype, int tag, int ctx, MPIR_Comm *comm,
                     MPIR_Errflag_t *errflag)
 {
     int mpi_errno = MPI_SUCCESS, rank = comm->rank, size = comm->local_size, n = 0;
@@ -30,14 +30,14 @@ static int exchange(const void *sendbuf, const MPI_Aint *scounts, const MPI_Aint
     /* start with the next rank up, so that not every rank sends to rank 0 first */
     for (int k = 1; k < size; k++) {
         int from = (rank - k + size) % size;
-        mpi_errno = MPIC_Irecv((char *) recvbuf + rdispls[from] * rext, rcounts[from], rtype, from,
-                               tag, comm, &req[n++]);
+        mpi_errno = MPIDI_ICBC_impi_irecv((char *) recvbuf + rdispls[from] * rext, rcounts[from],
+                                          rtype, from, tag, comm, ctx, &req[n++]);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int k = 1; k < size; k++) {
         int to = (rank + k) % size;
-        mpi_errno = MPIC_Isend((const char *) sendbuf + sdispls[to] * sext, scounts[to], stype, to,
-                               tag, comm, &req[n++], errflag);
+        mpi_errno = MPIDI_ICBC_impi_isend((const char *) sendbuf + sdispls[to] * sext, scounts[to],
+                                          stype, to, tag, comm, ctx, &req[n++], errflag);
         MPIR_ERR_CHECK(mpi_errno);
     }
     mpi_errno = MPIR_Localcopy((const char *) sendbuf + sdispls[rank] * sext, scounts[rank], stype,
@@ -88,13 +88,15 @@ static int alltoallv_tagged(const void *sendbuf, const MPI_Aint *sendcounts,
                             MPI_Datatype recvtype, int tag, MPIR_Comm *comm,
                             MPIR_Errflag_t *errflag)
 {
+    /* with a LAM client, LAM's context (and the caller gave LAM's tag) */
+    int ctx = MPIDI_ICBC_COMM(comm).impi_lam ? ICBC_IMPI_CTX_LAM : ICBC_IMPI_CTX_COLL;
     int mpi_errno, size = comm->local_size;
     MPI_Aint *counts, *displs;
     char *packed = NULL;
 
     if (sendbuf != MPI_IN_PLACE)
         return exchange(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                        recvtype, tag, comm, errflag);
+                        recvtype, tag, ctx, comm, errflag);
     counts = MPL_malloc(sizeof(MPI_Aint) * 2 * size, MPL_MEM_COLL);
     if (counts == NULL)
         return MPI_ERR_NO_MEM;
@@ -103,7 +105,7 @@ static int alltoallv_tagged(const void *sendbuf, const MPI_Aint *sendcounts,
         pack_in_place(recvbuf, recvcounts, rdispls, recvtype, size, &packed, counts, displs);
     if (mpi_errno == MPI_SUCCESS)
         mpi_errno = exchange(packed, counts, displs, MPI_BYTE, recvbuf, recvcounts, rdispls,
-                             recvtype, tag, comm, errflag);
+                             recvtype, tag, ctx, comm, errflag);
     MPL_free(packed);
     MPL_free(counts);
     return mpi_errno;
@@ -114,8 +116,9 @@ int MPIDI_ICBC_impi_alltoallv(const void *sendbuf, const MPI_Aint *sendcounts,
                               const MPI_Aint *recvcounts, const MPI_Aint *rdispls,
                               MPI_Datatype recvtype, MPIR_Comm *comm, MPIR_Errflag_t *errflag)
 {
-    return alltoallv_tagged(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                            recvtype, IMPI_TAG_ALLTOALLV, comm, errflag);
+    return alltoallv_tagged(
+        sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+        MPIDI_ICBC_COMM(comm).impi_lam ? LAM_TAG_ALLTOALLV : IMPI_TAG_ALLTOALLV, comm, errflag);
 }
 
 /* Alltoall is Alltoallv with equal blocks, on its own tag. */
@@ -135,8 +138,9 @@ int MPIDI_ICBC_impi_alltoall(const void *sendbuf, MPI_Aint sendcount, MPI_Dataty
         rcounts[r] = recvcount;
         rdispls[r] = r * recvcount;
     }
-    mpi_errno = alltoallv_tagged(sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
-                                 recvtype, IMPI_TAG_ALLTOALL, comm, errflag);
+    mpi_errno = alltoallv_tagged(
+        sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls, recvtype,
+        MPIDI_ICBC_COMM(comm).impi_lam ? LAM_TAG_ALLTOALL : IMPI_TAG_ALLTOALL, comm, errflag);
     MPL_free(v);
     return mpi_errno;
 }

@@ -40,6 +40,7 @@ static int comm_spans(MPIR_Comm *comm)
 
     MPIDI_ICBC_COMM(comm).impi_client = NULL;
     MPIDI_ICBC_COMM(comm).impi_spans = 0;
+    MPIDI_ICBC_COMM(comm).impi_lam = 0;
     if (!MPIDI_ICBC_impi.active || comm->comm_kind != MPIR_COMM_KIND__INTRACOMM)
         return MPI_SUCCESS;
     int *client = MPL_malloc(sizeof(int) * comm->local_size, MPL_MEM_COMM);
@@ -49,6 +50,9 @@ static int comm_spans(MPIR_Comm *comm)
         int host;
         icbc_peer_t *peer = MPIDI_ICBC_comm_rank_to_peer(comm, r);
         MPIDI_ICBC_impi_where(peer ? peer->rank : MPIR_Process.rank, &client[r], &host);
+        /* a client that gave no representation of its own is LAM/MPI */
+        if (!(MPIDI_ICBC_impi.layout.datarep_mask & (1u << client[r])))
+            MPIDI_ICBC_COMM(comm).impi_lam = 1;
         if (first < 0)
             first = client[r];
         else if (client[r] != first)
@@ -66,6 +70,7 @@ void MPIDI_ICBC_impi_comm_freed(MPIR_Comm *comm)
     MPL_free(MPIDI_ICBC_COMM(comm).impi_client);
     MPIDI_ICBC_COMM(comm).impi_client = NULL;
     MPIDI_ICBC_COMM(comm).impi_spans = 0;
+    MPIDI_ICBC_COMM(comm).impi_lam = 0;
 }
 
 impi_coll_group_t MPIDI_ICBC_impi_group(MPIR_Comm *comm)
@@ -77,35 +82,63 @@ impi_coll_group_t MPIDI_ICBC_impi_group(MPIR_Comm *comm)
 
 /* ---- messages of the phases ----------------------------------------------- */
 
+/* The context offset of CTX (ICBC_IMPI_CTX_*) in MPICH's terms on COMM. */
+static int ctx_offset(MPIR_Comm *comm, int ctx)
+{
+    if (ctx == ICBC_IMPI_CTX_LAM) /* LAM's processes switch contexts now */
+        MPIDI_ICBC_impi_lam_degrade(comm->context_id);
+    return ctx == ICBC_IMPI_CTX_COLL    ? MPIR_CONTEXT_INTRA_COLL
+           : ctx == ICBC_IMPI_CTX_PT2PT ? MPIR_CONTEXT_INTRA_PT2PT
+                                        : ICBC_CTX_OFFSET_LAM;
+}
+
+int MPIDI_ICBC_impi_isend(const void *buf, MPI_Aint count, MPI_Datatype dt, int dest, int tag,
+                          MPIR_Comm *comm, int ctx, MPIR_Request **req, MPIR_Errflag_t *errflag)
+{
+    /* MPIC marks the messages of a collective that failed elsewhere in its
+     * tag; another MPI would not know that mark, so only the collective
+     * context (ICBC clients among themselves, local phases) carries it */
+    if (ctx == ICBC_IMPI_CTX_COLL)
+        return MPIC_Isend(buf, count, dt, dest, tag, comm, req, errflag);
+    *req = NULL;
+    return MPID_Isend(buf, count, dt, dest, tag, comm, ctx_offset(comm, ctx), req);
+}
+
+int MPIDI_ICBC_impi_irecv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, int tag,
+                          MPIR_Comm *comm, int ctx, MPIR_Request **req)
+{
+    if (ctx == ICBC_IMPI_CTX_COLL)
+        return MPIC_Irecv(buf, count, dt, src, tag, comm, req);
+    *req = NULL;
+    return MPID_Irecv(buf, count, dt, src, tag, comm, ctx_offset(comm, ctx), req);
+}
+
 int MPIDI_ICBC_impi_send(const void *buf, MPI_Aint count, MPI_Datatype dt, int dest, int tag,
-                         MPIR_Comm *comm, int pt2pt, MPIR_Errflag_t *errflag)
+                         MPIR_Comm *comm, int ctx, MPIR_Errflag_t *errflag)
 {
     int mpi_errno;
     MPIR_Request *req = NULL;
 
-    if (!pt2pt)
+    if (ctx == ICBC_IMPI_CTX_COLL)
         return MPIC_Send(buf, count, dt, dest, tag, comm, errflag);
-    mpi_errno = MPID_Send(buf, count, dt, dest, tag, comm, 0, &req);
-    if (mpi_errno == MPI_SUCCESS && req) {
-        mpi_errno = MPIC_Wait(req, errflag);
-        MPIR_Request_free(req);
-    }
+    mpi_errno = MPID_Send(buf, count, dt, dest, tag, comm, ctx_offset(comm, ctx), &req);
+    if (mpi_errno == MPI_SUCCESS && req)
+        mpi_errno = MPIDI_ICBC_impi_waitall(&req, 1, errflag);
     return mpi_errno;
 }
 
 int MPIDI_ICBC_impi_recv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, int tag,
-                         MPIR_Comm *comm, int pt2pt, MPIR_Errflag_t *errflag)
+                         MPIR_Comm *comm, int ctx, MPIR_Errflag_t *errflag)
 {
     int mpi_errno;
     MPIR_Request *req = NULL;
 
-    if (!pt2pt)
+    if (ctx == ICBC_IMPI_CTX_COLL)
         return MPIC_Recv(buf, count, dt, src, tag, comm, MPI_STATUS_IGNORE, errflag);
-    mpi_errno = MPID_Recv(buf, count, dt, src, tag, comm, 0, MPI_STATUS_IGNORE, &req);
-    if (mpi_errno == MPI_SUCCESS && req) {
-        mpi_errno = MPIC_Wait(req, errflag);
-        MPIR_Request_free(req);
-    }
+    mpi_errno =
+        MPID_Recv(buf, count, dt, src, tag, comm, ctx_offset(comm, ctx), MPI_STATUS_IGNORE, &req);
+    if (mpi_errno == MPI_SUCCESS && req)
+        mpi_errno = MPIDI_ICBC_impi_waitall(&req, 1, errflag);
     return mpi_errno;
 }
 
@@ -149,31 +182,32 @@ int MPIDI_ICBC_impi_barrier(MPIR_Comm *comm, MPIR_Errflag_t *errflag)
     impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
 
     if (rank != master) {
-        mpi_errno =
-            MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
+        mpi_errno = MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm,
+                                         ICBC_IMPI_CTX_COLL, errflag);
         MPIR_ERR_CHECK(mpi_errno);
-        return MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm, 0, errflag);
+        return MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, master, LOCAL_TAG_BARRIER, comm,
+                                    ICBC_IMPI_CTX_COLL, errflag);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == g.client[rank]) {
-            mpi_errno =
-                MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
     n = impi_coll_barrier(&g, rank, steps);
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND)
             mpi_errno = MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER,
-                                             comm, 0, errflag);
+                                             comm, ICBC_IMPI_CTX_COLL, errflag);
         else
             mpi_errno = MPIDI_ICBC_impi_recv(NULL, 0, MPI_BYTE, steps[k].peer, IMPI_TAG_BARRIER,
-                                             comm, 0, errflag);
+                                             comm, ICBC_IMPI_CTX_COLL, errflag);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == g.client[rank]) {
-            mpi_errno =
-                MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(NULL, 0, MPI_BYTE, r, LOCAL_TAG_BARRIER, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
 fn_fail:
@@ -191,20 +225,22 @@ int MPIDI_ICBC_impi_bcast(void *buf, MPI_Aint count, MPI_Datatype dt, int root, 
     impi_coll_step_t steps[IMPI_COLL_STEPS_MAX];
 
     if (rank != local_root)
-        return MPIDI_ICBC_impi_recv(buf, count, dt, local_root, LOCAL_TAG_BCAST, comm, 0, errflag);
+        return MPIDI_ICBC_impi_recv(buf, count, dt, local_root, LOCAL_TAG_BCAST, comm,
+                                    ICBC_IMPI_CTX_COLL, errflag);
     n = impi_coll_bcast(&g, rank, root, steps);
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND)
-            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0,
-                                             errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
         else
-            mpi_errno = MPIDI_ICBC_impi_recv(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm, 0,
-                                             errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(buf, count, dt, steps[k].peer, IMPI_TAG_BCAST, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == mine) {
-            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, r, LOCAL_TAG_BCAST, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(buf, count, dt, r, LOCAL_TAG_BCAST, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
 fn_fail:
@@ -220,7 +256,8 @@ static int reduce_ordered(const void *contrib, void *recvbuf, MPI_Aint count, MP
     void *base = NULL, *in;
 
     if (comm->rank != root)
-        return MPIDI_ICBC_impi_send(contrib, count, dt, root, LOCAL_TAG_REDUCE, comm, 0, errflag);
+        return MPIDI_ICBC_impi_send(contrib, count, dt, root, LOCAL_TAG_REDUCE, comm,
+                                    ICBC_IMPI_CTX_COLL, errflag);
     in = MPIDI_ICBC_impi_tmp_buf(count, dt, &base);
     MPIR_ERR_CHKANDJUMP(in == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     /* the root's own contribution must not be overwritten before its turn */
@@ -237,7 +274,8 @@ static int reduce_ordered(const void *contrib, void *recvbuf, MPI_Aint count, MP
     for (int r = size - 1; r >= 0; r--) {
         const void *x = contrib;
         if (r != root) {
-            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
             x = in;
         }
@@ -268,7 +306,8 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
         return reduce_ordered(contrib, recvbuf, count, dt, op, root, comm, errflag);
     /* local phase: this client's part to its target (the root, or the master) */
     if (rank != target)
-        return MPIDI_ICBC_impi_send(contrib, count, dt, target, LOCAL_TAG_REDUCE, comm, 0, errflag);
+        return MPIDI_ICBC_impi_send(contrib, count, dt, target, LOCAL_TAG_REDUCE, comm,
+                                    ICBC_IMPI_CTX_COLL, errflag);
     acc = rank == root ? recvbuf : MPIDI_ICBC_impi_tmp_buf(count, dt, &acc_base);
     in = MPIDI_ICBC_impi_tmp_buf(count, dt, &in_base);
     MPIR_ERR_CHKANDJUMP(acc == NULL || in == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
@@ -278,7 +317,8 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
     }
     for (int r = 0; r < g.size; r++)
         if (r != rank && g.client[r] == mine) {
-            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, r, LOCAL_TAG_REDUCE, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
             mpi_errno = MPIR_Reduce_local(in, acc, count, dt, op);
             MPIR_ERR_CHECK(mpi_errno);
@@ -288,10 +328,10 @@ int MPIDI_ICBC_impi_reduce(const void *sendbuf, void *recvbuf, MPI_Aint count, M
     for (int k = 0; k < n; k++) {
         if (steps[k].op == IMPI_COLL_SEND) {
             mpi_errno = MPIDI_ICBC_impi_send(acc, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm,
-                                             1, errflag);
+                                             ICBC_IMPI_CTX_PT2PT, errflag);
         } else {
-            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm, 1,
-                                             errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(in, count, dt, steps[k].peer, IMPI_TAG_REDUCE, comm,
+                                             ICBC_IMPI_CTX_PT2PT, errflag);
             if (mpi_errno == MPI_SUCCESS && steps[k].op == IMPI_COLL_RECV_REDUCE)
                 mpi_errno = MPIR_Reduce_local(in, acc, count, dt, op);
         }

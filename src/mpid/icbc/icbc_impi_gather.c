@@ -136,8 +136,8 @@ static int gather_at_master(const impi_coll_group_t *g, const void *own, MPI_Ain
         if (r == rank || !varying)
             bytes[r] = block;
         else {
-            mpi_errno =
-                MPIDI_ICBC_impi_recv(&bytes[r], 1, MPI_AINT, r, LOCAL_TAG_GATHER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_recv(&bytes[r], 1, MPI_AINT, r, LOCAL_TAG_GATHER, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
         total += bytes[r];
@@ -159,7 +159,8 @@ static int gather_at_master(const impi_coll_group_t *g, const void *own, MPI_Ain
     }
     mpi_errno = req_list_wait(&reqs, errflag);
     MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = MPIDI_ICBC_impi_send(tmp, total, MPI_BYTE, root, tag, comm, 0, errflag);
+    mpi_errno =
+        MPIDI_ICBC_impi_send(tmp, total, MPI_BYTE, root, tag, comm, ICBC_IMPI_CTX_COLL, errflag);
 fn_fail:
     if (reqs.req)
         req_list_wait(&reqs, errflag);
@@ -178,6 +179,10 @@ static int gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype
     impi_coll_group_t g = MPIDI_ICBC_impi_group(comm);
     int mine = g.client[rank], varying = counts != NULL;
     int tag = varying ? IMPI_TAG_GATHERV : IMPI_TAG_GATHER;
+
+    if (MPIDI_ICBC_COMM(comm).impi_lam)
+        return MPIDI_ICBC_lam_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, counts,
+                                     displs, recvtype, root, comm, errflag);
     MPI_Aint *bytes = NULL, *offs = NULL, total = 0, rsize, rext, ssize;
     char *tmp = NULL;
     req_list_t reqs = { NULL, 0 };
@@ -187,18 +192,18 @@ static int gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype
         MPIR_Datatype_get_size_macro(sendtype, ssize);
         if (mine == g.client[root])
             return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, root, LOCAL_TAG_GATHER, comm,
-                                        0, errflag);
+                                        ICBC_IMPI_CTX_COLL, errflag);
         if (rank == master)
             return gather_at_master(&g, sendbuf, sendcount, sendtype, sendcount * ssize, varying,
                                     root, tag, comm, errflag);
         if (varying) {
             MPI_Aint b = sendcount * ssize;
-            mpi_errno =
-                MPIDI_ICBC_impi_send(&b, 1, MPI_AINT, master, LOCAL_TAG_GATHER, comm, 0, errflag);
+            mpi_errno = MPIDI_ICBC_impi_send(&b, 1, MPI_AINT, master, LOCAL_TAG_GATHER, comm,
+                                             ICBC_IMPI_CTX_COLL, errflag);
             MPIR_ERR_CHECK(mpi_errno);
         }
-        return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, master, LOCAL_TAG_GATHER, comm, 0,
-                                    errflag);
+        return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, master, LOCAL_TAG_GATHER, comm,
+                                    ICBC_IMPI_CTX_COLL, errflag);
     }
 
     /* the root */
@@ -286,7 +291,8 @@ static int scatter_at_master(const impi_coll_group_t *g, void *recvbuf, MPI_Aint
     MPIR_ERR_CHKANDJUMP(bytes == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIR_Datatype_get_size_macro(recvtype, rsize);
     if (varying) {
-        mpi_errno = MPIDI_ICBC_impi_recv(bytes, n, MPI_AINT, root, tag, comm, 0, errflag);
+        mpi_errno =
+            MPIDI_ICBC_impi_recv(bytes, n, MPI_AINT, root, tag, comm, ICBC_IMPI_CTX_COLL, errflag);
         MPIR_ERR_CHECK(mpi_errno);
     } else {
         for (int k = 0; k < n; k++)
@@ -296,7 +302,8 @@ static int scatter_at_master(const impi_coll_group_t *g, void *recvbuf, MPI_Aint
         total += bytes[k];
     tmp = MPL_malloc(MPL_MAX(1, total), MPL_MEM_BUFFER);
     MPIR_ERR_CHKANDJUMP(tmp == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    mpi_errno = MPIDI_ICBC_impi_recv(tmp, total, MPI_BYTE, root, tag, comm, 0, errflag);
+    mpi_errno =
+        MPIDI_ICBC_impi_recv(tmp, total, MPI_BYTE, root, tag, comm, ICBC_IMPI_CTX_COLL, errflag);
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = req_list_init(&reqs, n);
     MPIR_ERR_CHECK(mpi_errno);
@@ -333,16 +340,20 @@ static int scatter(const void *sendbuf, MPI_Aint sendcount, const MPI_Aint *coun
     char *tmp = NULL;
     req_list_t reqs = { NULL, 0 };
 
+    if (MPIDI_ICBC_COMM(comm).impi_lam)
+        return MPIDI_ICBC_lam_scatter(sendbuf, sendcount, counts, displs, sendtype, recvbuf,
+                                      recvcount, recvtype, root, comm, errflag);
+
     if (rank != root) {
         int master = impi_coll_local_master(&g, rank);
         if (mine == g.client[root])
             return MPIDI_ICBC_impi_recv(recvbuf, recvcount, recvtype, root, LOCAL_TAG_SCATTER, comm,
-                                        0, errflag);
+                                        ICBC_IMPI_CTX_COLL, errflag);
         if (rank == master)
             return scatter_at_master(&g, recvbuf, recvcount, recvtype, varying, root, tag, comm,
                                      errflag);
         return MPIDI_ICBC_impi_recv(recvbuf, recvcount, recvtype, master, LOCAL_TAG_SCATTER, comm,
-                                    0, errflag);
+                                    ICBC_IMPI_CTX_COLL, errflag);
     }
 
     /* the root */
@@ -458,6 +469,10 @@ int MPIDI_ICBC_impi_allgatherv(const void *sendbuf, MPI_Aint sendcount, MPI_Data
     int mpi_errno = MPI_SUCCESS, size = comm->local_size, rank = comm->rank;
     MPI_Aint rext, rsize, total = 0, off = 0;
     char *packed = NULL;
+
+    if (MPIDI_ICBC_COMM(comm).impi_lam)
+        return MPIDI_ICBC_lam_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                         recvtype, comm, errflag);
 
     MPIR_Datatype_get_extent_macro(recvtype, rext);
     MPIR_Datatype_get_size_macro(recvtype, rsize);

@@ -27,6 +27,7 @@
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
 #include "icbc_impi.h"
+#include "icbc_impi_coll.h"
 #include "impi/impi_hostconn.h"
 #include "impi/impi_p2p.h"
 #include "impi/impi_rx.h"
@@ -40,6 +41,86 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* Context ids with LAM/MPI 7.1.4 (docs/impi.md, LAM/MPI 7.1.4 as it
+ * behaves). LAM runs the collectives it composes from point-to-point on
+ * -(id) - 1 of a communicator's point-to-point id, and ends them by setting
+ * the communicator's id back with the function meant for IMPI's collective
+ * ids, which leaves a negative id alone: from the first such collective on,
+ * LAM sends and expects everything on that communicator (point-to-point,
+ * IMPI's Barrier, Bcast and Reduce, and its own collectives) on -(id) - 1.
+ * Every rank of the communicator calls that collective, so each process
+ * knows when it happened: the communicator's id is then marked here
+ * (MPIDI_ICBC_impi_lam_degrade), and messages of that communicator to LAM
+ * processes travel on -(id) - 1; those from LAM on it go to the context
+ * their tag belongs to. */
+#define CTX_BASE(c) ((c) & ~(MPIR_CONTEXT_SUBCOMM_MASK | MPIR_CONTEXT_SUFFIX_MASK))
+static uint8_t lam_degraded[(1 << 16) / 8];
+
+void MPIDI_ICBC_impi_lam_degrade(MPIR_Context_id_t c)
+{
+    c = CTX_BASE(c);
+    lam_degraded[c / 8] |= (uint8_t) (1u << (c % 8));
+}
+
+static int is_lam_degraded(MPIR_Context_id_t c)
+{
+    c = CTX_BASE(c);
+    return (lam_degraded[c / 8] >> (c % 8)) & 1;
+}
+
+/* Whether world rank R is a process of a LAM/MPI client (one that gave no
+ * data representation of its own). */
+static int is_lam_rank(int r)
+{
+    int client, host;
+
+    MPIDI_ICBC_impi_where(r, &client, &host);
+    return !(MPIDI_ICBC_impi.layout.datarep_mask & (1u << client));
+}
+
+/* IMPI's context id of MPICH's context C towards world rank DEST. */
+static uint64_t cid_to_wire(MPIR_Context_id_t c, int dest)
+{
+    int subcomm = c & MPIR_CONTEXT_SUBCOMM_MASK;
+
+    if (subcomm == ICBC_CTX_OFFSET_LAM || (subcomm == 0 && is_lam_degraded(c) && is_lam_rank(dest)))
+        return (uint64_t) (-(int64_t) CTX_BASE(c) - 1);
+    return c;
+}
+
+/* MPICH's context id of IMPI's W on a message with TAG; 0 when W names no
+ * context MPICH has (its ids are 16 bits). */
+static int cid_from_wire(uint64_t w, int tag, MPIR_Context_id_t *c)
+{
+    int64_t v = (int64_t) w;
+
+    if (v >= 0) {
+        /* LAM's contexts travel negative: a positive one is nobody's */
+        if (v > 0xffff || (v & MPIR_CONTEXT_SUBCOMM_MASK) == ICBC_CTX_OFFSET_LAM)
+            return 0;
+        *c = (MPIR_Context_id_t) v;
+        return 1;
+    }
+    v = -(v + 1);
+    if (v > 0xffff || CTX_BASE(v) != v)
+        return 0;
+    switch (tag) {
+    case IMPI_TAG_BARRIER:
+    case IMPI_TAG_BCAST: *c = (MPIR_Context_id_t) (v + MPIR_CONTEXT_INTRA_COLL); break;
+    case LAM_TAG_ALLTOALL:
+    case LAM_TAG_ALLTOALLV:
+    case LAM_TAG_GATHER:
+    case LAM_TAG_GATHERV:
+    case LAM_TAG_SCAN:
+    case LAM_TAG_SCATTER:
+    case LAM_TAG_SCATTERV:
+    case LAM_TAG_EXSCAN: *c = (MPIR_Context_id_t) (v + ICBC_CTX_OFFSET_LAM); break;
+    default: /* point-to-point, and IMPI's Reduce, which LAM sends there */
+        *c = (MPIR_Context_id_t) v;
+    }
+    return 1;
+}
 
 typedef struct {
     int fd; /* -1: no connection (a host of this client) */
@@ -222,7 +303,7 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
         .dest = peer->rank,
         .lsrank = h->src_rank,
         .tag = h->tag,
-        .cid = h->context_id,
+        .cid = cid_to_wire(h->context_id, peer->rank),
         .srqid = (uint64_t) (uintptr_t) sreq,
         .buf = payload,
         .len = data_sz,
@@ -281,7 +362,8 @@ static void on_arrived(void *arg, const impi_msg_t *m)
     memset(&hdr, 0, sizeof(hdr));
     hdr.src_rank = m->lsrank;
     hdr.tag = m->tag;
-    hdr.context_id = (MPIR_Context_id_t) m->cid;
+    /* on_packet let only context ids MPICH has this far */
+    cid_from_wire(m->cid, m->tag, &hdr.context_id);
     hdr.data_sz = (MPI_Aint) m->msglen;
     MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
 
@@ -412,9 +494,9 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 
     if (IH.conns[host].failed)
         return;
-    /* MPICH's context ids are 16 bits: any other names no communicator */
+    MPIR_Context_id_t cid;
     if ((pkt->hdr->type == IMPI_PK_DATA || pkt->hdr->type == IMPI_PK_DATASYNC) &&
-        pkt->hdr->drqid == 0 && pkt->hdr->cid > 0xffff) {
+        pkt->hdr->drqid == 0 && !cid_from_wire(pkt->hdr->cid, pkt->hdr->tag, &cid)) {
         snprintf(err, sizeof(err), "a message for context %llu, which no communicator has",
                  (unsigned long long) pkt->hdr->cid);
         host_failed(host, err);

@@ -43,9 +43,11 @@ typedef struct {
 } MPIDI_ICBC_request_t;
 
 /* Communicator: whether it spans several IMPI clients, and then the
- * client of each of its ranks (icbc_impi_coll.c). */
+ * client of each of its ranks and whether one of them is a LAM/MPI client
+ * (icbc_impi_coll.c). */
 typedef struct {
     int impi_spans;
+    int impi_lam;
     int *impi_client;
 } MPIDI_ICBC_comm_t;
 
