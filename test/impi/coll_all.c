@@ -4,7 +4,7 @@
  * mpicc for a LAM/MPI 7.1.4 client and with ours for an ICBC client
  * (test/pytest/test_impi_lam.py).
  *
- *   coll_all [-a] [COUNT...]
+ *   coll_all [-a] [-r ROUNDS] [COUNT...]
  *
  * For each COUNT (ints per block; default 3 and 20000, the second above
  * IMPI's DATALEN of 64 KiB so that blocks travel as long messages):
@@ -15,7 +15,8 @@
  * received is checked; prints "rank R: coll_all ok" and exits 0, or names
  * the collective, root and element that was wrong and aborts.
  *
- * -a leaves out Alltoall and Alltoallv. LAM/MPI 7.1.4 cannot run them
+ * -r runs the whole sequence ROUNDS times (default 1), printing "rank R:
+ * round K" after each. -a leaves out Alltoall and Alltoallv. LAM/MPI 7.1.4 cannot run them
  * across IMPI clients, not even between two LAM clients: its persistent
  * receives from another client's processes on a collective context
  * register a second receive for IMPI's synchronous messages on the same
@@ -218,17 +219,23 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int k = 1;
-    if (k < argc && strcmp(argv[k], "-a") == 0) {
-        with_alltoall = 0;
-        k++;
+    int k = 1, rounds = 1;
+    for (; k < argc && argv[k][0] == '-'; k++) {
+        if (strcmp(argv[k], "-a") == 0)
+            with_alltoall = 0;
+        else if (strcmp(argv[k], "-r") == 0 && k + 1 < argc)
+            rounds = atoi(argv[++k]);
     }
-    if (k < argc)
-        for (; k < argc; k++)
-            run(atoi(argv[k]));
-    else {
-        run(3);
-        run(20000);
+    for (int round = 1; round <= rounds; round++) {
+        if (k < argc)
+            for (int j = k; j < argc; j++)
+                run(atoi(argv[j]));
+        else {
+            run(3);
+            run(20000);
+        }
+        printf("rank %d: round %d\n", rank, round);
+        fflush(stdout);
     }
     printf("rank %d: coll_all ok\n", rank);
     fflush(stdout);

@@ -27,10 +27,11 @@ enum {
     ICBC_IMPI_CTX_LAM = 2,
 };
 
-/* MPICH's context id of LAM's collective context: MPICH never gives a
- * context id subcommunicator type 3, so the communicator's id with that
- * type is free for it. On the wire it is LAM's -(id) - 1
- * (icbc_path_impi.c). */
+/* MPICH's context id of LAM's collective context: the communicator's id
+ * with subcommunicator type 3, which MPICH gives only to the short-lived
+ * communicator of MPI_Intercomm_merge, built on an intercommunicator's id
+ * (never one with a LAM client). On the wire to LAM's processes it is
+ * LAM's -(id) - 1 (icbc_path_impi.c). */
 #define ICBC_CTX_OFFSET_LAM (3 << MPIR_CONTEXT_SUBCOMM_SHIFT)
 
 impi_coll_group_t MPIDI_ICBC_impi_group(MPIR_Comm *comm);

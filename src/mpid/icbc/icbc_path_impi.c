@@ -79,25 +79,29 @@ static int is_lam_rank(int r)
     return !(MPIDI_ICBC_impi.layout.datarep_mask & (1u << client));
 }
 
-/* IMPI's context id of MPICH's context C towards world rank DEST. */
+/* IMPI's context id of MPICH's context C towards world rank DEST: LAM's
+ * context, and after LAM switched to it every context of that
+ * communicator, travel as -(id) - 1 to LAM's processes; every other
+ * message carries C itself (between ICBC clients, LAM's context too). */
 static uint64_t cid_to_wire(MPIR_Context_id_t c, int dest)
 {
     int subcomm = c & MPIR_CONTEXT_SUBCOMM_MASK;
 
-    if (subcomm == ICBC_CTX_OFFSET_LAM || (subcomm == 0 && is_lam_degraded(c) && is_lam_rank(dest)))
+    if (!is_lam_rank(dest))
+        return c;
+    if (subcomm == ICBC_CTX_OFFSET_LAM || (subcomm == 0 && is_lam_degraded(c)))
         return (uint64_t) (-(int64_t) CTX_BASE(c) - 1);
     return c;
 }
 
 /* MPICH's context id of IMPI's W on a message with TAG; 0 when W names no
- * context MPICH has (its ids are 16 bits). */
+ * context MPICH has (its ids are 16 bits). A negative W comes from LAM. */
 static int cid_from_wire(uint64_t w, int tag, MPIR_Context_id_t *c)
 {
     int64_t v = (int64_t) w;
 
     if (v >= 0) {
-        /* LAM's contexts travel negative: a positive one is nobody's */
-        if (v > 0xffff || (v & MPIR_CONTEXT_SUBCOMM_MASK) == ICBC_CTX_OFFSET_LAM)
+        if (v > 0xffff)
             return 0;
         *c = (MPIR_Context_id_t) v;
         return 1;
