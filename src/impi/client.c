@@ -316,6 +316,29 @@ fail:
     return st;
 }
 
+icbc_status_t impi_client_check(impi_client_t *c, char *err, size_t errlen)
+{
+    struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+    uint8_t b[64];
+
+    if (poll(&pfd, 1, 0) <= 0)
+        return ICBC_OK;
+    ssize_t r = recv(c->fd, b, sizeof(b), MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return ICBC_OK;
+    if (r == 0)
+        return failed(ICBC_ERR_PEER_FAILED, err, errlen,
+                      "impi-server %s closed its connection before this client's FINI "
+                      "(the IMPI job ended: another client's job ended or the server stopped)",
+                      c->server);
+    if (r < 0)
+        return failed(ICBC_ERR_PEER_FAILED, err, errlen, "impi-server %s: %s", c->server,
+                      strerror(errno));
+    return failed(ICBC_ERR_PEER_FAILED, err, errlen,
+                  "impi-server %s sent %zd bytes after start-up, which IMPI does not allow",
+                  c->server, r);
+}
+
 icbc_status_t impi_client_fini(impi_client_t *c)
 {
     icbc_status_t st = send_cmd(c, IMPI_CMD_FINI, NULL, 0);

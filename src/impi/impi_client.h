@@ -136,6 +136,13 @@ typedef struct impi_client impi_client_t;
 icbc_status_t impi_client_startup(const impi_client_params_t *params, const impi_local_t *local,
                                   impi_client_t **client, impi_layout_t *layout, char *err,
                                   size_t errlen);
+/* After start-up the server says nothing until this client's FINI: its
+ * connection closing (or anything arriving on it) means the IMPI job
+ * ended, e.g. because another client's job died and the server ended
+ * start-up's bookkeeping with an error. Polls without waiting: ICBC_OK
+ * while the connection is quiet, else ICBC_ERR_PEER_FAILED with the
+ * reason in ERR naming the server. */
+icbc_status_t impi_client_check(impi_client_t *client, char *err, size_t errlen);
 /* Sends FINI (every process of this client has finished) and closes. */
 icbc_status_t impi_client_fini(impi_client_t *client);
 /* Closes without FINI (the server sees a client that died). */

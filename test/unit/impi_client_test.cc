@@ -573,6 +573,35 @@ TEST(ImpiClient, ThreeClientsStartUpThroughImpiServerAndFinish)
     EXPECT_EQ(0, d.wait(&errtext)) << errtext;
 }
 
+/* After start-up the server's connection is quiet until FINI; when the
+ * server ends (here: another client closed without FINI, which ends it
+ * with an error), impi_client_check says so, naming the server. */
+TEST(ImpiClient, CheckSeesTheServerEndTheJob)
+{
+    Daemon d;
+    ASSERT_TRUE(d.start({ "-server", "2", "-listen", "127.0.0.1", "-host", "127.0.0.1" }));
+    std::string server = d.addr + ":" + std::to_string(d.port);
+    std::vector<Client> cl = { Client(0, { 1 }), Client(1, { 1 }) };
+    StartUp s[2];
+    std::thread t(run_client, server, 1, &cl[1], &s[1], 0, false, 20000);
+    run_client(server, 0, &cl[0], &s[0]);
+    t.join();
+    ASSERT_EQ(ICBC_OK, s[0].st) << s[0].err;
+    ASSERT_EQ(ICBC_OK, s[1].st) << s[1].err;
+    char err[256] = "";
+    EXPECT_EQ(ICBC_OK, impi_client_check(s[0].client, err, sizeof(err))) << err;
+    impi_client_destroy(s[1].client); /* client 1 dies */
+    std::string errtext;
+    EXPECT_EQ(1, d.wait(&errtext));
+    EXPECT_NE(std::string::npos, errtext.find("before FINI")) << errtext;
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED, impi_client_check(s[0].client, err, sizeof(err)));
+    EXPECT_NE(nullptr, strstr(err, "closed its connection before this client's FINI")) << err;
+    EXPECT_NE(nullptr, strstr(err, server.c_str())) << err;
+    impi_client_destroy(s[0].client);
+    for (auto &x : s)
+        impi_layout_free(&x.layout);
+}
+
 TEST(ImpiClient, KeyAuthentication)
 {
     char path[] = "/tmp/impi-key-XXXXXX";

@@ -555,6 +555,31 @@ static void host_failed(int host, const char *why)
     }
 }
 
+/* PMI rank 0 holds the client's connection to impi-server until FINI. The
+ * server closes it when the IMPI job ends early (another client's job
+ * died: LAM's mpirun closes its server connection when one of its
+ * processes is killed, while its impid keeps the host connections open
+ * and silent), so its closing fails every host of the other clients here;
+ * the job then ends after the grace period of lost peers. Checked every
+ * 100 ms. */
+static void server_check(void)
+{
+    static double next;
+    double now = icbc_clock_coarse();
+    char err[256];
+
+    if (MPIDI_ICBC_impi.conn == NULL || MPIDI_ICBC_global.finalizing || now < next)
+        return;
+    next = now + 0.1;
+    if (impi_client_check(MPIDI_ICBC_impi.conn, err, sizeof(err)) == ICBC_OK)
+        return;
+    impi_client_destroy(MPIDI_ICBC_impi.conn);
+    MPIDI_ICBC_impi.conn = NULL;
+    for (int host = 0; host < MPIDI_ICBC_impi.layout.nhosts_total; host++)
+        if (MPIDI_ICBC_impi.layout.hosts[host].client != MPIDI_ICBC_impi.client)
+            host_failed(host, err);
+}
+
 static int impi_progress(void)
 {
     int events = 0;
@@ -562,6 +587,7 @@ static int impi_progress(void)
 
     if (!IH.open)
         return 0;
+    server_check();
     for (int i = 0; i < IH.npfd; i++) {
         conn_t *c = &IH.conns[IH.pfd_host[i]];
         IH.pfd[i].fd = c->failed ? -1 : c->fd;
