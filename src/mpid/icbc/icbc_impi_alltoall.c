@@ -43,13 +43,7 @@ static int exchange(const void *sendbuf, const MPI_Aint *scounts, const MPI_Aint
     mpi_errno = MPIR_Localcopy((const char *) sendbuf + sdispls[rank] * sext, scounts[rank], stype,
                                (char *) recvbuf + rdispls[rank] * rext, rcounts[rank], rtype);
 fn_fail:
-    if (n) {
-        int err = MPIDI_ICBC_impi_waitall(req, n, errflag);
-        if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = err;
-    }
-    MPL_free(req);
-    return mpi_errno;
+    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
 }
 
 /* In place: RECVBUF's blocks packed into *PACKED, and the counts and

@@ -162,6 +162,14 @@ int MPIDI_ICBC_impi_waitall(MPIR_Request **req, int n, MPIR_Errflag_t *errflag)
     return mpi_errno;
 }
 
+int MPIDI_ICBC_impi_finish(MPIR_Request **req, int n, int mpi_errno, MPIR_Errflag_t *errflag)
+{
+    int err = MPIDI_ICBC_impi_waitall(req, n, errflag);
+
+    MPL_free(req);
+    return mpi_errno != MPI_SUCCESS ? mpi_errno : err;
+}
+
 void *MPIDI_ICBC_impi_tmp_buf(MPI_Aint count, MPI_Datatype dt, void **base)
 {
     MPI_Aint true_lb, true_extent, extent;

@@ -50,6 +50,10 @@ int MPIDI_ICBC_impi_irecv(void *buf, MPI_Aint count, MPI_Datatype dt, int src, i
 /* Waits for the requests of REQ[0..N) that were started (a slot left NULL
  * by a start that failed is skipped). */
 int MPIDI_ICBC_impi_waitall(MPIR_Request **req, int n, MPIR_Errflag_t *errflag);
+/* The end of a collective that started the N requests of REQ (the caller's
+ * array, freed here with them): waits for every one; returns MPI_ERRNO, or
+ * the first request's error when MPI_ERRNO is MPI_SUCCESS. */
+int MPIDI_ICBC_impi_finish(MPIR_Request **req, int n, int mpi_errno, MPIR_Errflag_t *errflag);
 
 /* A buffer for COUNT of DT, shifted by the type's true lower bound (*BASE
  * is what to free). */

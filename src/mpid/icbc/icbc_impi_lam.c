@@ -62,13 +62,7 @@ int MPIDI_ICBC_lam_gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype 
         MPIR_ERR_CHECK(mpi_errno);
     }
 fn_fail:
-    if (n) {
-        int err = MPIDI_ICBC_impi_waitall(req, n, errflag);
-        if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = err;
-    }
-    MPL_free(req);
-    return mpi_errno;
+    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
 }
 
 int MPIDI_ICBC_lam_scatter(const void *sendbuf, MPI_Aint count, const MPI_Aint *counts,
@@ -102,13 +96,7 @@ int MPIDI_ICBC_lam_scatter(const void *sendbuf, MPI_Aint count, const MPI_Aint *
         MPIR_ERR_CHECK(mpi_errno);
     }
 fn_fail:
-    if (n) {
-        int err = MPIDI_ICBC_impi_waitall(req, n, errflag);
-        if (mpi_errno == MPI_SUCCESS)
-            mpi_errno = err;
-    }
-    MPL_free(req);
-    return mpi_errno;
+    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
 }
 
 int MPIDI_ICBC_lam_allgatherv(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
