@@ -10,9 +10,11 @@ libicbc_la_SOURCES += \
     src/impi/hostconn.c \
     src/impi/rx.c \
     src/impi/p2p.c \
+    src/impi/agent.c \
     src/impi/coll.c
 include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h \
-    src/impi/impi_hostconn.h src/impi/impi_rx.h src/impi/impi_p2p.h src/impi/impi_coll.h
+    src/impi/impi_hostconn.h src/impi/impi_rx.h src/impi/impi_p2p.h src/impi/impi_coll.h \
+    src/impi/impi_agent.h
 
 bin_PROGRAMS += impi-server
 impi_server_SOURCES = src/impi/server_main.c

@@ -5,7 +5,9 @@
  *   lam_pingpong ME PEER SIZES ITERS SYNC
  *
  * World rank ME ping-pongs with world rank PEER (in the other client) with
- * the same protocol and data as impi_pingpong: for each size and
+ * the same protocol and data as impi_pingpong; ME and PEER may be lists of
+ * as many ranks ("0,1" "4,5"), each pair at the same time (a rank in either
+ * list takes the other of its pair). For each size and
  * iteration the lower rank sends first, pattern(size, it) one way and
  * pattern(size, it + 1000) back, every byte checked; SYNC 1: the first
  * send of each iteration is MPI_Ssend. Every other rank only takes part in
@@ -29,8 +31,8 @@ static void pattern(unsigned char *b, size_t n, int seed)
 
 int main(int argc, char **argv)
 {
-    int rank, size, me, peer, iters, sync, it;
-    char *sizes, *tok;
+    int rank, size, me = -1, peer = -1, iters, sync, it;
+    char *sizes, *tok, *ms, *ps;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -39,16 +41,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: lam_pingpong ME PEER SIZES ITERS SYNC\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    me = atoi(argv[1]);
-    peer = atoi(argv[2]);
+    /* this rank's pair */
+    for (ms = argv[1], ps = argv[2]; *ms && *ps;) {
+        char *m0 = ms, *p0 = ps;
+        int a = (int) strtol(m0, &ms, 10), b = (int) strtol(p0, &ps, 10);
+        if (ms == m0 || ps == p0 || a >= size || b >= size) {
+            fprintf(stderr, "lam_pingpong: ranks %d and %d in a world of %d\n", a, b, size);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        if (rank == a || rank == b) {
+            me = rank;
+            peer = rank == a ? b : a;
+        }
+        if (*ms == ',')
+            ms++;
+        if (*ps == ',')
+            ps++;
+    }
     sizes = argv[3];
     iters = atoi(argv[4]);
     sync = atoi(argv[5]);
-    if (peer >= size || me >= size) {
-        fprintf(stderr, "lam_pingpong: ranks %d and %d in a world of %d\n", me, peer, size);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    if (rank == me) {
+    if (me >= 0) {
         for (tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
             int n = atoi(tok);
             unsigned char *out = malloc(n + 1), *in = malloc(n + 1), *want = malloc(n + 1);

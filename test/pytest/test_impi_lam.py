@@ -47,15 +47,16 @@ TIMEOUT = 120
 DEFAULT_TIER = {
     "test_icbc_client_with_lam": [dict(lam_first=True, np=4, sync=0),
                                   dict(lam_first=False, np=2, sync=1)],
-    "test_icbc_job_with_lam": [dict(lam_first=True, np=2, sync=1),
-                               dict(lam_first=False, np=4, sync=0)],
-    "test_icbc_job_collectives_with_lam": [dict(lam_first=True, np=4),
-                                           dict(lam_first=False, np=1)],
-    "test_icbc_job_every_collective_with_lam": [dict(lam_first=True, np=2),
-                                                dict(lam_first=False, np=4)],
+    "test_icbc_job_with_lam": [dict(lam_first=True, np=2, sync=1, icbc_np=4),
+                               dict(lam_first=False, np=4, sync=0, icbc_np=2)],
+    "test_icbc_job_collectives_with_lam": [dict(lam_first=True, np=4, icbc_np=1),
+                                           dict(lam_first=False, np=1, icbc_np=4)],
+    "test_icbc_job_every_collective_with_lam": [dict(lam_first=True, np=2, icbc_np=2),
+                                                dict(lam_first=False, np=4, icbc_np=4)],
     "test_collectives_with_lam": [dict(lam_first=True, np=1),
                                   dict(lam_first=False, np=2)],
     "test_two_lam_clients_through_our_server": [dict(auth="key")],
+    "test_icbc_nodes_with_lam_across_the_wan": [dict(lam_first=False)],
 }
 
 
@@ -119,9 +120,10 @@ def lam(build_dir):
 
 
 class Universe:
-    """A LAM universe of the user nobody on this host."""
+    """A LAM universe of the user nobody on this host, or in the network
+    namespace NETNS (a testbed's node) advertising ADDR."""
 
-    def __init__(self, lam, work, name):
+    def __init__(self, lam, work, name, netns=None, addr=LAM_ADDR):
         self.lam = lam
         self.dir = os.path.join(work, name)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -135,9 +137,15 @@ class Universe:
             f.write("localhost\n")
         self.env = {"PATH": os.path.join(lam, "bin") + ":/usr/bin:/bin",
                     "HOME": self.dir, "TMPDIR": os.path.join(self.dir, "tmp"),
-                    "LAMRSH": "ssh -x", "IMPI_AUTH_NONE": "1", "IMPI_HOST_NAME": LAM_ADDR}
+                    "LAMRSH": "ssh -x", "IMPI_AUTH_NONE": "1", "IMPI_HOST_NAME": addr}
+        self.netns = netns
 
     def run(self, args, **kw):
+        if self.netns:  # entering the namespace needs root: nobody after that
+            return subprocess.Popen(["ip", "netns", "exec", self.netns, "setpriv",
+                                     f"--reuid={self.uid}", f"--regid={self.gid}",
+                                     "--clear-groups", *args],
+                                    env=self.env, cwd=self.dir, **kw)
         return subprocess.Popen(args, env=self.env, cwd=self.dir, user=self.uid, group=self.gid,
                                 extra_groups=[], **kw)
 
@@ -218,6 +226,15 @@ def work(build_dir, request):
     return w
 
 
+def coll_all_args(nprocs):
+    """coll_all's block sizes for a world of NPROCS: 3 ints and up to 1500,
+    as large as LAM 7.1.4 receives correctly on a communicator after one of
+    its composed collectives (messages of at most DATALEN, 64 KiB; docs/impi.md):
+    Reduce_scatter reduces a vector of (r % 3 + 1) blocks per rank r."""
+    blocks = sum(r % 3 + 1 for r in range(nprocs))
+    return ("-a", "3", str(min(1500, 65536 // (4 * blocks))))
+
+
 def lam_mpirun(u, client, server, np, prog, me, peer, sync, work):
     out = open(os.path.join(work, f"lam-client{client}.log"), "w")
     return u.run(["mpirun", "-client", str(client), server, "-np", str(np), prog,
@@ -285,16 +302,20 @@ def icbc_pingpong(prefix, build_dir):
 
 @pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
 @pytest.mark.parametrize("np", [1, 2, 4])
+@pytest.mark.parametrize("icbc_np", [1, 2, 4], ids=["icbc1", "icbc2", "icbc4"])
 @pytest.mark.parametrize("sync", [0, 1], ids=["send", "ssend"])
 def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_first, np,
-                           sync):
-    """An ICBC job (our mpiexec, the netmod's IMPI path) and a LAM client
-    ping-pong through our impi-server with the same program on both sides
-    (lam_pingpong.c), every size of IMPI's short and long protocols both
-    ways, every byte checked on both sides, then MPI_Finalize's IMPI barrier
-    and FINI. SYNC: the ICBC side's first send of each iteration is
-    MPI_Ssend (LAM's own MPI_Ssend across clients never completes in 7.1.4,
-    see test_icbc_client_with_lam). The ICBC job advertises 127.0.0.2
+                           icbc_np, sync):
+    """An ICBC job (our mpiexec, the netmod's IMPI path) of ICBC_NP processes
+    on one node and a LAM client of NP processes ping-pong through our
+    impi-server with the same program on both sides (lam_pingpong.c): every
+    pair of an ICBC and a LAM process at once (min(NP, ICBC_NP) pairs), every
+    size of IMPI's short and long protocols both ways, every byte checked
+    on both sides, then MPI_Finalize's IMPI barrier and FINI. The ICBC node
+    is one IMPI host of ICBC_NP processes, as LAM's own client is one host
+    of NP. SYNC: the ICBC side's first send of each iteration is MPI_Ssend
+    (LAM's own MPI_Ssend across clients never completes in 7.1.4, see
+    test_icbc_client_with_lam). The ICBC job advertises 127.0.0.2
     (MPIR_CVAR_CH4_ICBC_IMPI_HOST): on one host LAM tells the clients' hosts
     apart only by address, and it has 127.0.0.1."""
     u = Universe(lam, work, "lam")
@@ -303,16 +324,21 @@ def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work
         server, addr, server_err = start_server(build_dir, 2, work)
         lam_client = 0 if lam_first else 1
         icbc_client = 1 - lam_client
-        lam_me = 0 if lam_first else 1
-        icbc_rank = np if lam_first else 0
-        pl, lam_log = lam_mpirun(u, lam_client, addr, np, lam_prog, lam_me, icbc_rank, 0, work)
+        lam_first_rank = 0 if lam_first else icbc_np
+        icbc_first_rank = np if lam_first else 0
+        pairs = min(np, icbc_np)
+        lam_ranks = [lam_first_rank + i for i in range(pairs)]
+        icbc_ranks = [icbc_first_rank + i for i in range(pairs)]
+        lam_list = ",".join(map(str, lam_ranks))
+        icbc_list = ",".join(map(str, icbc_ranks))
+        pl, lam_log = lam_mpirun(u, lam_client, addr, np, lam_prog, lam_list, icbc_list, 0, work)
         icbc_log = os.path.join(work, "icbc.log")
         with open(icbc_log, "w") as f:
-            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", "1",
+            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", str(icbc_np),
                                    "-genv", "ICBC_IMPI_SERVER", addr,
                                    "-genv", "ICBC_IMPI_CLIENT", str(icbc_client),
                                    "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR,
-                                   icbc_pingpong, str(icbc_rank), str(lam_me), SIZES, str(ITERS),
+                                   icbc_pingpong, icbc_list, lam_list, SIZES, str(ITERS),
                                    str(sync)],
                                   stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             codes = finish([pi, pl, server])
@@ -321,10 +347,9 @@ def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
         assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
         for n in SIZES.split(","):
-            assert f"rank {icbc_rank}: {n} bytes x {ITERS} with rank {lam_me}: ok" \
-                in logs["icbc"], report
-            assert f"rank {lam_me}: {n} bytes x {ITERS} with rank {icbc_rank}: ok" \
-                in logs["lam"], report
+            for i, l in zip(icbc_ranks, lam_ranks):
+                assert f"rank {i}: {n} bytes x {ITERS} with rank {l}: ok" in logs["icbc"], report
+                assert f"rank {l}: {n} bytes x {ITERS} with rank {i}: ok" in logs["lam"], report
     finally:
         u.halt()
 
@@ -342,12 +367,12 @@ def icbc_coll(prefix, build_dir):
     return exe
 
 
-def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_exe, icbc_exe,
+def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_exe, icbc_exe,
                           ok_text, args=()):
-    """An ICBC job of one process on 127.0.0.2 (our mpiexec) and a LAM/MPI
-    client of NP processes, each running its build of the same program,
-    through our impi-server; both must exit 0 and every rank print "rank R:
-    OK_TEXT"."""
+    """An ICBC job of ICBC_NP processes on 127.0.0.2 (our mpiexec; one IMPI
+    host) and a LAM/MPI client of NP processes, each running its build of
+    the same program, through our impi-server; both must exit 0 and every
+    rank print "rank R: OK_TEXT"."""
     u = Universe(lam, work, "lam")
     u.boot()
     try:
@@ -360,7 +385,7 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_exe, 
                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         icbc_log = os.path.join(work, "icbc.log")
         with open(icbc_log, "w") as f:
-            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", "1",
+            pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", str(icbc_np),
                                    "-genv", "ICBC_IMPI_SERVER", addr,
                                    "-genv", "ICBC_IMPI_CLIENT", str(1 - lam_client),
                                    "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR, icbc_exe,
@@ -371,9 +396,10 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_exe, 
                 (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
         assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
-        icbc_rank = np if lam_first else 0
-        lam_ranks = range(np) if lam_first else range(1, np + 1)
-        assert f"rank {icbc_rank}: {ok_text}" in logs["icbc"], report
+        icbc_ranks = range(np, np + icbc_np) if lam_first else range(icbc_np)
+        lam_ranks = range(np) if lam_first else range(icbc_np, icbc_np + np)
+        for r in icbc_ranks:
+            assert f"rank {r}: {ok_text}" in logs["icbc"], report
         for r in lam_ranks:
             assert f"rank {r}: {ok_text}" in logs["lam"], report
     finally:
@@ -382,16 +408,17 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_exe, 
 
 @pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
 @pytest.mark.parametrize("np", [1, 2, 4])
+@pytest.mark.parametrize("icbc_np", [1, 2, 4], ids=["icbc1", "icbc2", "icbc4"])
 def test_icbc_job_collectives_with_lam(prefix, build_dir, lam, lam_coll, icbc_coll, work,
-                                       lam_first, np):
+                                       lam_first, np, icbc_np):
     """MPI_Barrier, MPI_Bcast and MPI_Reduce from every root and
     MPI_Allreduce on MPI_COMM_WORLD between an ICBC job (our mpiexec; the
     netmod's IMPI collectives) and a LAM/MPI 7.1.4 client of 1, 2 and 4
     processes, the same program (lam_coll.c) on both sides, every result
-    checked on every rank. One ICBC process on 127.0.0.2, as in
-    test_icbc_job_with_lam."""
-    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_coll, icbc_coll,
-                          "coll ok")
+    checked on every rank. ICBC_NP ICBC processes on 127.0.0.2, one IMPI
+    host, as in test_icbc_job_with_lam."""
+    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_coll,
+                          icbc_coll, "coll ok")
 
 
 @pytest.fixture(scope="session")
@@ -414,8 +441,9 @@ def icbc_coll_all(prefix, build_dir):
 
 @pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
 @pytest.mark.parametrize("np", [1, 2, 4])
+@pytest.mark.parametrize("icbc_np", [1, 2, 4], ids=["icbc1", "icbc2", "icbc4"])
 def test_icbc_job_every_collective_with_lam(prefix, build_dir, lam, lam_coll_all, icbc_coll_all,
-                                            work, lam_first, np):
+                                            work, lam_first, np, icbc_np):
     """The MPI-1 collectives and MPI_Exscan on MPI_COMM_WORLD between an
     ICBC job and a LAM/MPI 7.1.4 client of 1, 2 and 4 processes
     (coll_all.c on both sides): Barrier; Bcast, Reduce, Gather(v) and
@@ -430,10 +458,10 @@ def test_icbc_job_every_collective_with_lam(prefix, build_dir, lam, lam_coll_all
     clients as well, is left out (docs/impi.md, LAM/MPI 7.1.4 as it
     behaves): Alltoall and Alltoallv (-a: its persistent receives never
     complete), and messages above IMPI's DATALEN (64 KiB) once a composed
-    collective ran on the communicator: blocks of 3 and 1500 ints, at most
-    54 KB per message (Reduce_scatter's vector at 5 ranks)."""
-    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, lam_coll_all,
-                          icbc_coll_all, "coll_all ok", args=("-a", "3", "1500"))
+    collective ran on the communicator: blocks of 3 and up to 1500 ints, so
+    that Reduce_scatter's vector stays within 64 KiB (coll_all_args)."""
+    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_coll_all,
+                          icbc_coll_all, "coll_all ok", args=coll_all_args(np + icbc_np))
 
 
 @pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
@@ -553,3 +581,86 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "--build-only":
         sys.exit("usage: test_impi_lam.py --build-only BUILD_DIR")
     sys.exit(subprocess.call(lam_build_command(os.path.abspath(sys.argv[2]))))
+
+
+@pytest.fixture(scope="session")
+def lam_wan(prefix, request):
+    """Two clusters of two nodes (the testbed's defaults otherwise, 1 ms one
+    way): the ICBC job on a0 and a1, LAM on b0."""
+    import conftest  # the suite's testbed helper (conftest.py)
+    with conftest.bed(prefix, os.path.join(TOP, "_build", "test-pytest"), "lw",
+                      ["--clusters", "2", "--nodes", "2", "--routers", "1", "--delay", "1ms"],
+                      ["a0", "a1"], request.config.getoption("--keep")) as b:
+        yield b
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+def test_icbc_nodes_with_lam_across_the_wan(prefix, build_dir, lam, lam_prog, icbc_pingpong,
+                                            lam_coll_all, icbc_coll_all, lam_wan, work,
+                                            lam_first):
+    """An ICBC job on two emulated nodes of cluster a, two processes each
+    (two IMPI hosts of two processes), started as docs/impi.md tells a user
+    (the testbed's env file, mpiexec with a hosts file, ICBC_IMPI_SERVER and
+    ICBC_IMPI_CLIENT), and a LAM/MPI client of 2 processes on node b0 across
+    the emulated WAN, through impi-server on b0. First every LAM process
+    ping-pongs with the second process of one ICBC node (which reaches its
+    host through the node's local link), both pairs at once, every size both
+    ways; then coll_all, every collective from every root."""
+    from mpirun import run_mpi  # test/harness, on the path conftest.py sets
+    two_clusters = lam_wan
+    tb = two_clusters.tb
+    ns = f"{two_clusters.env['ICBC_TESTBED']}-b0"
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("a0:2\na1:2\n")
+    u = Universe(lam, work, "lam", netns=ns, addr=addr["b0"])
+    u.boot()
+    try:
+        lam_client = 0 if lam_first else 1
+        lam_base, icbc_base = (0, 2) if lam_first else (4, 0)
+        lam_list = f"{lam_base},{lam_base + 1}"
+        icbc_list = f"{icbc_base + 1},{icbc_base + 3}"
+        for name, lam_args, icbc_exe, icbc_args, ok in (
+                ("pingpong", [lam_prog, lam_list, icbc_list, SIZES, str(ITERS), "0"],
+                 icbc_pingpong, [icbc_list, lam_list, SIZES, str(ITERS), "1"], None),
+                ("coll_all", [lam_coll_all, *coll_all_args(6)], icbc_coll_all,
+                 list(coll_all_args(6)), "coll_all ok")):
+            err = open(os.path.join(work, f"{name}-impi-server.err"), "w+")
+            server = subprocess.Popen(["ip", "netns", "exec", ns,
+                                       os.path.join(build_dir, "impi-server"), "-server", "2",
+                                       "-host", addr["b0"], "-listen", addr["b0"],
+                                       "-timeout", str(TIMEOUT)],
+                                      stdout=subprocess.PIPE, stderr=err, text=True)
+            server_addr = server.stdout.readline().strip()
+            assert server_addr, "impi-server printed no address"
+            lam_log = os.path.join(work, f"{name}-lam.log")
+            with open(lam_log, "w") as out:
+                pl = u.run(["mpirun", "-client", str(lam_client), server_addr, "-np", "2",
+                            *lam_args], stdout=out, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL)
+            r = run_mpi(prefix, two_clusters.env, icbc_exe, 4, work, name=f"{name}-icbc",
+                        hosts=hosts, args=icbc_args, timeout=TIMEOUT,
+                        extra_env={"ICBC_IMPI_SERVER": server_addr,
+                                   "ICBC_IMPI_CLIENT": str(1 - lam_client)})
+            codes = finish([pl, server])
+            err.seek(0)
+            report = (f"{r.describe()}\n--- lam\n{open(lam_log).read()}\n"
+                      f"--- impi-server\n{err.read()}")
+            assert r.rc == 0 and not r.timed_out and codes == [0, 0], \
+                f"icbc rc {r.rc}, lam and impi-server: {codes}\n{report}"
+            if ok is None:
+                for n in SIZES.split(","):
+                    for i, l in zip(icbc_list.split(","), lam_list.split(",")):
+                        assert f"rank {i}: {n} bytes x {ITERS} with rank {l}: ok" in r.output, \
+                            report
+                        assert f"rank {l}: {n} bytes x {ITERS} with rank {i}: ok" \
+                            in open(lam_log).read(), report
+            else:
+                for rank in range(icbc_base, icbc_base + 4):
+                    assert f"rank {rank}: {ok}" in r.output, report
+                for rank in range(lam_base, lam_base + 2):
+                    assert f"rank {rank}: {ok}" in open(lam_log).read(), report
+    finally:
+        u.halt()

@@ -34,6 +34,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/impi/hostconn.c \
                     src/mpid/ch4/netmod/icbc/impi/rx.c \
                     src/mpid/ch4/netmod/icbc/impi/p2p.c \
+                    src/mpid/ch4/netmod/icbc/impi/agent.c \
                     src/mpid/ch4/netmod/icbc/impi/proto.c \
                     src/mpid/ch4/netmod/icbc/impi/layout.c \
                     src/mpid/ch4/netmod/icbc/impi/client.c \

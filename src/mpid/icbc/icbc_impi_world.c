@@ -4,10 +4,11 @@
  * process its rank among this job's processes, and before MPICH sizes its
  * tables, so that MPI_COMM_WORLD is the IMPI world.
  *
- *   1. every process opens its IMPI host port (a TCP listener);
+ *   1. every process opens an IMPI host port (a TCP listener);
  *   2. the processes gather {address, port, pid} over PMI;
  *   3. PMI rank 0 gives them to impi-server as this client's hosts and
- *      processes (one process per host) and learns the job;
+ *      processes (the processes of one address, a node, are one host, whose
+ *      port is its first process's) and learns the job;
  *   4. it hands the job (or what went wrong) to the others over PMI;
  *   5. every process lays out MPIR_Process as the world.
  */
@@ -139,6 +140,40 @@ static int open_port(struct in_addr addr, uint32_t *port, char *why, size_t whyl
     return fd;
 }
 
+/* The hosts of this client: the processes of one address (a node) are one
+ * host, in the order of their first process; IMPI numbers a host's
+ * processes together, so they must have consecutive PMI ranks (mpiexec's
+ * block placement, its default). The host's port is its first process's,
+ * which runs its agent. Returns the number of hosts, or -1 with WHY. */
+static int group_hosts(const host_entry_t *entries, int n, impi_host_t *hosts, char *why,
+                       size_t whylen)
+{
+    int nhosts = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (nhosts > 0 && memcmp(hosts[nhosts - 1].addr + 12, entries[i].addr, 4) == 0) {
+            hosts[nhosts - 1].nprocs++;
+            continue;
+        }
+        for (int h = 0; h < nhosts; h++)
+            if (memcmp(hosts[h].addr + 12, entries[i].addr, 4) == 0) {
+                char a[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, entries[i].addr, a, sizeof(a));
+                snprintf(why, whylen,
+                         "the processes on %s (one IMPI host) do not have consecutive ranks "
+                         "(PMI rank %d comes after another node's): IMPI numbers a host's "
+                         "processes together; start the job with mpiexec's block placement",
+                         a, i);
+                return -1;
+            }
+        memcpy(hosts[nhosts].addr + 12, entries[i].addr, 4);
+        hosts[nhosts].port = entries[i].port;
+        hosts[nhosts].nprocs = 1;
+        nhosts++;
+    }
+    return nhosts;
+}
+
 /* PMI rank 0: start-up for the client, the job packed into *OUT (or the
  * reason it failed, with *OK = 0). */
 static void run_startup(const char *server, int client, const host_entry_t *entries, int n,
@@ -152,6 +187,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
     char err[512] = "";
     const char *key = getenv("ICBC_IMPI_KEY");
     icbc_status_t st;
+    int nhosts;
 
     *ok = 0;
     if (hosts == NULL || procs == NULL || machines == NULL) {
@@ -168,17 +204,17 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
         }
     }
     params.timeout_ms = MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000;
-    /* every process is one host: "::a.b.c.d", as LAM writes its own */
+    /* addresses "::a.b.c.d", as LAM writes its own */
+    nhosts = group_hosts(entries, n, hosts, err, sizeof(err));
+    if (nhosts < 0)
+        goto done;
     for (int i = 0; i < n; i++) {
-        memcpy(hosts[i].addr + 12, entries[i].addr, 4);
-        hosts[i].port = entries[i].port;
-        hosts[i].nprocs = 1;
-        memcpy(procs[i].host, hosts[i].addr, 16);
+        memcpy(procs[i].host + 12, entries[i].addr, 4);
         procs[i].pid = entries[i].pid;
         machines[i] = entries[i].machine;
     }
     impi_local_t local = {
-        .nhosts = (uint32_t) n,
+        .nhosts = (uint32_t) nhosts,
         .nprocs = (uint32_t) n,
         .hosts = hosts,
         .procs = procs,
@@ -250,12 +286,12 @@ void MPIDI_ICBC_impi_where(int r, int *client, int *host)
 static int check_own_nodes(char *why, size_t whylen)
 {
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    const impi_host_t *own = l->hosts + l->first_host[MPIDI_ICBC_impi.client];
+    const impi_proc_t *own = l->procs + l->first_rank[MPIDI_ICBC_impi.client];
 
     for (int i = 0; i < MPIDI_ICBC_impi.pmi_size; i++)
         for (int j = 0; j < i; j++) {
             int same_node = MPIR_Process.node_map[i] == MPIR_Process.node_map[j];
-            int same_addr = impi_host_v4_equal(&own[i], &own[j]);
+            int same_addr = memcmp(own[i].host + 12, own[j].host + 12, 4) == 0;
             if (same_node != same_addr) {
                 snprintf(why, whylen,
                          "processes %d and %d of this client are on %s node but advertise %s "

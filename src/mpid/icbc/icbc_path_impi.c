@@ -1,11 +1,15 @@
 /*
  * The IMPI path: peers that are processes of another IMPI client
- * (icbc_impi.h, docs/impi.md). Every process of this job is one IMPI host
- * with one TCP connection to every host of the other clients, set up at
- * MPI_Init: the higher host connects, from the address it advertised, and
- * names itself; an accepted connection is held to the job's layout before
- * it carries anything (impi_host_accept_check). MPI messages become IMPI
- * packets, whose protocol libicbc keeps (src/impi/p2p.c):
+ * (icbc_impi.h, docs/impi.md). Every node of this job is one IMPI host
+ * with one TCP connection to every host of the other clients, held by the
+ * host's agent (src/impi/impi_agent.h) in a thread of the node's first
+ * process; every process of the node reaches it over a local link, on
+ * which its packets travel whole. At MPI_Init the first process connects
+ * to the lower hosts, from the address the host advertised, and names the
+ * host; an accepted connection is held to the job's layout before it
+ * carries anything (impi_host_accept_check). MPI messages become IMPI
+ * packets, whose protocol per pair of processes each process keeps with
+ * libicbc (src/impi/p2p.c):
  *
  *   MPIDIG_SEND, short     DATA; synchronous: DATASYNC, done at its SYNCACK
  *   MPIDIG_SEND, long      DATASYNC with the first DATALEN bytes, the rest as
@@ -28,6 +32,7 @@
 #include "icbc_xfer.h"
 #include "icbc_impi.h"
 #include "icbc_impi_coll.h"
+#include "impi/impi_agent.h"
 #include "impi/impi_hostconn.h"
 #include "impi/impi_p2p.h"
 #include "impi/impi_rx.h"
@@ -39,7 +44,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* Context ids with LAM/MPI 7.1.4 (docs/impi.md, LAM/MPI 7.1.4 as it
@@ -126,12 +134,12 @@ static int cid_from_wire(uint64_t w, int tag, MPIR_Context_id_t *c)
     return 1;
 }
 
+/* What this process has with one host of another client: the packets
+ * from it (impi_rx, holding them to the layout once more) and whether it is
+ * lost. Every host is reached through this node's IMPI host (the agent). */
 typedef struct {
-    int fd; /* -1: no connection (a host of this client) */
     impi_rx_t rx;
-    uint8_t *out; /* bytes not yet written: out[out_off .. out_len) */
-    size_t out_off, out_len, out_cap;
-    int fini_in, failed;
+    int failed;
 } conn_t;
 
 /* A message that arrived and waits for MPIDIG: a synchronous short one
@@ -147,17 +155,20 @@ typedef struct {
 
 static struct {
     int open;
-    int self_host;
+    int self_host; /* this node's IMPI host */
     conn_t *conns; /* per host of the job */
-    struct pollfd *pfd;
-    int *pfd_host;
-    int npfd;
+    int link;      /* to the agent: frames (impi_agent.h) */
+    uint8_t *out;  /* bytes not yet written: out[out_off .. out_len) */
+    size_t out_off, out_len, out_cap;
+    impi_frames_t frames;
+    impi_agent_t *agent; /* the host's first process: the agent and its thread */
+    pthread_t agent_thread;
     impi_p2p_t *p2p;
     arrival_t *arrivals;
     int narrivals;
     MPIR_Request **sends; /* in flight */
     int nsends, sends_cap;
-} IH; /* the IMPI host this process is */
+} IH; /* this process's side of its node's IMPI host */
 
 static int impi_error(int rank, const char *why)
 {
@@ -167,53 +178,63 @@ static int impi_error(int rank, const char *why)
 
 /* ---- connections --------------------------------------------------------- */
 
-static int flush_out(conn_t *c)
+static void host_failed(int host, const char *why);
+static void link_lost(const char *why);
+
+/* Writes what the link takes now; -1: it broke. */
+static int flush_out(void)
 {
-    while (c->out_off < c->out_len) {
-        ssize_t n =
-            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (IH.out_off < IH.out_len) {
+        ssize_t n = send(IH.link, IH.out + IH.out_off, IH.out_len - IH.out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         if (n <= 0)
             return -1;
-        c->out_off += (size_t) n;
+        IH.out_off += (size_t) n;
     }
-    if (c->out_off == c->out_len)
-        c->out_off = c->out_len = 0;
+    if (IH.out_off == IH.out_len)
+        IH.out_off = IH.out_len = 0;
     return 0;
 }
 
-static void host_failed(int host, const char *why);
-
-static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+/* A frame to the agent: its header, then A and B (either may be empty). */
+static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_t alen,
+                              const void *b, size_t blen)
 {
-    conn_t *c;
-    size_t need;
+    size_t need = IH.out_len + IMPI_FRAME_HDR_SIZE + alen + blen;
 
-    if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].fd < 0 ||
-        IH.conns[host].failed)
+    if (IH.link < 0)
         return ICBC_ERR_PEER_FAILED;
-    c = &IH.conns[host];
-    need = c->out_len + IMPI_PKT_HDR_SIZE + len;
-    if (need > c->out_cap) {
-        size_t cap = MPL_MAX(2 * c->out_cap, need);
-        uint8_t *p = MPL_realloc(c->out, cap, MPL_MEM_BUFFER);
+    if (need > IH.out_cap) {
+        size_t cap = MPL_MAX(2 * IH.out_cap, need);
+        uint8_t *p = MPL_realloc(IH.out, cap, MPL_MEM_BUFFER);
         if (p == NULL)
             return ICBC_ERR_NO_MEMORY;
-        c->out = p;
-        c->out_cap = cap;
+        IH.out = p;
+        IH.out_cap = cap;
     }
-    memcpy(c->out + c->out_len, hdr, IMPI_PKT_HDR_SIZE);
-    if (len)
-        memcpy(c->out + c->out_len + IMPI_PKT_HDR_SIZE, payload, len);
-    c->out_len = need;
-    if (flush_out(c) != 0) {
-        host_failed(host, "writing to it failed");
+    uint8_t *w = IH.out + IH.out_len;
+    impi_frame_hdr_pack(kind, host, (uint32_t) (alen + blen), w);
+    if (alen)
+        memcpy(w + IMPI_FRAME_HDR_SIZE, a, alen);
+    if (blen)
+        memcpy(w + IMPI_FRAME_HDR_SIZE + alen, b, blen);
+    IH.out_len = need;
+    if (flush_out() != 0) {
+        link_lost("writing to it failed");
         return ICBC_ERR_PEER_FAILED;
     }
     return ICBC_OK;
+}
+
+static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+{
+    if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].failed)
+        return ICBC_ERR_PEER_FAILED;
+    return link_put(IMPI_FRAME_PACKET, (uint32_t) host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
 }
 
 /* ---- sends ------------------------------------------------------------- */
@@ -477,18 +498,13 @@ fn_fail:
 
 /* ---- packets in and failures ---------------------------------------------- */
 
-static void on_fini(void *arg, int host)
-{
-    IH.conns[host].fini_in = 1;
-}
-
 static const impi_p2p_ops_t p2p_ops = {
     .emit = emit,
     .arrived = on_arrived,
     .data = on_data,
     .send_done = on_send_done,
     .cancel = NULL, /* MPIDIG cannot take an unmatched message back: CANCELNO */
-    .fini = on_fini,
+    .fini = NULL,   /* FINI is the agent's: it ends the host, not a process */
 };
 
 static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
@@ -512,8 +528,9 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
     cur_host = -1;
 }
 
-/* Host HOST is gone or broke the protocol: its connection closes, its
- * processes fail like lost peers (operations with them end in MPI errors),
+/* Host HOST is gone or broke the protocol (the agent closed its
+ * connection and said why, or this process found a packet it does not
+ * allow): its processes fail like lost peers (operations with them end in MPI errors),
  * and the sends to them in flight end with an error. */
 static void host_failed(int host, const char *why)
 {
@@ -523,10 +540,6 @@ static void host_failed(int host, const char *why)
     if (c->failed)
         return;
     c->failed = 1;
-    if (c->fd >= 0) {
-        close(c->fd);
-        c->fd = -1;
-    }
     if (!MPIDI_ICBC_global.finalizing) {
         char a[INET_ADDRSTRLEN];
         uint32_t v4 = impi_host_v4(h);
@@ -580,53 +593,67 @@ static void server_check(void)
             host_failed(host, err);
 }
 
+/* The link to the agent broke: the node's IMPI host is gone (its first
+ * process ended), and with it every host of the other clients. */
+static void link_lost(const char *why)
+{
+    char err[256];
+
+    if (IH.link < 0)
+        return;
+    close(IH.link);
+    IH.link = -1;
+    snprintf(err, sizeof(err), "the link to this node's IMPI host (world rank %d) broke: %s",
+             MPIDI_ICBC_impi.layout.hosts[IH.self_host].first_rank, why);
+    for (int host = 0; host < MPIDI_ICBC_impi.layout.nhosts_total; host++)
+        if (MPIDI_ICBC_impi.layout.hosts[host].client != MPIDI_ICBC_impi.client)
+            host_failed(host, err);
+}
+
+static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len)
+{
+    char err[256];
+
+    /* the agent checked HOST when it read the packet from the WAN */
+    if (host >= (uint32_t) MPIDI_ICBC_impi.layout.nhosts_total || host == (uint32_t) IH.self_host)
+        return;
+    if (kind == IMPI_FRAME_LOST) {
+        snprintf(err, sizeof(err), "%.*s", (int) len, (const char *) body);
+        host_failed((int) host, err);
+    } else if (kind == IMPI_FRAME_PACKET && !IH.conns[host].failed &&
+               impi_rx_feed(&IH.conns[host].rx, body, len, on_packet, (void *) (intptr_t) host, err,
+                            sizeof(err)) != ICBC_OK) {
+        host_failed((int) host, err);
+    }
+}
+
 static int impi_progress(void)
 {
-    int events = 0;
     static uint8_t buf[1 << 16];
+    char err[256];
+    int events = 0;
 
-    if (!IH.open)
+    if (!IH.open || IH.link < 0)
         return 0;
+    struct pollfd p = { IH.link, (short) (POLLIN | (IH.out_len > IH.out_off ? POLLOUT : 0)), 0 };
+    if (poll(&p, 1, 0) > 0) {
+        events = 1;
+        if ((p.revents & POLLOUT) && flush_out() != 0) {
+            link_lost("writing to it failed");
+            return 1;
+        }
+        if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = recv(IH.link, buf, sizeof(buf), MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+                link_lost(r == 0 ? "it closed" : strerror(errno));
+            else if (r > 0 && impi_frames_feed(&IH.frames, buf, (size_t) r, on_frame, NULL, err,
+                                               sizeof(err)) != ICBC_OK)
+                link_lost(err);
+        }
+    }
+    /* after the link: what the agent already said about a host (why it
+     * was lost) comes before the server's closing, which follows it */
     server_check();
-    for (int i = 0; i < IH.npfd; i++) {
-        conn_t *c = &IH.conns[IH.pfd_host[i]];
-        IH.pfd[i].fd = c->failed ? -1 : c->fd;
-        IH.pfd[i].events = POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
-        IH.pfd[i].revents = 0;
-    }
-    if (poll(IH.pfd, (nfds_t) IH.npfd, 0) <= 0)
-        return 0;
-    for (int i = 0; i < IH.npfd; i++) {
-        int host = IH.pfd_host[i];
-        conn_t *c = &IH.conns[host];
-        char err[256];
-
-        if (IH.pfd[i].revents == 0 || c->failed)
-            continue;
-        events++;
-        if ((IH.pfd[i].revents & POLLOUT) && flush_out(c) != 0) {
-            host_failed(host, "writing to it failed");
-            continue;
-        }
-        if (!(IH.pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        ssize_t r = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (r <= 0) {
-            if (c->fini_in) { /* it said FINI: the end is normal */
-                c->failed = 1;
-                close(c->fd);
-                c->fd = -1;
-                continue;
-            }
-            host_failed(host, r == 0 ? "it closed its connection" : strerror(errno));
-            continue;
-        }
-        if (impi_rx_feed(&c->rx, buf, (size_t) r, on_packet, (void *) (intptr_t) host, err,
-                         sizeof(err)) != ICBC_OK)
-            host_failed(host, err);
-    }
     return events;
 }
 
@@ -686,7 +713,7 @@ static int read_exact(int fd, uint8_t *b, size_t n, double deadline)
     return 0;
 }
 
-static int accept_hosts(int want, double deadline, char *why, size_t whylen)
+static int accept_hosts(int *fds, int want, double deadline, char *why, size_t whylen)
 {
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
     uint8_t *connected = MPL_calloc(l->nhosts_total, 1, MPL_MEM_OTHER);
@@ -730,7 +757,7 @@ static int accept_hosts(int want, double deadline, char *why, size_t whylen)
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        IH.conns[host].fd = fd;
+        fds[host] = fd;
         connected[host] = 1;
         want--;
     }
@@ -738,25 +765,114 @@ static int accept_hosts(int want, double deadline, char *why, size_t whylen)
     return 0;
 }
 
-int MPIDI_ICBC_path_impi_open(void)
+/* The local links of a node's IMPI host: a Unix socket in the abstract
+ * namespace of the node's network namespace, named by the host's address
+ * and port (unique on the node, even for several clients' hosts of one
+ * address). */
+static socklen_t link_address(const impi_host_t *h, struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "icbc-impi-%08x-%u",
+                     (unsigned) ntohl(impi_host_v4(h)), (unsigned) h->port);
+    return (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* A process of the node but its first: the link to the agent, which the
+ * first process opens (it may not listen yet), named by its HELLO. */
+static int link_connect(const impi_host_t *h, double deadline, char *why, size_t whylen)
+{
+    struct sockaddr_un sa;
+    socklen_t len = link_address(h, &sa);
+    uint8_t hello[IMPI_FRAME_HDR_SIZE];
+
+    impi_frame_hdr_pack(IMPI_FRAME_HELLO, (uint32_t) MPIR_Process.rank, 0, hello);
+    for (;;) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(why, whylen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        if (connect(fd, (struct sockaddr *) &sa, len) == 0 &&
+            send(fd, hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t) sizeof(hello))
+            return fd;
+        snprintf(why, whylen, "connecting to this node's IMPI host (world rank %d): %s",
+                 h->first_rank, strerror(errno));
+        close(fd);
+        if (icbc_clock_coarse() > deadline || (errno != ECONNREFUSED && errno != ENOENT))
+            return -1;
+        usleep(10000); /* the node's first process opens it */
+    }
+}
+
+/* The node's first process: the links of the others, each named by its
+ * HELLO, into FDS (index: world rank - the host's first rank). */
+static int link_accept(int lfd, const impi_host_t *h, int *fds, double deadline, char *why,
+                       size_t whylen)
+{
+    for (int want = (int) h->nprocs - 1; want > 0;) {
+        struct pollfd p = { lfd, POLLIN, 0 };
+        int ms = (int) ((deadline - icbc_clock_coarse()) * 1000);
+        if (ms <= 0) {
+            snprintf(why, whylen, "%d process(es) of this node did not reach its IMPI host in %d s",
+                     want, MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT);
+            return -1;
+        }
+        if (poll(&p, 1, MPL_MIN(ms, 1000)) <= 0)
+            continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        uint8_t hello[IMPI_FRAME_HDR_SIZE];
+        int k = -1;
+        if (read_exact(fd, hello, sizeof(hello), MPL_MIN(deadline, icbc_clock_coarse() + 10)) ==
+                0 &&
+            icbc_get32(hello) == IMPI_FRAME_HELLO)
+            k = (int) icbc_get32(hello + 4) - h->first_rank;
+        if (k <= 0 || k >= (int) h->nprocs || fds[k] >= 0) {
+            icbc_warn("refused a local link to the IMPI host: not a process of this node");
+            close(fd);
+            continue;
+        }
+        fds[k] = fd;
+        want--;
+    }
+    return 0;
+}
+
+static void *agent_thread(void *arg)
+{
+    while (!impi_agent_poll(IH.agent, 1000))
+        ;
+    return NULL;
+}
+
+/* The node's first process is its IMPI host: it connects to (or accepts)
+ * every host of the other clients, takes the links of the node's other
+ * processes, and runs the agent in a thread of its own, so that the host
+ * moves packets while this process computes. */
+static int host_open(struct in_addr self_addr, double deadline)
 {
     int mpi_errno = MPI_SUCCESS;
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
-    struct in_addr self_addr;
-    int want = 0, n = l->nhosts_total;
+    const impi_host_t *self = &l->hosts[IH.self_host];
+    int n = l->nhosts_total, want = 0, lfd = -1, pair[2] = { -1, -1 };
+    int *host_fds = MPL_malloc(sizeof(int) * n, MPL_MEM_OTHER);
+    int *local_fds = MPL_malloc(sizeof(int) * self->nprocs, MPL_MEM_OTHER);
+    struct sockaddr_un sa;
+    socklen_t salen = link_address(self, &sa);
     char why[512];
 
-    /* every process is one host, in PMI order */
-    IH.self_host = l->first_host[MPIDI_ICBC_impi.client] + MPIDI_ICBC_impi.pmi_rank;
-    uint32_t v4 = impi_host_v4(&l->hosts[IH.self_host]);
-    memcpy(&self_addr, &v4, 4);
-    IH.conns = MPL_calloc(n, sizeof(*IH.conns), MPL_MEM_OTHER);
-    IH.pfd = MPL_calloc(n, sizeof(*IH.pfd), MPL_MEM_OTHER);
-    IH.pfd_host = MPL_calloc(n, sizeof(*IH.pfd_host), MPL_MEM_OTHER);
-    MPIR_ERR_CHKANDJUMP(!IH.conns || !IH.pfd || !IH.pfd_host, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP(!host_fds || !local_fds, mpi_errno, MPI_ERR_OTHER, "**nomem");
     for (int h = 0; h < n; h++)
-        IH.conns[h].fd = -1;
+        host_fds[h] = -1;
+    for (uint32_t k = 0; k < self->nprocs; k++)
+        local_fds[k] = -1;
+    /* the node's other processes wait in the backlog meanwhile */
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *) &sa, salen) != 0 || listen(lfd, SOMAXCONN) != 0)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s",
+                             "cannot open the local links of this node's IMPI host");
 
     /* the higher host connects; a connection completes in the peer's
      * backlog, so connecting to every lower host first cannot deadlock */
@@ -767,24 +883,95 @@ int MPIDI_ICBC_path_impi_open(void)
             want++;
             continue;
         }
-        IH.conns[h].fd = connect_host(h, self_addr, deadline, why, sizeof(why));
-        if (IH.conns[h].fd < 0)
+        host_fds[h] = connect_host(h, self_addr, deadline, why, sizeof(why));
+        if (host_fds[h] < 0)
             MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
     }
-    if (accept_hosts(want, deadline, why, sizeof(why)) != 0)
+    if (accept_hosts(host_fds, want, deadline, why, sizeof(why)) != 0 ||
+        link_accept(lfd, self, local_fds, deadline, why, sizeof(why)) != 0)
         MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
-    /* every host this one talks to is connected: the port closes */
+    for (int h = 0; h < n; h++)
+        if (host_fds[h] >= 0) {
+            int one = 1;
+            setsockopt(host_fds[h], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
+    MPIR_ERR_CHKANDJUMP(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0, mpi_errno,
+                        MPI_ERR_OTHER, "**nomem");
+    IH.link = pair[0];
+    local_fds[0] = pair[1];
+    /* the agent owns the descriptors from here on, also when it fails */
+    if (impi_agent_create(l, IH.self_host, host_fds, local_fds,
+                          MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000,
+                          &IH.agent) != ICBC_OK) {
+        for (int h = 0; h < n; h++)
+            if (host_fds[h] >= 0)
+                close(host_fds[h]);
+        for (uint32_t k = 0; k < self->nprocs; k++)
+            if (local_fds[k] >= 0)
+                close(local_fds[k]);
+        IH.link = -1;
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+    MPIR_ERR_CHKANDJUMP(pthread_create(&IH.agent_thread, NULL, agent_thread, NULL) != 0, mpi_errno,
+                        MPI_ERR_OTHER, "**nomem");
+fn_exit:
+    if (lfd >= 0)
+        close(lfd);
+    MPL_free(host_fds);
+    MPL_free(local_fds);
+    return mpi_errno;
+fn_fail:
+    if (IH.agent == NULL) {
+        for (int h = 0; host_fds && h < n; h++)
+            if (host_fds[h] >= 0)
+                close(host_fds[h]);
+        for (uint32_t k = 0; local_fds && k < self->nprocs; k++)
+            if (local_fds[k] >= 0)
+                close(local_fds[k]);
+    } else {
+        impi_agent_destroy(IH.agent);
+        IH.agent = NULL;
+    }
+    goto fn_exit;
+}
+
+int MPIDI_ICBC_path_impi_open(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
+    int client;
+    char why[512];
+
+    IH.link = -1;
+    MPIDI_ICBC_impi_where(MPIR_Process.rank, &client, &IH.self_host);
+    const impi_host_t *self = &l->hosts[IH.self_host];
+    IH.conns = MPL_calloc(l->nhosts_total, sizeof(*IH.conns), MPL_MEM_OTHER);
+    MPIR_ERR_CHKANDJUMP(IH.conns == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP(impi_frames_init(&IH.frames, l->datalen) != ICBC_OK, mpi_errno,
+                        MPI_ERR_OTHER, "**nomem");
+    for (int h = 0; h < l->nhosts_total; h++)
+        if (l->hosts[h].client != MPIDI_ICBC_impi.client)
+            MPIR_ERR_CHKANDJUMP(impi_rx_init(&IH.conns[h].rx, l, IH.self_host, h) != ICBC_OK,
+                                mpi_errno, MPI_ERR_OTHER, "**nomem");
+
+    if (MPIR_Process.rank == self->first_rank) {
+        struct in_addr self_addr;
+        uint32_t v4 = impi_host_v4(self);
+        memcpy(&self_addr, &v4, 4);
+        mpi_errno = host_open(self_addr, deadline);
+        MPIR_ERR_CHECK(mpi_errno);
+    } else {
+        IH.link = link_connect(self, deadline, why, sizeof(why));
+        if (IH.link < 0)
+            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
+    }
+    /* every host this one talks to is connected (or it is the first
+     * process's to reach): the port closes, nothing listens on the WAN while
+     * the job runs */
     close(MPIDI_ICBC_impi.listen_fd);
     MPIDI_ICBC_impi.listen_fd = -1;
-
-    for (int h = 0; h < n; h++) {
-        if (IH.conns[h].fd < 0)
-            continue;
-        fcntl(IH.conns[h].fd, F_SETFL, O_NONBLOCK);
-        MPIR_ERR_CHKANDJUMP(impi_rx_init(&IH.conns[h].rx, l, IH.self_host, h) != ICBC_OK, mpi_errno,
-                            MPI_ERR_OTHER, "**nomem");
-        IH.pfd_host[IH.npfd++] = h;
-    }
+    fcntl(IH.link, F_SETFL, O_NONBLOCK);
     MPIR_ERR_CHKANDJUMP(impi_p2p_create(l, IH.self_host, &p2p_ops, NULL, &IH.p2p) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     IH.open = 1;
@@ -793,45 +980,38 @@ fn_fail:
 }
 
 /* At MPI_Finalize, every process of this client past its last message:
- * FINI to every host, and theirs awaited (bounded), then the connections
- * close. */
+ * what this process still has for the agent is written, then DONE; the
+ * node's first process waits for its agent, which ends the host (FINI to
+ * every host and theirs awaited, bounded; impi_agent.h). */
 static void impi_finalize(void)
 {
     double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
 
     if (!IH.open)
         return;
-    for (int i = 0; i < IH.npfd; i++)
-        if (!IH.conns[IH.pfd_host[i]].failed)
-            impi_p2p_fini(IH.p2p, IH.pfd_host[i]);
-    for (;;) {
-        int done = 1;
-        for (int i = 0; i < IH.npfd; i++) {
-            conn_t *c = &IH.conns[IH.pfd_host[i]];
-            if (!c->failed && (!c->fini_in || c->out_len > c->out_off))
-                done = 0;
+    if (link_put(IMPI_FRAME_DONE, 0, NULL, 0, NULL, 0) == ICBC_OK)
+        while (IH.link >= 0 && IH.out_len > IH.out_off && icbc_clock_coarse() < deadline) {
+            impi_progress();
+            usleep(1000);
         }
-        if (done || icbc_clock_coarse() > deadline)
-            break;
-        impi_progress();
-        usleep(1000);
+    if (IH.agent) {
+        pthread_join(IH.agent_thread, NULL);
+        impi_agent_destroy(IH.agent);
     }
-    for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++) {
-        if (IH.conns[h].fd < 0)
-            continue;
-        close(IH.conns[h].fd);
+    if (IH.link >= 0)
+        close(IH.link);
+    for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
         impi_rx_free(&IH.conns[h].rx);
-        MPL_free(IH.conns[h].out);
-    }
+    impi_frames_free(&IH.frames);
     impi_p2p_destroy(IH.p2p);
     for (int i = 0; i < IH.narrivals; i++)
         MPL_free(IH.arrivals[i].head);
     MPL_free(IH.arrivals);
     MPL_free(IH.sends);
     MPL_free(IH.conns);
-    MPL_free(IH.pfd);
-    MPL_free(IH.pfd_host);
+    MPL_free(IH.out);
     memset(&IH, 0, sizeof(IH));
+    IH.link = -1;
 }
 
 static int impi_active(void)
@@ -854,14 +1034,15 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
 
 static void impi_dump(FILE *f)
 {
-    fprintf(f, "  impi: host %d, %d connection(s), %d send(s) in flight, %zu send(s) pending\n",
-            IH.self_host, IH.npfd, IH.nsends, IH.p2p ? impi_p2p_sends_pending(IH.p2p) : (size_t) 0);
-    for (int i = 0; i < IH.npfd; i++) {
-        conn_t *c = &IH.conns[IH.pfd_host[i]];
-        fprintf(f, "  impi:   host %d: %zu byte(s) to write%s%s\n", IH.pfd_host[i],
-                c->out_len - c->out_off, c->fini_in ? ", FINI in" : "",
-                c->failed ? ", closed" : "");
-    }
+    fprintf(f,
+            "  impi: host %d%s, %d send(s) in flight, %zu send(s) pending, %zu byte(s) to the "
+            "host%s\n",
+            IH.self_host, IH.agent ? " (its agent runs here)" : "", IH.nsends,
+            IH.p2p ? impi_p2p_sends_pending(IH.p2p) : (size_t) 0, IH.out_len - IH.out_off,
+            IH.link < 0 ? ", link closed" : "");
+    for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
+        if (IH.conns[h].failed)
+            fprintf(f, "  impi:   host %d: lost\n", h);
     for (int i = 0; i < IH.narrivals; i++)
         if (IH.arrivals[i].used)
             fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", IH.arrivals[i].msg.src,

@@ -1,0 +1,455 @@
+/* The IMPI host of a node; see impi_agent.h. */
+#include "impi_agent.h"
+#include "impi_rx.h"
+#include "icbc_bytes.h"
+#include "icbc_clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- frames -------------------------------------------------------------- */
+
+void impi_frame_hdr_pack(uint32_t kind, uint32_t host, uint32_t len, uint8_t *buf)
+{
+    icbc_put32(buf, kind);
+    icbc_put32(buf + 4, host);
+    icbc_put32(buf + 8, len);
+}
+
+icbc_status_t impi_frames_init(impi_frames_t *f, uint32_t datalen)
+{
+    memset(f, 0, sizeof(*f));
+    f->max_len = IMPI_PKT_HDR_SIZE + datalen;
+    if (f->max_len < IMPI_FRAME_LOST_MAX)
+        f->max_len = IMPI_FRAME_LOST_MAX;
+    f->body = malloc(f->max_len);
+    f->cap = f->max_len;
+    return f->body ? ICBC_OK : ICBC_ERR_NO_MEMORY;
+}
+
+void impi_frames_free(impi_frames_t *f)
+{
+    free(f->body);
+    f->body = NULL;
+}
+
+icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, impi_frame_cb_t cb,
+                               void *arg, char *err, size_t errlen)
+{
+    const uint8_t *p = bytes;
+
+    while (len > 0) {
+        if (!f->in_body) {
+            size_t n = IMPI_FRAME_HDR_SIZE - f->have;
+            if (n > len)
+                n = len;
+            memcpy(f->hdr + f->have, p, n);
+            f->have += n;
+            p += n;
+            len -= n;
+            if (f->have < IMPI_FRAME_HDR_SIZE)
+                break;
+            f->kind = icbc_get32(f->hdr);
+            f->host = icbc_get32(f->hdr + 4);
+            f->len = icbc_get32(f->hdr + 8);
+            if (f->kind < IMPI_FRAME_PACKET || f->kind > IMPI_FRAME_LOST || f->len > f->max_len ||
+                (f->kind == IMPI_FRAME_PACKET && f->len < IMPI_PKT_HDR_SIZE)) {
+                snprintf(err, errlen, "a local frame of kind %u with %u bytes", f->kind, f->len);
+                return ICBC_ERR_INVALID;
+            }
+            f->in_body = 1;
+            f->have = 0;
+        } else {
+            size_t n = f->len - f->have;
+            if (n > len)
+                n = len;
+            memcpy(f->body + f->have, p, n);
+            f->have += n;
+            p += n;
+            len -= n;
+        }
+        if (f->in_body && f->have == f->len) {
+            f->in_body = 0;
+            f->have = 0;
+            cb(arg, f->kind, f->host, f->body, f->len);
+        }
+    }
+    return ICBC_OK;
+}
+
+/* ---- the agent ------------------------------------------------------------ */
+
+typedef struct {
+    int fd; /* -1: none or closed */
+    uint8_t *out;
+    size_t off, len, cap;
+    int broken; /* a write failed; handled after the round */
+} wire_t;
+
+typedef struct {
+    wire_t w;
+    impi_rx_t rx;
+    int fini_in, fini_out, closed;
+} host_conn_t;
+
+typedef struct {
+    wire_t w;
+    impi_frames_t fr;
+    int done, gone;
+} local_link_t;
+
+struct impi_agent {
+    const impi_layout_t *l;
+    int self, first, nlocal, nhosts;
+    host_conn_t *hosts;
+    local_link_t *locals;
+    struct pollfd *pfd;
+    int *pfd_who; /* >= 0: a host; < 0: local -(who) - 1 */
+    int fini_timeout_ms;
+    double fini_deadline; /* 0 until every process is done */
+    int down;             /* the host was taken down */
+    uint8_t buf[1 << 16];
+};
+
+static int wire_flush(wire_t *w)
+{
+    while (w->off < w->len) {
+        ssize_t n = send(w->fd, w->out + w->off, w->len - w->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0)
+            return -1;
+        w->off += (size_t) n;
+    }
+    if (w->off == w->len)
+        w->off = w->len = 0;
+    return 0;
+}
+
+/* Appends A and B (either may be empty) and writes what the socket takes. */
+static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_t blen)
+{
+    size_t need = w->len + alen + blen;
+
+    if (w->fd < 0 || w->broken)
+        return;
+    if (need > w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 65536;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *p = realloc(w->out, cap);
+        if (p == NULL) {
+            w->broken = 1;
+            return;
+        }
+        w->out = p;
+        w->cap = cap;
+    }
+    memcpy(w->out + w->len, a, alen);
+    if (blen)
+        memcpy(w->out + w->len + alen, b, blen);
+    w->len = need;
+    if (wire_flush(w) != 0)
+        w->broken = 1;
+}
+
+static void wire_close(wire_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    w->off = w->len = 0;
+}
+
+static void send_lost(impi_agent_t *a, int k, int host, const char *why)
+{
+    local_link_t *lk = &a->locals[k];
+    uint8_t fh[IMPI_FRAME_HDR_SIZE];
+    size_t n = strlen(why);
+
+    if (lk->done || lk->gone)
+        return;
+    if (n > IMPI_FRAME_LOST_MAX)
+        n = IMPI_FRAME_LOST_MAX;
+    impi_frame_hdr_pack(IMPI_FRAME_LOST, (uint32_t) host, (uint32_t) n, fh);
+    wire_put(&lk->w, fh, sizeof(fh), why, n);
+}
+
+/* Host HOST is gone (or broke the protocol): its connection closes and
+ * every process of this host hears why. */
+static void host_lost(impi_agent_t *a, int host, const char *why)
+{
+    host_conn_t *h = &a->hosts[host];
+
+    if (h->closed)
+        return;
+    h->closed = 1;
+    wire_close(&h->w);
+    for (int k = 0; k < a->nlocal; k++)
+        send_lost(a, k, host, why);
+}
+
+/* Process K ended: after DONE that is its normal end; without, it died,
+ * and the host goes down with it (impi_agent.h). */
+static void local_ended(impi_agent_t *a, int k)
+{
+    local_link_t *lk = &a->locals[k];
+    char why[160];
+
+    if (lk->gone)
+        return;
+    lk->gone = 1;
+    wire_close(&lk->w);
+    if (lk->done || a->down)
+        return;
+    a->down = 1;
+    snprintf(why, sizeof(why),
+             "process %d of this node's IMPI host ended without MPI_Finalize, so the host's "
+             "connections closed",
+             a->first + k);
+    for (int h = 0; h < a->nhosts; h++)
+        if (a->hosts[h].w.fd >= 0)
+            host_lost(a, h, why);
+}
+
+static void on_host_packet(void *arg, const impi_rx_pkt_t *pkt)
+{
+    impi_agent_t *a = ((void **) arg)[0];
+    int host = (int) (intptr_t) ((void **) arg)[1];
+    uint8_t fh[IMPI_FRAME_HDR_SIZE + IMPI_PKT_HDR_SIZE];
+
+    if (a->hosts[host].closed)
+        return;
+    if (pkt->hdr->type == IMPI_PK_FINI) {
+        a->hosts[host].fini_in = 1;
+        return;
+    }
+    /* impi_rx found the destination among this host's processes */
+    local_link_t *lk = &a->locals[pkt->dest - a->first];
+    if (lk->done || lk->gone)
+        return; /* it finalized: nothing it could still want */
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET, (uint32_t) host,
+                        (uint32_t) (IMPI_PKT_HDR_SIZE + pkt->len), fh);
+    impi_pkt_hdr_pack(pkt->hdr, fh + IMPI_FRAME_HDR_SIZE);
+    wire_put(&lk->w, fh, sizeof(fh), pkt->payload, pkt->len);
+}
+
+static void on_local_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len)
+{
+    impi_agent_t *a = ((void **) arg)[0];
+    int k = (int) (intptr_t) ((void **) arg)[1];
+
+    switch (kind) {
+    case IMPI_FRAME_PACKET:
+        /* for a host this one is connected to; one that closed already
+         * told the process so */
+        if (host < (uint32_t) a->nhosts && a->hosts[host].w.fd >= 0)
+            wire_put(&a->hosts[host].w, body, len, NULL, 0);
+        break;
+    case IMPI_FRAME_DONE: a->locals[k].done = 1; break;
+    default: break; /* HELLO again, or LOST, which processes do not send */
+    }
+}
+
+icbc_status_t impi_agent_create(const impi_layout_t *l, int self, const int *host_fds,
+                                const int *local_fds, int fini_timeout_ms, impi_agent_t **out)
+{
+    impi_agent_t *a;
+
+    if (self < 0 || self >= l->nhosts_total || l->hosts[self].nprocs == 0)
+        return ICBC_ERR_INVALID;
+    a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return ICBC_ERR_NO_MEMORY;
+    a->l = l;
+    a->self = self;
+    a->first = l->hosts[self].first_rank;
+    a->nlocal = (int) l->hosts[self].nprocs;
+    a->nhosts = l->nhosts_total;
+    a->fini_timeout_ms = fini_timeout_ms;
+    a->hosts = calloc((size_t) a->nhosts, sizeof(*a->hosts));
+    a->locals = calloc((size_t) a->nlocal, sizeof(*a->locals));
+    a->pfd = calloc((size_t) (a->nhosts + a->nlocal), sizeof(*a->pfd));
+    a->pfd_who = calloc((size_t) (a->nhosts + a->nlocal), sizeof(*a->pfd_who));
+    if (!a->hosts || !a->locals || !a->pfd || !a->pfd_who)
+        goto nomem;
+    for (int h = 0; h < a->nhosts; h++) {
+        host_conn_t *hc = &a->hosts[h];
+        hc->w.fd = host_fds[h];
+        if (hc->w.fd < 0) {
+            hc->closed = 1;
+            continue;
+        }
+        fcntl(hc->w.fd, F_SETFL, fcntl(hc->w.fd, F_GETFL) | O_NONBLOCK);
+        if (impi_rx_init(&hc->rx, l, self, h) != ICBC_OK)
+            goto nomem;
+    }
+    for (int k = 0; k < a->nlocal; k++) {
+        local_link_t *lk = &a->locals[k];
+        lk->w.fd = local_fds[k];
+        if (lk->w.fd < 0) {
+            lk->gone = 1;
+            continue;
+        }
+        fcntl(lk->w.fd, F_SETFL, fcntl(lk->w.fd, F_GETFL) | O_NONBLOCK);
+        if (impi_frames_init(&lk->fr, l->datalen) != ICBC_OK)
+            goto nomem;
+    }
+    *out = a;
+    return ICBC_OK;
+nomem:
+    impi_agent_destroy(a);
+    return ICBC_ERR_NO_MEMORY;
+}
+
+static void read_host(impi_agent_t *a, int h)
+{
+    host_conn_t *hc = &a->hosts[h];
+    char err[256];
+    void *arg[2] = { a, (void *) (intptr_t) h };
+    ssize_t r = recv(hc->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
+
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (r <= 0) {
+        if (hc->fini_in) { /* it said FINI: the end is normal */
+            hc->closed = 1;
+            wire_close(&hc->w);
+            return;
+        }
+        host_lost(a, h, r == 0 ? "it closed its connection" : strerror(errno));
+        return;
+    }
+    if (impi_rx_feed(&hc->rx, a->buf, (size_t) r, on_host_packet, arg, err, sizeof(err)) != ICBC_OK)
+        host_lost(a, h, err);
+}
+
+static void read_local(impi_agent_t *a, int k)
+{
+    local_link_t *lk = &a->locals[k];
+    char err[256];
+    void *arg[2] = { a, (void *) (intptr_t) k };
+    ssize_t r = recv(lk->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
+
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (r <= 0 || impi_frames_feed(&lk->fr, a->buf, (size_t) r, on_local_frame, arg, err,
+                                   sizeof(err)) != ICBC_OK)
+        local_ended(a, k);
+}
+
+/* The host's end: once every process is done, FINI to every host; a
+ * connection closes once both FINIs passed and its bytes are out. */
+static void check_end(impi_agent_t *a)
+{
+    for (int k = 0; k < a->nlocal; k++)
+        if (!a->locals[k].done && !a->locals[k].gone)
+            return;
+    if (a->fini_deadline == 0) {
+        impi_pkt_hdr_t fini;
+        uint8_t b[IMPI_PKT_HDR_SIZE];
+        memset(&fini, 0, sizeof(fini));
+        fini.type = IMPI_PK_FINI;
+        fini.src.pid = fini.dest.pid = -1;
+        fini.lsrank = fini.tag = -1;
+        fini.count = -1;
+        impi_pkt_hdr_pack(&fini, b);
+        for (int h = 0; h < a->nhosts; h++)
+            if (!a->hosts[h].closed) {
+                wire_put(&a->hosts[h].w, b, sizeof(b), NULL, 0);
+                a->hosts[h].fini_out = 1;
+            }
+        a->fini_deadline = icbc_clock_coarse() + a->fini_timeout_ms / 1000.0;
+    }
+    int late = icbc_clock_coarse() > a->fini_deadline;
+    for (int h = 0; h < a->nhosts; h++) {
+        host_conn_t *hc = &a->hosts[h];
+        if (!hc->closed && (late || (hc->fini_in && hc->w.len == hc->w.off))) {
+            hc->closed = 1;
+            wire_close(&hc->w);
+        }
+    }
+}
+
+int impi_agent_poll(impi_agent_t *a, int timeout_ms)
+{
+    int n = 0;
+
+    for (int h = 0; h < a->nhosts; h++) {
+        wire_t *w = &a->hosts[h].w;
+        if (w->fd < 0)
+            continue;
+        a->pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
+        a->pfd_who[n++] = h;
+    }
+    for (int k = 0; k < a->nlocal; k++) {
+        wire_t *w = &a->locals[k].w;
+        if (w->fd < 0)
+            continue;
+        a->pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
+        a->pfd_who[n++] = -k - 1;
+    }
+    if (a->fini_deadline > 0 && timeout_ms > 100)
+        timeout_ms = 100; /* the end has a deadline */
+    if (n > 0 && poll(a->pfd, (nfds_t) n, timeout_ms) > 0) {
+        for (int i = 0; i < n; i++) {
+            int who = a->pfd_who[i];
+            wire_t *w = who >= 0 ? &a->hosts[who].w : &a->locals[-who - 1].w;
+            short ev = a->pfd[i].revents;
+            if (ev == 0 || w->fd != a->pfd[i].fd)
+                continue; /* closed in this round */
+            if ((ev & POLLOUT) && wire_flush(w) != 0)
+                w->broken = 1;
+            if (!(ev & (POLLIN | POLLHUP | POLLERR)) || w->broken)
+                continue;
+            if (who >= 0)
+                read_host(a, who);
+            else
+                read_local(a, -who - 1);
+        }
+    }
+    /* what failed to be written in this round */
+    for (int h = 0; h < a->nhosts; h++)
+        if (a->hosts[h].w.broken && !a->hosts[h].closed)
+            host_lost(a, h, "writing to it failed");
+    for (int k = 0; k < a->nlocal; k++)
+        if (a->locals[k].w.broken)
+            local_ended(a, k);
+    check_end(a);
+    for (int h = 0; h < a->nhosts; h++)
+        if (!a->hosts[h].closed)
+            return 0;
+    for (int k = 0; k < a->nlocal; k++)
+        if (!a->locals[k].done && !a->locals[k].gone)
+            return 0;
+    return 1;
+}
+
+void impi_agent_destroy(impi_agent_t *a)
+{
+    if (a == NULL)
+        return;
+    for (int h = 0; a->hosts && h < a->nhosts; h++) {
+        wire_close(&a->hosts[h].w);
+        free(a->hosts[h].w.out);
+        impi_rx_free(&a->hosts[h].rx);
+    }
+    for (int k = 0; a->locals && k < a->nlocal; k++) {
+        wire_close(&a->locals[k].w);
+        free(a->locals[k].w.out);
+        impi_frames_free(&a->locals[k].fr);
+    }
+    free(a->hosts);
+    free(a->locals);
+    free(a->pfd);
+    free(a->pfd_who);
+    free(a);
+}

@@ -1,0 +1,100 @@
+/*
+ * The IMPI host of a node (docs/impi.md, "An IMPI host is a node"): one
+ * host stands for every process of the node, as IMPI means it, and holds
+ * the node's one connection to each host of the other clients. The
+ * processes reach their host over local links (Unix sockets inside the
+ * node); the agent moves whole IMPI packets between those links and the
+ * host connections, holds what comes from the WAN to the layout
+ * (impi_rx), and keeps what belongs to the host rather than to a process:
+ * FINI at the end, and the news that a host was lost. What belongs to a
+ * pair of processes (flow control, synchronous and long messages) stays
+ * with the processes' engines (impi_p2p): the agent reads no more of a
+ * packet than its addresses.
+ *
+ * A local link carries frames, {Uint4 kind, Uint4 host, Uint4 len} and
+ * LEN bytes, big-endian:
+ *
+ *   IMPI_FRAME_PACKET  one IMPI packet, header and payload; from a process:
+ *                      for host HOST; to a process: from host HOST
+ *   IMPI_FRAME_HELLO   process -> agent, first: HOST is its world rank
+ *   IMPI_FRAME_DONE    process -> agent: it finalized and sends no more
+ *   IMPI_FRAME_LOST    agent -> process: host HOST is gone, the reason as
+ *                      text; what the process has with it fails
+ *
+ * The host's end: once every process said DONE (or ended), FINI to every
+ * host, and the connections close when each host's FINI came too (bounded
+ * by a timeout). A process that ends without DONE takes the host down:
+ * IMPI cannot tell the other hosts that one process of a host is gone, so
+ * every connection closes and their processes see this host's processes
+ * fail, as they would see a process that is its own host.
+ */
+#ifndef ICBC_IMPI_AGENT_H
+#define ICBC_IMPI_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "icbc_status.h"
+#include "impi_client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    IMPI_FRAME_PACKET = 1,
+    IMPI_FRAME_HELLO = 2,
+    IMPI_FRAME_DONE = 3,
+    IMPI_FRAME_LOST = 4,
+};
+
+#define IMPI_FRAME_HDR_SIZE 12
+#define IMPI_FRAME_LOST_MAX 1024 /* bytes of a LOST frame's reason */
+
+void impi_frame_hdr_pack(uint32_t kind, uint32_t host, uint32_t len, uint8_t *buf);
+
+/* Frames in from a local link, in any pieces. */
+typedef struct impi_frames {
+    uint8_t hdr[IMPI_FRAME_HDR_SIZE];
+    uint32_t kind, host, len;
+    size_t have;
+    int in_body;
+    uint8_t *body; /* owned */
+    size_t cap;
+    uint32_t max_len; /* the largest frame body accepted */
+} impi_frames_t;
+
+typedef void (*impi_frame_cb_t)(void *arg, uint32_t kind, uint32_t host, const uint8_t *body,
+                                size_t len);
+
+/* Frames of at most an IMPI packet of DATALEN payload bytes (or a LOST
+ * reason). */
+icbc_status_t impi_frames_init(impi_frames_t *f, uint32_t datalen);
+void impi_frames_free(impi_frames_t *f);
+/* CB once per whole frame. ICBC_ERR_INVALID with the reason in ERR: an
+ * unknown kind or a length above the bound; the link must close. */
+icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, impi_frame_cb_t cb,
+                               void *arg, char *err, size_t errlen);
+
+typedef struct impi_agent impi_agent_t;
+
+/* The agent of host SELF of LAYOUT (which must outlive it). HOST_FDS: per
+ * host of the job, its connection (connected, -1: none, e.g. the hosts of
+ * this client); LOCAL_FDS: the links of the host's processes, in world-rank
+ * order (HELLO already read). The agent owns every descriptor (it makes
+ * them non-blocking). FINI_TIMEOUT_MS bounds the wait for the other hosts'
+ * FINI once every process is done. */
+icbc_status_t impi_agent_create(const impi_layout_t *layout, int self, const int *host_fds,
+                                const int *local_fds, int fini_timeout_ms, impi_agent_t **agent);
+/* Waits up to TIMEOUT_MS for the connections and moves what they have.
+ * Returns 1 once the host has ended: every process done and every host
+ * connection closed. */
+int impi_agent_poll(impi_agent_t *agent, int timeout_ms);
+/* Closes every descriptor it still has. */
+void impi_agent_destroy(impi_agent_t *agent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ICBC_IMPI_AGENT_H */

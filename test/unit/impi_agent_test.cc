@@ -1,0 +1,282 @@
+/*
+ * The IMPI host of a node (src/impi/impi_agent.h): packets between local
+ * links and host connections, hosts lost and why, the host's end with FINI,
+ * a process that dies taking the host down, and the local frames alone.
+ * The host connections and local links are socket pairs whose other ends
+ * the tests hold.
+ */
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "impi_agent.h"
+#include "impi_test_layout.h"
+
+namespace
+{
+
+/* Client 0: one host (0) of 3 processes, ranks 0..2, the agent's; client 1:
+ * hosts 1 and 2 of one process each, ranks 3 and 4. */
+class Agent : public ::testing::Test
+{
+  protected:
+    impi_layout_t l{};
+    impi_agent_t *agent = nullptr;
+    int host_end[3] = { -1, -1, -1 };  /* the remote hosts' ends */
+    int local_end[3] = { -1, -1, -1 }; /* the processes' ends */
+
+    void SetUp() override
+    {
+        std::vector<Client> cl{ Client(0, { 3 }), Client(1, { 1, 1 }) };
+        impi_test_layout(cl, &l);
+        int host_fds[3] = { -1, -1, -1 }, local_fds[3];
+        for (int h = 1; h < 3; h++)
+            pair(&host_fds[h], &host_end[h]);
+        for (int k = 0; k < 3; k++)
+            pair(&local_fds[k], &local_end[k]);
+        ASSERT_EQ(ICBC_OK, impi_agent_create(&l, 0, host_fds, local_fds, 2000, &agent));
+    }
+    void TearDown() override
+    {
+        impi_agent_destroy(agent);
+        for (int fd : host_end)
+            if (fd >= 0)
+                close(fd);
+        for (int fd : local_end)
+            if (fd >= 0)
+                close(fd);
+        impi_layout_free(&l);
+    }
+    static void pair(int *a, int *b)
+    {
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        *a = sv[0];
+        *b = sv[1];
+        fcntl(*b, F_SETFL, O_NONBLOCK);
+    }
+    int pump(int rounds = 20)
+    {
+        int done = 0;
+        for (int i = 0; i < rounds && !done; i++)
+            done = impi_agent_poll(agent, 5);
+        return done;
+    }
+    /* Everything the other end of FD has now; EOF sets *EOF_SEEN. */
+    static Bytes drain(int fd, bool *eof_seen = nullptr)
+    {
+        Bytes b;
+        uint8_t buf[4096];
+        for (;;) {
+            ssize_t n = read(fd, buf, sizeof(buf));
+            if (n > 0) {
+                b.insert(b.end(), buf, buf + n);
+                continue;
+            }
+            if (n == 0 && eof_seen)
+                *eof_seen = true;
+            return b;
+        }
+    }
+    Bytes packet(uint32_t type, int src, int dest, const std::string &payload)
+    {
+        impi_pkt_hdr_t h{};
+        h.type = type;
+        h.len = (uint32_t) payload.size();
+        h.src = l.procs[src];
+        h.dest = l.procs[dest];
+        h.msglen = payload.size();
+        h.tag = 7;
+        Bytes b(IMPI_PKT_HDR_SIZE);
+        impi_pkt_hdr_pack(&h, b.data());
+        b.insert(b.end(), payload.begin(), payload.end());
+        return b;
+    }
+    static Bytes frame(uint32_t kind, uint32_t host, const Bytes &body)
+    {
+        Bytes b(IMPI_FRAME_HDR_SIZE);
+        impi_frame_hdr_pack(kind, host, (uint32_t) body.size(), b.data());
+        b.insert(b.end(), body.begin(), body.end());
+        return b;
+    }
+    static void put(int fd, const Bytes &b)
+    {
+        ASSERT_EQ((ssize_t) b.size(), write(fd, b.data(), b.size()));
+    }
+    /* The frames in B, as (kind, host, body). */
+    struct Frame {
+        uint32_t kind, host;
+        Bytes body;
+    };
+    static std::vector<Frame> frames(const Bytes &b)
+    {
+        impi_frames_t f;
+        std::vector<Frame> out;
+        char err[128];
+        EXPECT_EQ(ICBC_OK, impi_frames_init(&f, 65536));
+        EXPECT_EQ(ICBC_OK,
+                  impi_frames_feed(
+                      &f, b.data(), b.size(),
+                      [](void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len) {
+                          ((std::vector<Frame> *) arg)
+                              ->push_back(Frame{ kind, host, Bytes(body, body + len) });
+                      },
+                      &out, err, sizeof(err)));
+        impi_frames_free(&f);
+        return out;
+    }
+};
+
+TEST_F(Agent, PacketsTravelBetweenLinksAndHosts)
+{
+    Bytes out = packet(IMPI_PK_DATA, 1, 4, "from rank 1 to rank 4");
+    put(local_end[1], frame(IMPI_FRAME_PACKET, 2, out));
+    pump();
+    EXPECT_EQ(out, drain(host_end[2])); /* the packet as it is, on host 2's connection */
+    EXPECT_TRUE(drain(host_end[1]).empty());
+
+    Bytes in = packet(IMPI_PK_DATA, 3, 2, "from rank 3 to rank 2");
+    put(host_end[1], in);
+    pump();
+    auto f = frames(drain(local_end[2]));
+    ASSERT_EQ(1u, f.size());
+    EXPECT_EQ((uint32_t) IMPI_FRAME_PACKET, f[0].kind);
+    EXPECT_EQ(1u, f[0].host); /* the host it came from */
+    EXPECT_EQ(in, f[0].body);
+    EXPECT_TRUE(drain(local_end[0]).empty());
+    EXPECT_TRUE(drain(local_end[1]).empty());
+}
+
+TEST_F(Agent, APacketInPiecesArrivesWhole)
+{
+    Bytes in = packet(IMPI_PK_DATASYNC, 4, 0, std::string(3000, 'x'));
+    for (size_t off = 0; off < in.size(); off += 1000) {
+        put(host_end[2], Bytes(in.begin() + off, in.begin() + std::min(off + 1000, in.size())));
+        pump(2);
+    }
+    auto f = frames(drain(local_end[0]));
+    ASSERT_EQ(1u, f.size());
+    EXPECT_EQ(in, f[0].body);
+}
+
+TEST_F(Agent, AHostThatBreaksTheLayoutIsLostForEveryProcess)
+{
+    /* rank 3 is host 1's process, not host 2's */
+    put(host_end[2], packet(IMPI_PK_DATA, 3, 0, "spoofed"));
+    pump();
+    for (int k = 0; k < 3; k++) {
+        auto f = frames(drain(local_end[k]));
+        ASSERT_EQ(1u, f.size()) << "process " << k;
+        EXPECT_EQ((uint32_t) IMPI_FRAME_LOST, f[0].kind);
+        EXPECT_EQ(2u, f[0].host);
+        std::string why(f[0].body.begin(), f[0].body.end());
+        EXPECT_NE(std::string::npos, why.find("not one of that host's")) << why;
+    }
+    bool eof = false;
+    drain(host_end[2], &eof);
+    EXPECT_TRUE(eof); /* its connection closed */
+    /* host 1 is untouched */
+    put(host_end[1], packet(IMPI_PK_DATA, 3, 1, "still here"));
+    pump();
+    auto f = frames(drain(local_end[1]));
+    ASSERT_EQ(1u, f.size());
+    EXPECT_EQ((uint32_t) IMPI_FRAME_PACKET, f[0].kind);
+}
+
+TEST_F(Agent, AHostThatClosesIsLost)
+{
+    close(host_end[1]);
+    host_end[1] = -1;
+    pump();
+    auto f = frames(drain(local_end[0]));
+    ASSERT_EQ(1u, f.size());
+    EXPECT_EQ((uint32_t) IMPI_FRAME_LOST, f[0].kind);
+    EXPECT_EQ(1u, f[0].host);
+    EXPECT_EQ("it closed its connection", std::string(f[0].body.begin(), f[0].body.end()));
+}
+
+TEST_F(Agent, TheHostEndsWithFiniBothWays)
+{
+    for (int k = 0; k < 2; k++)
+        put(local_end[k], frame(IMPI_FRAME_DONE, 0, {}));
+    EXPECT_EQ(0, pump());
+    EXPECT_TRUE(drain(host_end[1]).empty()); /* process 2 is not done */
+    put(local_end[2], frame(IMPI_FRAME_DONE, 0, {}));
+    EXPECT_EQ(0, pump());
+    for (int h = 1; h < 3; h++) {
+        Bytes b = drain(host_end[h]);
+        ASSERT_EQ((size_t) IMPI_PKT_HDR_SIZE, b.size());
+        impi_pkt_hdr_t fini;
+        ASSERT_EQ(ICBC_OK, impi_pkt_hdr_parse(b.data(), 65536, &fini));
+        EXPECT_EQ((uint32_t) IMPI_PK_FINI, fini.type);
+    }
+    /* a packet for a process that is done is dropped */
+    put(host_end[1], packet(IMPI_PK_DATA, 3, 0, "late"));
+    Bytes fini(IMPI_PKT_HDR_SIZE);
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_FINI;
+    impi_pkt_hdr_pack(&h, fini.data());
+    put(host_end[1], fini);
+    put(host_end[2], fini);
+    EXPECT_EQ(1, pump());
+    EXPECT_TRUE(drain(local_end[0]).empty());
+    bool eof = false;
+    drain(host_end[1], &eof);
+    EXPECT_TRUE(eof);
+}
+
+TEST_F(Agent, AProcessThatDiesTakesTheHostDown)
+{
+    close(local_end[1]);
+    local_end[1] = -1;
+    pump();
+    for (int h = 1; h < 3; h++) {
+        bool eof = false;
+        drain(host_end[h], &eof);
+        EXPECT_TRUE(eof) << "host " << h;
+    }
+    auto f = frames(drain(local_end[0]));
+    ASSERT_EQ(2u, f.size());
+    for (auto &fr : f) {
+        EXPECT_EQ((uint32_t) IMPI_FRAME_LOST, fr.kind);
+        std::string why(fr.body.begin(), fr.body.end());
+        EXPECT_NE(std::string::npos, why.find("process 1 of this node's IMPI host ended")) << why;
+    }
+    put(local_end[0], frame(IMPI_FRAME_DONE, 0, {}));
+    put(local_end[2], frame(IMPI_FRAME_DONE, 0, {}));
+    EXPECT_EQ(1, pump());
+}
+
+TEST(ImpiFrames, PiecesAndBadFrames)
+{
+    impi_frames_t f;
+    char err[128];
+    int n = 0;
+    auto count = [](void *arg, uint32_t, uint32_t, const uint8_t *, size_t) { ++*(int *) arg; };
+    ASSERT_EQ(ICBC_OK, impi_frames_init(&f, 1024));
+    Bytes b(IMPI_FRAME_HDR_SIZE + 5);
+    impi_frame_hdr_pack(IMPI_FRAME_LOST, 1, 5, b.data());
+    for (size_t i = 0; i < b.size(); i++)
+        ASSERT_EQ(ICBC_OK, impi_frames_feed(&f, &b[i], 1, count, &n, err, sizeof(err)));
+    EXPECT_EQ(1, n);
+    impi_frame_hdr_pack(99, 0, 0, b.data());
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              impi_frames_feed(&f, b.data(), IMPI_FRAME_HDR_SIZE, count, &n, err, sizeof(err)));
+    impi_frames_free(&f);
+    ASSERT_EQ(ICBC_OK, impi_frames_init(&f, 1024));
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET, 0, IMPI_PKT_HDR_SIZE + 1025, b.data());
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              impi_frames_feed(&f, b.data(), IMPI_FRAME_HDR_SIZE, count, &n, err, sizeof(err)));
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET, 0, 10, b.data()); /* shorter than a header */
+    impi_frames_free(&f);
+    ASSERT_EQ(ICBC_OK, impi_frames_init(&f, 1024));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              impi_frames_feed(&f, b.data(), IMPI_FRAME_HDR_SIZE, count, &n, err, sizeof(err)));
+    impi_frames_free(&f);
+}
+
+} // namespace
