@@ -25,8 +25,8 @@ libicbc_la_SOURCES += src/icbc/route.c
 include_icbc_HEADERS += src/icbc/icbc_route.h src/icbc/icbc_bytes.h
 
 # Network interfaces: the fabric device UCX is opened on (docs/router.md, SECURITY).
-libicbc_la_SOURCES += src/icbc/netif.c
-include_icbc_HEADERS += src/icbc/icbc_netif.h
+libicbc_la_SOURCES += src/icbc/netif.c src/icbc/netprobe.c
+include_icbc_HEADERS += src/icbc/icbc_netif.h src/icbc/icbc_netprobe.h
 
 # Striping engine: send and slot tables, chunks, accounting, stalls (docs/paths.md).
 libicbc_la_SOURCES += src/icbc/stripe.c

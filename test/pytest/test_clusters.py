@@ -14,6 +14,7 @@ tunable (the small chunk size).
 """
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -166,6 +167,65 @@ def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, progra
     for rank, k in ((0, 0), (1, 0), (2, 1)):
         assert f"impi_world: rank {rank} of 3 (client {k}): ok" in results[k].output, \
             results[k].describe()
+    assert server.returncode == 0, server.stderr.read()
+
+
+@pytest.mark.parametrize("routerfile", [True, False], ids=["env-file", "no-routerfile"])
+def test_impi_clients_of_two_nodes_each(two_clusters, programs, work, prefix, tmp_path,
+                                        routerfile):
+    """Two ICBC jobs, one per cluster, each of two nodes with two processes
+    (two IMPI hosts per client), as docs/impi.md tells a user: the testbed's
+    env file, mpiexec with a hosts file, ICBC_IMPI_SERVER and
+    ICBC_IMPI_CLIENT; impi-server on b1's WAN address. With the env file's
+    router file the fabric device comes from it; without (a site that runs
+    only IMPI) from MPI_Init's trial of the interfaces, which must give fab0
+    (ICBC_LOG_LEVEL=info prints it). impi_world checks the world of 8,
+    IMPI's host attributes (four hosts) and messages between every pair of
+    neighbours, inside each client over UCX and across by IMPI."""
+    tb = two_clusters.tb
+    env = dict(two_clusters.env)
+    extra = {"ICBC_LOG_LEVEL": "info"}
+    if not routerfile:
+        del env["ICBC_ROUTERFILE"]
+    ns = f"{env['ICBC_TESTBED']}-b1"
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}
+    server = subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(prefix, "bin", "impi-server"),
+                               "-server", "2", "-host", addr["b1"], "-listen", addr["b1"],
+                               "-timeout", "200"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = {}
+    try:
+        server_addr = server.stdout.readline().strip()
+        assert server_addr, f"impi-server printed no address: {server.stderr.read()}"
+        (tmp_path / "hosts0").write_text("a0:2\na1:2\n")
+        (tmp_path / "hosts1").write_text("b0:2\nb1:2\n")
+
+        def job(k):
+            results[k] = run_mpi(prefix, env, programs["impi_world"], 4, work,
+                                 name=f"impi-2x2-{'rf' if routerfile else 'norf'}-client{k}",
+                                 hosts=str(tmp_path / f"hosts{k}"), args=("4", "4"),
+                                 extra_env={**extra, "ICBC_IMPI_SERVER": server_addr,
+                                            "ICBC_IMPI_CLIENT": str(k)}, timeout=180)
+
+        threads = [threading.Thread(target=job, args=(k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    for k, r in results.items():
+        assert r.rc == 0 and not r.timed_out, r.describe()
+        for rank in range(4 * k, 4 * k + 4):
+            assert f"impi_world: rank {rank} of 8 (client {k}): ok" in r.output, r.describe()
+        if not routerfile:
+            chosen = re.findall(r"UCX devices from the start-up trial with process \d+ on "
+                                r"another node: (\S+)$", r.output, re.M)
+            assert chosen == ["fab0"] * 4, f"{chosen}\n{r.describe()}"
     assert server.returncode == 0, server.stderr.read()
 
 

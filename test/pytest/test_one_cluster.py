@@ -10,6 +10,7 @@ named in its row, with the reason.
 """
 import dataclasses
 import os
+import re
 
 import pytest
 
@@ -114,3 +115,26 @@ def test_wrapper_compiler_is_plain(wrapper, prefix):
     assert os.path.basename(compiler) in ("gcc", "g++", "gfortran"), r.stdout
     assert "ccache" not in r.stdout, r.stdout
     assert shutil.which(compiler), f"{wrapper} names {compiler}, which is not on PATH"
+
+
+@pytest.mark.parametrize("run", [1, 2, 3], ids=lambda i: f"run{i}")
+def test_without_a_router_file(run, one_cluster, programs, work, prefix):
+    """README's "Running" on the testbed: mpiexec with no router file (the
+    env file's launcher, which reaches the namespaces, without its
+    ICBC_ROUTERFILE). Each node also has mgmt0, whose network does not
+    route between nodes: UCX left to itself offered it and a peer that
+    picked it failed at the first message ("No route to host"). MPI_Init's
+    trial of the interfaces must give fab0 and never mgmt0 (ext0, which
+    also joins the cluster's nodes, may be among them: nothing says it faces
+    a WAN), every time (three runs). ICBC_LOG_LEVEL=info makes every
+    process print what the trial chose."""
+    env = {k: v for k, v in one_cluster.env.items() if k != "ICBC_ROUTERFILE"}
+    r = run_mpi(prefix, env, programs["p2p_sizes"], 4, work, name=f"one-no-routerfile-{run}",
+                extra_env={"ICBC_LOG_LEVEL": "info"}, timeout=180)
+    assert r.ok, r.describe()
+    chosen = re.findall(r"UCX devices from the start-up trial with process \d+ on another "
+                        r"node: (\S+)$", r.output, re.M)
+    assert len(chosen) == 4, r.describe()
+    for devs in chosen:
+        assert "fab0" in devs.split(",") and "mgmt0" not in devs.split(","), \
+            f"{chosen}\n{r.describe()}"

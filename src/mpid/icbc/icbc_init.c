@@ -70,8 +70,10 @@ cvars:
         "fab0" or "mlx5_0:1"). Empty (default): with a router file whose
         cluster of this process has routers, the interface(s) this host uses
         to reach their fabric= addresses, so that UCX listens on the fabric
-        only and never on a WAN-facing or management interface; without
-        one, UCX_NET_DEVICES or UCX's default. Also the device of an
+        only and never on a WAN-facing or management interface; without a
+        router file, UCX_NET_DEVICES, else the interfaces that reached a
+        process on another node in MPI_Init's trial
+        (MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT). Also the device of an
         embedded router.
 
     - name        : MPIR_CVAR_CH4_ICBC_YIELD

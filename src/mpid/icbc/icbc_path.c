@@ -14,6 +14,9 @@
 #include "icbc_xfer.h"
 #include "icbc_pacing.h"
 #include "icbc_impi.h"
+#include "core/icbc_netprobe.h"
+
+#include <netinet/in.h>
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -33,6 +36,21 @@ cvars:
         the processes of different clusters) or "tcp" (every message between
         nodes over TCP, also inside a cluster). Empty: the router file's
         policy line (default aggregate).
+
+    - name        : MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT
+      category    : CH4_ICBC
+      type        : int
+      default     : 500
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        A job without a router file and without
+        MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES or UCX_NET_DEVICES: milliseconds
+        MPI_Init tries connections from each network interface of this host
+        to a process on another node of the job; UCX then uses the
+        interfaces that connected. 0: no trial, UCX's choice of every
+        interface.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -103,6 +121,76 @@ void MPIDI_ICBC_path_done_fire(void *arg, icbc_status_t status)
 
 /* ---- set-up ------------------------------------------------------------- */
 
+/* An IMPI client's host address faces the other clients (the server's
+ * side, often a WAN): UCX, which is not made to face strangers
+ * (docs/router.md, SECURITY), stays off its interface when another one
+ * reaches the job's other nodes too. DEVS is a ',' list. */
+static void keep_off_impi_face(char *devs)
+{
+    char face[IF_NAMESIZE], out[ICBC_NETIF_LIST_MAX] = "", *save = NULL, *dev;
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+
+    if (!MPIDI_ICBC_impi.active || !strchr(devs, ','))
+        return;
+    memcpy(&sa.sin_addr, MPIDI_ICBC_impi.layout.procs[MPIR_Process.rank].host + 12, 4);
+    if (icbc_netif_holding((struct sockaddr *) &sa, face, sizeof(face)) != ICBC_OK)
+        return;
+    for (dev = strtok_r(devs, ",", &save); dev; dev = strtok_r(NULL, ",", &save))
+        if (strcmp(dev, face) != 0)
+            snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? "," : "", dev);
+    snprintf(devs, ICBC_NETIF_LIST_MAX, "%s", out);
+}
+
+/* A job without a router file: the interfaces that reach a process of
+ * another node at start-up (icbc_netprobe.h), so that UCX offers no
+ * address a peer cannot reach (a management network that does not route
+ * between nodes). Every process of the job (the process manager's view)
+ * takes part in the exchange, or none: what decides it is the job's alone
+ * (no router file, the same variables everywhere). */
+static int probe_fabric(void)
+{
+    int mpi_errno = MPI_SUCCESS;
+    int rank, size, peer = -1;
+    icbc_netprobe_t probe;
+    icbc_netprobe_card_t *cards = NULL;
+
+    if (MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT <= 0 ||
+        (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0]) ||
+        getenv("UCX_NET_DEVICES"))
+        return MPI_SUCCESS;
+    MPIR_pmi_view(&rank, &size);
+    if (size < 2)
+        return MPI_SUCCESS;
+    if (icbc_netprobe_listen(&probe) != ICBC_OK)
+        probe.card.n = 0; /* still takes part: the others wait for its card */
+    cards = MPL_malloc(sizeof(*cards) * size, MPL_MEM_OTHER);
+    MPIR_ERR_CHKANDJUMP(cards == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    mpi_errno = MPIR_pmi_allgather(&probe.card, sizeof(probe.card), cards, sizeof(probe.card),
+                                   MPIR_PMI_DOMAIN_ALL);
+    MPIR_ERR_CHECK(mpi_errno);
+    /* the next process in PMI order on another node */
+    for (int k = 1; k < size && peer < 0; k++)
+        if (!icbc_netprobe_same_node(&probe.card, &cards[(rank + k) % size]))
+            peer = (rank + k) % size;
+    if (peer >= 0 && probe.card.n > 0) {
+        if (icbc_netprobe_try(&probe.card, &cards[peer], MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT,
+                              P.fabric_devs, sizeof(P.fabric_devs)) > 0) {
+            keep_off_impi_face(P.fabric_devs);
+            icbc_info("UCX devices from the start-up trial with process %d on another node: %s",
+                      peer, P.fabric_devs);
+        } else
+            icbc_warn("no network interface of this host reached process %d of the job on "
+                      "another node in %d ms; UCX chooses its devices",
+                      peer, MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT);
+    }
+    /* the listeners stay until every process has tried */
+    mpi_errno = MPIR_pmi_barrier();
+fn_fail:
+    icbc_netprobe_close(&probe);
+    MPL_free(cards);
+    return mpi_errno;
+}
+
 int MPIDI_ICBC_path_init_local(void)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -153,6 +241,11 @@ int MPIDI_ICBC_path_init_local(void)
             if (st != ICBC_OK && st != ICBC_ERR_NOT_FOUND)
                 return MPIDI_ICBC_path_cfg_error(err);
         }
+    }
+    if (P.rf == NULL) {
+        mpi_errno = probe_fabric();
+        if (mpi_errno)
+            return mpi_errno;
     }
     if (MPIDI_ICBC_path_tcp_used())
         mpi_errno = MPIDI_ICBC_path_tcp_listen();
