@@ -86,7 +86,8 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 /* ---- the agent ------------------------------------------------------------ */
 
 typedef struct {
-    int fd; /* -1: none or closed */
+    int fd;     /* -1: none or closed */
+    int inproc; /* the caller's own process: OUT waits for impi_agent_local_take */
     uint8_t *out;
     size_t off, len, cap;
     int broken; /* a write failed; handled after the round */
@@ -139,7 +140,7 @@ static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_
 {
     size_t need = w->len + alen + blen;
 
-    if (w->fd < 0 || w->broken)
+    if ((w->fd < 0 && !w->inproc) || w->broken)
         return;
     if (need > w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 65536;
@@ -157,7 +158,7 @@ static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_
     if (blen)
         memcpy(w->out + w->len + alen, b, blen);
     w->len = need;
-    if (wire_flush(w) != 0)
+    if (!w->inproc && wire_flush(w) != 0)
         w->broken = 1;
 }
 
@@ -294,12 +295,14 @@ icbc_status_t impi_agent_create(const impi_layout_t *l, int self, const int *hos
     }
     for (int k = 0; k < a->nlocal; k++) {
         local_link_t *lk = &a->locals[k];
-        lk->w.fd = local_fds[k];
-        if (lk->w.fd < 0) {
+        lk->w.fd = local_fds[k] >= 0 ? local_fds[k] : -1;
+        lk->w.inproc = local_fds[k] == IMPI_AGENT_INPROC;
+        if (lk->w.fd < 0 && !lk->w.inproc) {
             lk->gone = 1;
             continue;
         }
-        fcntl(lk->w.fd, F_SETFL, fcntl(lk->w.fd, F_GETFL) | O_NONBLOCK);
+        if (lk->w.fd >= 0)
+            fcntl(lk->w.fd, F_SETFL, fcntl(lk->w.fd, F_GETFL) | O_NONBLOCK);
         if (impi_frames_init(&lk->fr, l->datalen) != ICBC_OK)
             goto nomem;
     }
@@ -377,6 +380,51 @@ static void check_end(impi_agent_t *a)
             wire_close(&hc->w);
         }
     }
+}
+
+int impi_agent_fds(const impi_agent_t *a, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    for (int h = 0; h < a->nhosts && n < max; h++)
+        if (a->hosts[h].w.fd >= 0)
+            pfd[n++] = (struct pollfd){
+                a->hosts[h].w.fd,
+                (short) (POLLIN | (a->hosts[h].w.len > a->hosts[h].w.off ? POLLOUT : 0)), 0
+            };
+    for (int k = 0; k < a->nlocal && n < max; k++)
+        if (a->locals[k].w.fd >= 0)
+            pfd[n++] = (struct pollfd){
+                a->locals[k].w.fd,
+                (short) (POLLIN | (a->locals[k].w.len > a->locals[k].w.off ? POLLOUT : 0)), 0
+            };
+    return n;
+}
+
+void impi_agent_local_input(impi_agent_t *a, int k, const void *bytes, size_t len)
+{
+    char err[128];
+    void *arg[2] = { a, (void *) (intptr_t) k };
+    local_link_t *lk = &a->locals[k];
+
+    if (lk->gone || !lk->w.inproc)
+        return;
+    if (impi_frames_feed(&lk->fr, bytes, len, on_local_frame, arg, err, sizeof(err)) != ICBC_OK)
+        lk->w.broken = 1;
+}
+
+size_t impi_agent_local_take(impi_agent_t *a, int k, void *dst, size_t cap)
+{
+    wire_t *w = &a->locals[k].w;
+    size_t n = w->len - w->off;
+
+    if (n > cap)
+        n = cap;
+    memcpy(dst, w->out + w->off, n);
+    w->off += n;
+    if (w->off == w->len)
+        w->off = w->len = 0;
+    return n;
 }
 
 int impi_agent_poll(impi_agent_t *a, int timeout_ms)

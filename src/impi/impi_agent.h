@@ -31,6 +31,7 @@
 #ifndef ICBC_IMPI_AGENT_H
 #define ICBC_IMPI_AGENT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,18 +79,33 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 
 typedef struct impi_agent impi_agent_t;
 
+/* In LOCAL_FDS: the process is the caller itself, whose frames go in and
+ * out by impi_agent_local_input and impi_agent_local_take. */
+#define IMPI_AGENT_INPROC (-2)
+
 /* The agent of host SELF of LAYOUT (which must outlive it). HOST_FDS: per
  * host of the job, its connection (connected, -1: none, e.g. the hosts of
  * this client); LOCAL_FDS: the links of the host's processes, in world-rank
- * order (HELLO already read). The agent owns every descriptor (it makes
- * them non-blocking). FINI_TIMEOUT_MS bounds the wait for the other hosts'
- * FINI once every process is done. */
+ * order (HELLO already read), or IMPI_AGENT_INPROC. The agent owns every
+ * descriptor (it makes them non-blocking). FINI_TIMEOUT_MS bounds the wait
+ * for the other hosts' FINI once every process is done.
+ *
+ * An agent is not thread-safe: a caller that runs it from two threads (the
+ * node's first process in its progress loop, and a thread of its own while
+ * that process computes) holds a lock around every call, and waits for its
+ * descriptors (impi_agent_fds) without it. */
 icbc_status_t impi_agent_create(const impi_layout_t *layout, int self, const int *host_fds,
                                 const int *local_fds, int fini_timeout_ms, impi_agent_t **agent);
 /* Waits up to TIMEOUT_MS for the connections and moves what they have.
  * Returns 1 once the host has ended: every process done and every host
  * connection closed. */
 int impi_agent_poll(impi_agent_t *agent, int timeout_ms);
+/* The descriptors to wait on (at most MAX) in PFD; returns their number. */
+int impi_agent_fds(const impi_agent_t *agent, struct pollfd *pfd, int max);
+/* Frames from the in-process process K (any pieces), and up to CAP bytes
+ * of the frames for it into DST (returns how many). */
+void impi_agent_local_input(impi_agent_t *agent, int k, const void *bytes, size_t len);
+size_t impi_agent_local_take(impi_agent_t *agent, int k, void *dst, size_t cap);
 /* Closes every descriptor it still has. */
 void impi_agent_destroy(impi_agent_t *agent);
 

@@ -251,6 +251,76 @@ TEST_F(Agent, AProcessThatDiesTakesTheHostDown)
     EXPECT_EQ(1, pump());
 }
 
+TEST(AgentInproc, TheCallersOwnProcessGoesInAndOutWithoutALink)
+{
+    std::vector<Client> cl{ Client(0, { 2 }), Client(1, { 1 }) };
+    impi_layout_t l{};
+    impi_test_layout(cl, &l);
+    int sv[2], lk[2], host_fds[2] = { -1, -1 }, local_fds[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv)); /* host 1 */
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, lk)); /* process 1's link */
+    host_fds[1] = sv[0];
+    local_fds[0] = IMPI_AGENT_INPROC;
+    local_fds[1] = lk[0];
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    impi_agent_t *a;
+    ASSERT_EQ(ICBC_OK, impi_agent_create(&l, 0, host_fds, local_fds, 2000, &a));
+    struct pollfd pfd[4];
+    EXPECT_EQ(2, impi_agent_fds(a, pfd, 4)); /* host 1 and process 1's link, not process 0 */
+
+    /* process 0 (in-process) to rank 2 on host 1 */
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_DATA;
+    h.len = 3;
+    h.msglen = 3;
+    h.src = l.procs[0];
+    h.dest = l.procs[2];
+    Bytes pkt(IMPI_PKT_HDR_SIZE + 3, 'z');
+    impi_pkt_hdr_pack(&h, pkt.data());
+    Bytes fr(IMPI_FRAME_HDR_SIZE);
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET, 1, (uint32_t) pkt.size(), fr.data());
+    fr.insert(fr.end(), pkt.begin(), pkt.end());
+    impi_agent_local_input(a, 0, fr.data(), 5); /* in pieces */
+    impi_agent_local_input(a, 0, fr.data() + 5, fr.size() - 5);
+    impi_agent_poll(a, 0);
+    uint8_t got[4096];
+    ASSERT_EQ((ssize_t) pkt.size(), read(sv[1], got, sizeof(got)));
+    EXPECT_EQ(0, memcmp(got, pkt.data(), pkt.size()));
+
+    /* rank 2 to process 0: waits in the agent until taken */
+    h.src = l.procs[2];
+    h.dest = l.procs[0];
+    impi_pkt_hdr_pack(&h, pkt.data());
+    ASSERT_EQ((ssize_t) pkt.size(), write(sv[1], pkt.data(), pkt.size()));
+    for (int i = 0; i < 20; i++)
+        impi_agent_poll(a, 5);
+    size_t n = impi_agent_local_take(a, 0, got, sizeof(got));
+    ASSERT_EQ(IMPI_FRAME_HDR_SIZE + pkt.size(), n);
+    EXPECT_EQ(0, memcmp(got + IMPI_FRAME_HDR_SIZE, pkt.data(), pkt.size()));
+    EXPECT_EQ(0u, impi_agent_local_take(a, 0, got, sizeof(got)));
+
+    /* DONE from both: FINI to host 1; its FINI ends the host */
+    Bytes done(IMPI_FRAME_HDR_SIZE);
+    impi_frame_hdr_pack(IMPI_FRAME_DONE, 0, 0, done.data());
+    impi_agent_local_input(a, 0, done.data(), done.size());
+    ASSERT_EQ((ssize_t) done.size(), write(lk[1], done.data(), done.size()));
+    EXPECT_EQ(0, impi_agent_poll(a, 5));
+    impi_agent_poll(a, 5);
+    ASSERT_EQ(IMPI_PKT_HDR_SIZE, read(sv[1], got, sizeof(got)));
+    impi_pkt_hdr_t fini{};
+    fini.type = IMPI_PK_FINI;
+    impi_pkt_hdr_pack(&fini, got);
+    ASSERT_EQ(IMPI_PKT_HDR_SIZE, write(sv[1], got, IMPI_PKT_HDR_SIZE));
+    int end = 0;
+    for (int i = 0; i < 20 && !end; i++)
+        end = impi_agent_poll(a, 5);
+    EXPECT_EQ(1, end);
+    impi_agent_destroy(a);
+    close(sv[1]);
+    close(lk[1]);
+    impi_layout_free(&l);
+}
+
 TEST(ImpiFrames, PiecesAndBadFrames)
 {
     impi_frames_t f;

@@ -5,7 +5,8 @@
  * ICBC_IMPI_KEY=N when the server has a key), the job runs IMPI start-up
  * inside MPI_Init, before MPICH sizes its tables (MPIR_pmi_world_join,
  * contrib/mpich/patches/0004): its process of PMI rank 0 speaks to
- * impi-server for the client, every process is one IMPI host, and
+ * impi-server for the client, every node is one IMPI host (its processes
+ * reach the host's agent over local links, icbc_path_impi.c), and
  * MPI_COMM_WORLD becomes the IMPI world in IMPI order (client, host,
  * process). The job's own processes keep their PMI order, from world rank
  * first_rank of this client on.

@@ -161,8 +161,12 @@ static struct {
     uint8_t *out;  /* bytes not yet written: out[out_off .. out_len) */
     size_t out_off, out_len, out_cap;
     impi_frames_t frames;
-    impi_agent_t *agent; /* the host's first process: the agent and its thread */
+    /* the node's first process: the agent, which its progress runs and,
+     * while it computes, a thread of its own (under AGENT_LOCK) */
+    impi_agent_t *agent;
     pthread_t agent_thread;
+    pthread_mutex_t agent_lock;
+    volatile double agent_polled; /* when this process's progress last ran it */
     impi_p2p_t *p2p;
     arrival_t *arrivals;
     int narrivals;
@@ -206,7 +210,7 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
 {
     size_t need = IH.out_len + IMPI_FRAME_HDR_SIZE + alen + blen;
 
-    if (IH.link < 0)
+    if (IH.link < 0 && !IH.agent)
         return ICBC_ERR_PEER_FAILED;
     if (need > IH.out_cap) {
         size_t cap = MPL_MAX(2 * IH.out_cap, need);
@@ -223,6 +227,13 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
     if (blen)
         memcpy(w + IMPI_FRAME_HDR_SIZE + alen, b, blen);
     IH.out_len = need;
+    if (IH.agent) { /* this process is the node's first: straight to the agent */
+        pthread_mutex_lock(&IH.agent_lock);
+        impi_agent_local_input(IH.agent, 0, IH.out, IH.out_len);
+        pthread_mutex_unlock(&IH.agent_lock);
+        IH.out_len = 0;
+        return ICBC_OK;
+    }
     if (flush_out() != 0) {
         link_lost("writing to it failed");
         return ICBC_ERR_PEER_FAILED;
@@ -627,12 +638,35 @@ static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *bod
     }
 }
 
+/* The node's first process runs its agent itself while it is in MPI: no
+ * thread hand-off for its own packets, and the other processes' packets
+ * move as fast as it polls. */
+static int agent_progress(uint8_t *buf, size_t cap)
+{
+    char err[256];
+    size_t n;
+
+    pthread_mutex_lock(&IH.agent_lock);
+    impi_agent_poll(IH.agent, 0);
+    n = impi_agent_local_take(IH.agent, 0, buf, cap);
+    IH.agent_polled = icbc_clock_now();
+    pthread_mutex_unlock(&IH.agent_lock);
+    if (n > 0 && impi_frames_feed(&IH.frames, buf, n, on_frame, NULL, err, sizeof(err)) != ICBC_OK)
+        link_lost(err);
+    return n > 0;
+}
+
 static int impi_progress(void)
 {
     static uint8_t buf[1 << 16];
     char err[256];
     int events = 0;
 
+    if (IH.open && IH.agent) {
+        events = agent_progress(buf, sizeof(buf));
+        server_check();
+        return events;
+    }
     if (!IH.open || IH.link < 0)
         return 0;
     struct pollfd p = { IH.link, (short) (POLLIN | (IH.out_len > IH.out_off ? POLLOUT : 0)), 0 };
@@ -840,10 +874,33 @@ static int link_accept(int lfd, const impi_host_t *h, int *fds, double deadline,
     return 0;
 }
 
+/* The agent while the node's first process is not in MPI (it computes, or
+ * waits in MPI_Finalize for the node's end): it waits for the connections
+ * without the lock, so that the process is never held up by it, and does
+ * nothing while the process's own progress runs the agent. */
 static void *agent_thread(void *arg)
 {
-    while (!impi_agent_poll(IH.agent, 1000))
-        ;
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    int max = l->nhosts_total + (int) l->hosts[IH.self_host].nprocs, n, done = 0;
+    struct pollfd *pfd = MPL_malloc(sizeof(*pfd) * max, MPL_MEM_OTHER);
+
+    while (!done) {
+        if (icbc_clock_now() - IH.agent_polled < 0.002) {
+            usleep(1000);
+            continue;
+        }
+        pthread_mutex_lock(&IH.agent_lock);
+        n = pfd ? impi_agent_fds(IH.agent, pfd, max) : 0;
+        pthread_mutex_unlock(&IH.agent_lock);
+        if (pfd)
+            poll(pfd, (nfds_t) n, 100);
+        else
+            usleep(1000);
+        pthread_mutex_lock(&IH.agent_lock);
+        done = impi_agent_poll(IH.agent, 0);
+        pthread_mutex_unlock(&IH.agent_lock);
+    }
+    MPL_free(pfd);
     return NULL;
 }
 
@@ -856,7 +913,7 @@ static int host_open(struct in_addr self_addr, double deadline)
     int mpi_errno = MPI_SUCCESS;
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
     const impi_host_t *self = &l->hosts[IH.self_host];
-    int n = l->nhosts_total, want = 0, lfd = -1, pair[2] = { -1, -1 };
+    int n = l->nhosts_total, want = 0, lfd = -1;
     int *host_fds = MPL_malloc(sizeof(int) * n, MPL_MEM_OTHER);
     int *local_fds = MPL_malloc(sizeof(int) * self->nprocs, MPL_MEM_OTHER);
     struct sockaddr_un sa;
@@ -895,10 +952,7 @@ static int host_open(struct in_addr self_addr, double deadline)
             int one = 1;
             setsockopt(host_fds[h], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         }
-    MPIR_ERR_CHKANDJUMP(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0, mpi_errno,
-                        MPI_ERR_OTHER, "**nomem");
-    IH.link = pair[0];
-    local_fds[0] = pair[1];
+    local_fds[0] = IMPI_AGENT_INPROC; /* this process */
     /* the agent owns the descriptors from here on, also when it fails */
     if (impi_agent_create(l, IH.self_host, host_fds, local_fds,
                           MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000,
@@ -909,9 +963,9 @@ static int host_open(struct in_addr self_addr, double deadline)
         for (uint32_t k = 0; k < self->nprocs; k++)
             if (local_fds[k] >= 0)
                 close(local_fds[k]);
-        IH.link = -1;
         MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
     }
+    pthread_mutex_init(&IH.agent_lock, NULL);
     MPIR_ERR_CHKANDJUMP(pthread_create(&IH.agent_thread, NULL, agent_thread, NULL) != 0, mpi_errno,
                         MPI_ERR_OTHER, "**nomem");
 fn_exit:
@@ -971,7 +1025,8 @@ int MPIDI_ICBC_path_impi_open(void)
      * the job runs */
     close(MPIDI_ICBC_impi.listen_fd);
     MPIDI_ICBC_impi.listen_fd = -1;
-    fcntl(IH.link, F_SETFL, O_NONBLOCK);
+    if (IH.link >= 0)
+        fcntl(IH.link, F_SETFL, O_NONBLOCK);
     MPIR_ERR_CHKANDJUMP(impi_p2p_create(l, IH.self_host, &p2p_ops, NULL, &IH.p2p) != ICBC_OK,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
     IH.open = 1;
@@ -997,6 +1052,7 @@ static void impi_finalize(void)
     if (IH.agent) {
         pthread_join(IH.agent_thread, NULL);
         impi_agent_destroy(IH.agent);
+        pthread_mutex_destroy(&IH.agent_lock);
     }
     if (IH.link >= 0)
         close(IH.link);
