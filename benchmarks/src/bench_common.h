@@ -28,6 +28,7 @@
 enum {
     BENCH_OPT_WINDOW = 1 << 0,
     BENCH_OPT_STAT = 1 << 1,
+    BENCH_OPT_PAIR = 1 << 2,
 };
 
 /* How per-iteration times become the reported value (--stat). */
@@ -52,6 +53,7 @@ struct bench_opts {
     int min_iters;          /* lower bound of the scaled iteration count */
     int corrupt;            /* flip one received byte before the check (tests the check) */
     enum bench_stat stat;   /* statistic over per-iteration times (BENCH_OPT_STAT) */
+    int pair[2];            /* the two ranks that talk (BENCH_OPT_PAIR; default 0 and 1) */
 };
 
 struct bench_desc {
@@ -123,6 +125,8 @@ static inline void bench_usage(const struct bench_desc *d, const struct bench_op
     if (d->accepted & BENCH_OPT_STAT)
         fprintf(f, "  --stat S        mean | median | best: statistic over the per-iteration\n"
                    "                  times (default mean, as OSU; median resists preemption)\n");
+    if (d->accepted & BENCH_OPT_PAIR)
+        fprintf(f, "  --pair A,B      the two ranks that talk, A timing (default 0,1)\n");
     fprintf(f, "  --large SIZE    above this size iterations scale down as 1/size (default %zu)\n",
             o->large_size);
     fprintf(f, "  --min-iters N   lower bound of the scaled iteration count (default %d)\n",
@@ -151,7 +155,8 @@ static inline int bench_parse(int argc, char **argv, const struct bench_desc *d,
                     !strcmp(a, "--min-iters") || !strcmp(a, "--help") || !strcmp(a, "-h") ||
                     !strcmp(a, "--corrupt") ||
                     (!strcmp(a, "--stat") && (d->accepted & BENCH_OPT_STAT)) ||
-                    (!strcmp(a, "--window") && (d->accepted & BENCH_OPT_WINDOW));
+                    (!strcmp(a, "--window") && (d->accepted & BENCH_OPT_WINDOW)) ||
+                    (!strcmp(a, "--pair") && (d->accepted & BENCH_OPT_PAIR));
         if (!known) {
             if (rank == 0)
                 fprintf(stderr, "%s: unknown option '%s' (try --help)\n", d->name, a);
@@ -189,6 +194,14 @@ static inline int bench_parse(int argc, char **argv, const struct bench_desc *d,
                 bad = 1;
         } else if (!strcmp(a, "--window") && (d->accepted & BENCH_OPT_WINDOW)) {
             bad = bench_parse_int(v, 1, 4096, &o->window);
+        } else if (!strcmp(a, "--pair")) {
+            char *end = NULL;
+            long x = strtol(v, &end, 10), y = -1;
+            if (end != v && *end == ',')
+                y = strtol(end + 1, &end, 10);
+            bad = *end || x < 0 || y < 0 || x == y || x > 1 << 20 || y > 1 << 20;
+            o->pair[0] = (int) x;
+            o->pair[1] = (int) y;
         }
         if (bad) {
             if (rank == 0)

@@ -79,6 +79,20 @@ if timeout $T "$MPIEXEC" -n 2 "$WORK/icbc_latency" --max 8 --stat median > /dev/
 else
     ko "latency: --stat median: $(tail -2 "$WORK/s.err" | tr '\n' ' ')"
 fi
+# latency: --pair picks the two ranks (the timing one prints); a pair of one rank is refused
+if timeout $T "$MPIEXEC" -n 3 "$WORK/icbc_latency" --max 8 --pair 2,1 > "$WORK/p.csv" 2> "$WORK/p.err" \
+        && csv_ok "$WORK/p.csv" size,latency_us 4; then
+    ok "latency: --pair 2,1 measures ranks 2 and 1"
+else
+    ko "latency: --pair 2,1: $(tail -2 "$WORK/p.err" | tr '\n' ' ')"
+fi
+if timeout $T "$MPIEXEC" -n 2 "$WORK/icbc_latency" --pair 1,1 > /dev/null 2> "$WORK/q.err"; then
+    ko "latency: --pair 1,1 was accepted"
+elif grep -q "needs a valid value" "$WORK/q.err"; then
+    ok "latency: --pair 1,1 is refused"
+else
+    ko "latency: --pair 1,1 failed without a message: $(tail -2 "$WORK/q.err" | tr '\n' ' ')"
+fi
 if timeout $T "$MPIEXEC" -n 3 "$WORK/icbc_mbw_mr" --max 8 > /dev/null 2> "$WORK/n.err"; then
     ko "mbw_mr: an odd number of ranks was accepted"
 elif grep -q "even number of ranks" "$WORK/n.err"; then

@@ -267,6 +267,11 @@ static icbc_status_t exchange(impi_client_t *c, const impi_client_params_t *p,
         free(body);
         if (st != ICBC_OK)
             return failed(st, err, errlen, "IMPI server %s: %s", c->server, why_bad);
+        /* every client is ICBC: its processes are hosts of their own */
+        if (labels[i] == IMPI_C_ICBC_HOSTS && p->local_own_hosts &&
+            layout->icbc_hosts_mask ==
+                (layout->nclients == 32 ? UINT32_MAX : (1u << layout->nclients) - 1))
+            local = p->local_own_hosts;
     }
     return ICBC_OK;
 }

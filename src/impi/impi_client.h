@@ -79,6 +79,7 @@ typedef struct impi_layout {
     uint32_t ackmark, hiwater;             /* the smallest over all hosts */
     uint32_t labels_seen;                  /* bit per label of impi_layout_labels */
     uint32_t datarep_mask;                 /* bit c: client c gave C_ICBC_DATAREP */
+    uint32_t icbc_hosts_mask;              /* bit c: client c gave C_ICBC_HOSTS */
     uint8_t datarep[IMPI_MAX_CLIENTS][IMPI_DATAREP_SIZE];
 } impi_layout_t;
 
@@ -126,6 +127,9 @@ typedef struct impi_client_params {
     int have_key;       /* authenticate with KEY, else IMPI_AUTH_NONE */
     uint64_t key;
     int timeout_ms; /* for each answer of the server */
+    /* When every client gives C_ICBC_HOSTS, this client's part from the
+     * host labels on (each process a host of its own); NULL: LOCAL always */
+    const impi_local_t *local_own_hosts;
 } impi_client_params_t;
 
 typedef struct impi_client impi_client_t;

@@ -62,6 +62,13 @@ extern "C" {
  * order (IMPI_DATAREP_*) and the sizes of short, int, long, long long,
  * float, double, long double, void *, _Bool and wchar_t, then zeros. */
 #define IMPI_C_ICBC_DATAREP 0x7f00u
+/* Not an IMPI label either, and the one ICBC label before IMPI's host
+ * labels: a client that gives it (4 bytes, 1) can make each of its
+ * processes an IMPI host of its own. When every client gives it (all are
+ * ICBC), each does, and no message between them passes through a node's
+ * agent; else (a client of another MPI, which tells hosts apart by
+ * address) every node is one host (docs/impi.md). */
+#define IMPI_C_ICBC_HOSTS 0x1010u
 #define IMPI_DATAREP_SIZE 12
 #define IMPI_DATAREP_LITTLE 1
 #define IMPI_DATAREP_BIG 2

@@ -13,10 +13,10 @@
 #include "icbc_bytes.h"
 
 static const uint32_t labels[] = {
-    IMPI_C_VERSION, IMPI_C_NHOSTS,     IMPI_C_NPROCS,         IMPI_C_DATALEN,
-    IMPI_C_TAGUB,   IMPI_C_COLL_XSIZE, IMPI_C_COLL_MAXLINEAR, IMPI_H_IPV6,
-    IMPI_H_PORT,    IMPI_H_NPROCS,     IMPI_H_ACKMARK,        IMPI_H_HIWATER,
-    IMPI_P_IPV6,    IMPI_P_PID,        IMPI_C_ICBC_DATAREP,   IMPI_P_ICBC_MACHINE,
+    IMPI_C_VERSION,      IMPI_C_ICBC_HOSTS,   IMPI_C_NHOSTS,         IMPI_C_NPROCS, IMPI_C_DATALEN,
+    IMPI_C_TAGUB,        IMPI_C_COLL_XSIZE,   IMPI_C_COLL_MAXLINEAR, IMPI_H_IPV6,   IMPI_H_PORT,
+    IMPI_H_NPROCS,       IMPI_H_ACKMARK,      IMPI_H_HIWATER,        IMPI_P_IPV6,   IMPI_P_PID,
+    IMPI_C_ICBC_DATAREP, IMPI_P_ICBC_MACHINE,
 };
 #define NLABELS ((int) (sizeof(labels) / sizeof(labels[0])))
 
@@ -262,6 +262,11 @@ static icbc_status_t add_client_value(impi_layout_t *l, uint32_t label, int c, c
     int32_t s = (int32_t) v;
 
     switch (label) {
+    case IMPI_C_ICBC_HOSTS:
+        if (v != 1)
+            return fail(err, errlen, "C_ICBC_HOSTS: client %d gives %u (1)", c, v);
+        l->icbc_hosts_mask |= 1u << c;
+        break;
     case IMPI_C_NHOSTS:
         if (v < 1 || v > IMPI_HOSTS_MAX)
             return fail(err, errlen, "C_NHOSTS: client %d gives %u hosts", c, v);
@@ -397,6 +402,7 @@ static const char *label_name(uint32_t label)
 {
     switch (label) {
     case IMPI_C_VERSION: return "C_VERSION";
+    case IMPI_C_ICBC_HOSTS: return "C_ICBC_HOSTS";
     case IMPI_C_NHOSTS: return "C_NHOSTS";
     case IMPI_C_NPROCS: return "C_NPROCS";
     case IMPI_C_DATALEN: return "C_DATALEN";
@@ -525,6 +531,7 @@ icbc_status_t impi_local_part(const impi_local_t *local, uint32_t label, uint8_t
         return ICBC_ERR_NO_MEMORY;
     switch (label) {
     case IMPI_C_VERSION: break; /* 0.0 */
+    case IMPI_C_ICBC_HOSTS: icbc_put32(p, 1); break;
     case IMPI_C_NHOSTS: icbc_put32(p, local->nhosts); break;
     case IMPI_C_NPROCS: icbc_put32(p, local->nprocs); break;
     case IMPI_C_DATALEN:
@@ -576,7 +583,7 @@ typedef struct {
     uint32_t nhosts[IMPI_MAX_CLIENTS], nprocs[IMPI_MAX_CLIENTS];
     uint32_t version_major, version_minor, datalen;
     int32_t tagub, coll_xsize, coll_maxlinear;
-    uint32_t ackmark, hiwater, labels_seen, datarep_mask;
+    uint32_t ackmark, hiwater, labels_seen, datarep_mask, icbc_hosts_mask;
     uint8_t datarep[IMPI_MAX_CLIENTS][IMPI_DATAREP_SIZE];
 } packed_layout_t;
 #define PACKED_LAYOUT_MAGIC 0x494c4159u /* "ILAY" */
@@ -604,6 +611,7 @@ icbc_status_t impi_layout_pack(const impi_layout_t *l, uint8_t **buf, size_t *le
     h.hiwater = l->hiwater;
     h.labels_seen = l->labels_seen;
     h.datarep_mask = l->datarep_mask;
+    h.icbc_hosts_mask = l->icbc_hosts_mask;
     memcpy(h.datarep, l->datarep, sizeof(h.datarep));
 
     size_t machines = sizeof(*l->machines) * (size_t) l->nprocs_total;
@@ -670,6 +678,7 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
     l->hiwater = h.hiwater;
     l->labels_seen = h.labels_seen;
     l->datarep_mask = h.datarep_mask;
+    l->icbc_hosts_mask = h.icbc_hosts_mask;
     memcpy(l->datarep, h.datarep, sizeof(l->datarep));
     return ICBC_OK;
 }

@@ -9,8 +9,7 @@
  *
  * Checks, every result on every rank:
  *   - IMPI's attributes on MPI_COMM_WORLD (clients, this client, hosts and
- *     this host: every node of an ICBC client is one host, so the hosts are
- *     the nodes MPI_COMM_TYPE_SHARED finds, numbered in rank order);
+ *     this host: between ICBC clients every process is a host of its own);
  *   - the world's size is the sum of the clients' counts, and this process's
  *     world rank is its client's first rank plus its rank in its own job
  *     (PMI_RANK);
@@ -166,26 +165,9 @@ int main(int argc, char **argv)
         fail(msg);
     }
 
-    /* IMPI's attributes: every node of a client is one host; a host's
-     * processes have consecutive ranks, so hosts are numbered by their
-     * first rank */
-    MPI_Comm node;
-    int node_first = rank, nhosts = 0, host = -1;
-    int *firsts = malloc(sizeof(int) * size);
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Bcast(&node_first, 1, MPI_INT, 0, node);
-    MPI_Comm_free(&node);
-    MPI_Allgather(&node_first, 1, MPI_INT, firsts, 1, MPI_INT, MPI_COMM_WORLD);
-    for (int r = 0; r < size; r++) {
-        if (firsts[r] == r)
-            nhosts++;
-        else if (firsts[r] != firsts[r - 1])
-            fail("the processes of a node do not have consecutive ranks");
-        if (r == node_first)
-            host = nhosts - 1;
-    }
-    free(firsts);
-    int want_attr[4] = { argc - 1, client, nhosts, host }, *attr, flag;
+    /* IMPI's attributes: between ICBC clients every process is a host of
+     * its own (C_ICBC_HOSTS) */
+    int want_attr[4] = { argc - 1, client, total, rank }, *attr, flag;
     int keys[4] = { IMPI_CLIENT_SIZE, IMPI_CLIENT_COLOR, IMPI_HOST_SIZE, IMPI_HOST_COLOR };
     const char *key_names[4] = { "IMPI_CLIENT_SIZE", "IMPI_CLIENT_COLOR", "IMPI_HOST_SIZE",
                                  "IMPI_HOST_COLOR" };

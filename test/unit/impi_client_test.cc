@@ -286,6 +286,26 @@ TEST_F(Layout, ARepresentationIsCheckedAndAClientMaySkipIt)
     }
 }
 
+TEST_F(Layout, IcbcHostsSaysWhichClientsAreIcbc)
+{
+    cl = { Client(0, { 1 }), Client(1, { 2 }) };
+    add_all(IMPI_C_ICBC_HOSTS);
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_ICBC_HOSTS, 3, answer(cl, IMPI_C_ICBC_HOSTS, 3))) << err;
+    EXPECT_EQ(3u, l.icbc_hosts_mask);
+    /* client 0 is another implementation, which gives no such label */
+    impi_layout_free(&l);
+    add_all(IMPI_C_ICBC_HOSTS);
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_ICBC_HOSTS, 2, answer(cl, IMPI_C_ICBC_HOSTS, 2))) << err;
+    EXPECT_EQ(2u, l.icbc_hosts_mask);
+    /* a value other than 1 */
+    impi_layout_free(&l);
+    add_all(IMPI_C_ICBC_HOSTS);
+    Bytes b = answer(cl, IMPI_C_ICBC_HOSTS, 1);
+    b[3] = 2;
+    EXPECT_EQ(ICBC_ERR_INVALID, add(IMPI_C_ICBC_HOSTS, 1, b));
+    EXPECT_STREQ("C_ICBC_HOSTS: client 0 gives 2 (1)", err);
+}
+
 TEST_F(Layout, MachinesOfProcessesLandAtTheirWorldRanks)
 {
     cl = { Client(0, { 1 }), Client(1, { 2, 1 }), Client(2, { 2 }) };
@@ -566,6 +586,41 @@ TEST(ImpiClient, ThreeClientsStartUpThroughImpiServerAndFinish)
     }
     EXPECT_EQ(2001, s[0].layout.procs[7].pid); /* client 2, its second process */
     for (int r = 0; r < 3; r++) {
+        EXPECT_EQ(ICBC_OK, impi_client_fini(s[r].client));
+        impi_layout_free(&s[r].layout);
+    }
+    std::string errtext;
+    EXPECT_EQ(0, d.wait(&errtext)) << errtext;
+}
+
+/* Two ICBC clients, each with a node of two processes: every client gives
+ * C_ICBC_HOSTS, so both give their processes as hosts of their own. */
+TEST(ImpiClient, IcbcClientsTakeTheirProcessesAsHosts)
+{
+    Daemon d;
+    ASSERT_TRUE(d.start({ "-server", "2", "-listen", "127.0.0.1", "-host", "127.0.0.1" }));
+    std::string server = d.addr + ":" + std::to_string(d.port);
+    std::vector<Client> nodes = { Client(0, { 2 }), Client(1, { 2 }) };
+    std::vector<Client> own = { Client(0, { 1, 1 }), Client(1, { 1, 1 }) };
+    StartUp s[2];
+    std::vector<std::thread> t;
+    for (int r = 0; r < 2; r++)
+        t.emplace_back([&, r] {
+            impi_client_params_t p{};
+            p.server = server.c_str();
+            p.client = r;
+            p.timeout_ms = 20000;
+            p.local_own_hosts = own[r].get();
+            s[r].st = impi_client_startup(&p, nodes[r].get(), &s[r].client, &s[r].layout, s[r].err,
+                                          sizeof(s[r].err));
+        });
+    for (auto &x : t)
+        x.join();
+    for (int r = 0; r < 2; r++) {
+        ASSERT_EQ(ICBC_OK, s[r].st) << "client " << r << ": " << s[r].err;
+        EXPECT_EQ(3u, s[r].layout.icbc_hosts_mask);
+        EXPECT_EQ(4, s[r].layout.nhosts_total);
+        EXPECT_EQ(1u, s[r].layout.hosts[3].nprocs);
         EXPECT_EQ(ICBC_OK, impi_client_fini(s[r].client));
         impi_layout_free(&s[r].layout);
     }

@@ -7,8 +7,9 @@
  *   1. every process opens an IMPI host port (a TCP listener);
  *   2. the processes gather {address, port, pid} over PMI;
  *   3. PMI rank 0 gives them to impi-server as this client's hosts and
- *      processes (the processes of one address, a node, are one host, whose
- *      port is its first process's) and learns the job;
+ *      processes and learns the job: every process a host of its own when
+ *      every client is ICBC, else the processes of one address (a node)
+ *      one host, whose port is its first process's (C_ICBC_HOSTS);
  *   4. it hands the job (or what went wrong) to the others over PMI;
  *   5. every process lays out MPIR_Process as the world.
  */
@@ -160,9 +161,9 @@ static int group_hosts(const host_entry_t *entries, int n, impi_host_t *hosts, c
                 char a[INET_ADDRSTRLEN];
                 inet_ntop(AF_INET, entries[i].addr, a, sizeof(a));
                 snprintf(why, whylen,
-                         "the processes on %s (one IMPI host) do not have consecutive ranks "
-                         "(PMI rank %d comes after another node's): IMPI numbers a host's "
-                         "processes together; start the job with mpiexec's block placement",
+                         "the processes on %s do not have consecutive ranks (PMI rank %d comes "
+                         "after another node's), and IMPI numbers a host's processes together "
+                         "(mpiexec's block placement, its default, gives consecutive ranks)",
                          a, i);
                 return -1;
             }
@@ -180,6 +181,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
                         uint8_t **out, size_t *outlen, int *ok)
 {
     impi_host_t *hosts = MPL_calloc(n, sizeof(*hosts), MPL_MEM_OTHER);
+    impi_host_t *own = MPL_calloc(n, sizeof(*own), MPL_MEM_OTHER);
     impi_proc_t *procs = MPL_calloc(n, sizeof(*procs), MPL_MEM_OTHER);
     uint64_t *machines = MPL_calloc(n, sizeof(*machines), MPL_MEM_OTHER);
     impi_client_params_t params = { .server = server, .client = client };
@@ -190,7 +192,7 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
     int nhosts;
 
     *ok = 0;
-    if (hosts == NULL || procs == NULL || machines == NULL) {
+    if (hosts == NULL || own == NULL || procs == NULL || machines == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto done;
     }
@@ -205,24 +207,38 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
     }
     params.timeout_ms = MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000;
     /* addresses "::a.b.c.d", as LAM writes its own */
-    nhosts = group_hosts(entries, n, hosts, err, sizeof(err));
-    if (nhosts < 0)
-        goto done;
     for (int i = 0; i < n; i++) {
         memcpy(procs[i].host + 12, entries[i].addr, 4);
         procs[i].pid = entries[i].pid;
         machines[i] = entries[i].machine;
+        memcpy(own[i].addr + 12, entries[i].addr, 4);
+        own[i].port = entries[i].port;
+        own[i].nprocs = 1;
     }
-    impi_local_t local = {
-        .nhosts = (uint32_t) nhosts,
+    /* each process a host when every client is ICBC; else every node one */
+    impi_local_t local_own = {
+        .nhosts = (uint32_t) n,
         .nprocs = (uint32_t) n,
-        .hosts = hosts,
+        .hosts = own,
         .procs = procs,
         .coll_xsize = -1,
         .coll_maxlinear = -1,
         .machines = machines,
     };
-    st = impi_client_startup(&params, &local, &MPIDI_ICBC_impi.conn, &layout, err, sizeof(err));
+    impi_local_t local_nodes = local_own;
+    nhosts = group_hosts(entries, n, hosts, err, sizeof(err));
+    if (nhosts > 0) {
+        local_nodes.nhosts = (uint32_t) nhosts;
+        local_nodes.hosts = hosts;
+    } else {
+        /* a job whose nodes' ranks interleave: its processes stay hosts of
+         * their own, which LAM/MPI refuses beyond one process per node */
+        icbc_warn("IMPI start-up: %s; each process is an IMPI host of its own", err);
+        err[0] = '\0';
+    }
+    params.local_own_hosts = &local_own;
+    st = impi_client_startup(&params, &local_nodes, &MPIDI_ICBC_impi.conn, &layout, err,
+                             sizeof(err));
     if (st == ICBC_OK) {
         st = impi_layout_pack(&layout, out, outlen);
         impi_layout_free(&layout);
@@ -237,6 +253,7 @@ done:
     *outlen = strlen(err) + 1;
 done_ok:
     MPL_free(hosts);
+    MPL_free(own);
     MPL_free(procs);
     MPL_free(machines);
 }

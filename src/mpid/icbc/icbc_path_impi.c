@@ -161,12 +161,12 @@ static struct {
     uint8_t *out;  /* bytes not yet written: out[out_off .. out_len) */
     size_t out_off, out_len, out_cap;
     impi_frames_t frames;
-    /* the node's first process: the agent, which its progress runs and,
-     * while it computes, a thread of its own (under AGENT_LOCK) */
+    /* the node's first process: the agent, which its progress and a thread
+     * of its own both run (under AGENT_LOCK) */
     impi_agent_t *agent;
     pthread_t agent_thread;
+    int has_thread; /* the host has other processes, which the thread serves */
     pthread_mutex_t agent_lock;
-    volatile double agent_polled; /* when this process's progress last ran it */
     impi_p2p_t *p2p;
     arrival_t *arrivals;
     int narrivals;
@@ -649,7 +649,6 @@ static int agent_progress(uint8_t *buf, size_t cap)
     pthread_mutex_lock(&IH.agent_lock);
     impi_agent_poll(IH.agent, 0);
     n = impi_agent_local_take(IH.agent, 0, buf, cap);
-    IH.agent_polled = icbc_clock_now();
     pthread_mutex_unlock(&IH.agent_lock);
     if (n > 0 && impi_frames_feed(&IH.frames, buf, n, on_frame, NULL, err, sizeof(err)) != ICBC_OK)
         link_lost(err);
@@ -874,10 +873,11 @@ static int link_accept(int lfd, const impi_host_t *h, int *fds, double deadline,
     return 0;
 }
 
-/* The agent while the node's first process is not in MPI (it computes, or
- * waits in MPI_Finalize for the node's end): it waits for the connections
- * without the lock, so that the process is never held up by it, and does
- * nothing while the process's own progress runs the agent. */
+/* The agent's thread: it waits for the connections without the lock, so
+ * that the process is never held up by it, and moves what arrived at once,
+ * whether the process computes, sleeps between polls while idle
+ * (MPIR_CVAR_CH4_ICBC_IDLE_SLEEP) or polls itself (then whichever takes
+ * the lock first moves it, and the other finds nothing). */
 static void *agent_thread(void *arg)
 {
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
@@ -885,10 +885,6 @@ static void *agent_thread(void *arg)
     struct pollfd *pfd = MPL_malloc(sizeof(*pfd) * max, MPL_MEM_OTHER);
 
     while (!done) {
-        if (icbc_clock_now() - IH.agent_polled < 0.002) {
-            usleep(1000);
-            continue;
-        }
         pthread_mutex_lock(&IH.agent_lock);
         n = pfd ? impi_agent_fds(IH.agent, pfd, max) : 0;
         pthread_mutex_unlock(&IH.agent_lock);
@@ -966,8 +962,13 @@ static int host_open(struct in_addr self_addr, double deadline)
         MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
     }
     pthread_mutex_init(&IH.agent_lock, NULL);
-    MPIR_ERR_CHKANDJUMP(pthread_create(&IH.agent_thread, NULL, agent_thread, NULL) != 0, mpi_errno,
-                        MPI_ERR_OTHER, "**nomem");
+    /* a host of one process (every process of a job of ICBC clients) needs
+     * no thread: what it receives waits in the sockets for its progress, as
+     * on every other path */
+    IH.has_thread = self->nprocs > 1;
+    MPIR_ERR_CHKANDJUMP(IH.has_thread &&
+                            pthread_create(&IH.agent_thread, NULL, agent_thread, NULL) != 0,
+                        mpi_errno, MPI_ERR_OTHER, "**nomem");
 fn_exit:
     if (lfd >= 0)
         close(lfd);
@@ -1050,7 +1051,12 @@ static void impi_finalize(void)
             usleep(1000);
         }
     if (IH.agent) {
-        pthread_join(IH.agent_thread, NULL);
+        if (IH.has_thread) {
+            pthread_join(IH.agent_thread, NULL);
+        } else { /* FINI to every host, and theirs (bounded by the agent) */
+            while (!impi_agent_poll(IH.agent, 10))
+                ;
+        }
         impi_agent_destroy(IH.agent);
         pthread_mutex_destroy(&IH.agent_lock);
     }
