@@ -30,8 +30,8 @@ static const struct bench_desc desc = {
  * n round trips; FIRST (the timing rank) starts. `st` receives the status of the last
  * receive. If `rtt` is not NULL, the first stores the duration of each round trip in it.
  */
-static void pingpong(int first, int peer, unsigned char *sbuf, unsigned char *rbuf,
-                     size_t size, int n, MPI_Status *st, double *rtt)
+static void pingpong(int first, int peer, unsigned char *sbuf, unsigned char *rbuf, size_t size,
+                     int n, MPI_Status *st, double *rtt)
 {
     double prev = MPI_Wtime();
     for (int i = 0; i < n; i++) {
