@@ -413,6 +413,33 @@ void impi_agent_local_input(impi_agent_t *a, int k, const void *bytes, size_t le
         lk->w.broken = 1;
 }
 
+icbc_status_t impi_agent_local_packet(impi_agent_t *a, int host, const void *hdr,
+                                      const void *payload, size_t len)
+{
+    if (host < 0 || host >= a->nhosts || host == a->self)
+        return ICBC_ERR_INVALID;
+    if (a->hosts[host].w.fd < 0)
+        return ICBC_ERR_PEER_FAILED; /* the process heard why (LOST) */
+    wire_put(&a->hosts[host].w, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+    return ICBC_OK;
+}
+
+size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)
+{
+    wire_t *w = &a->locals[k].w;
+    uint8_t *mine = w->out;
+    size_t n = w->len - w->off, mycap = w->cap;
+
+    if (w->off > 0)
+        memmove(w->out, w->out + w->off, n);
+    w->out = *buf;
+    w->cap = *cap;
+    w->off = w->len = 0;
+    *buf = mine;
+    *cap = mycap;
+    return n;
+}
+
 size_t impi_agent_local_take(impi_agent_t *a, int k, void *dst, size_t cap)
 {
     wire_t *w = &a->locals[k].w;

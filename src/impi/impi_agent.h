@@ -106,6 +106,15 @@ int impi_agent_fds(const impi_agent_t *agent, struct pollfd *pfd, int max);
  * of the frames for it into DST (returns how many). */
 void impi_agent_local_input(impi_agent_t *agent, int k, const void *bytes, size_t len);
 size_t impi_agent_local_take(impi_agent_t *agent, int k, void *dst, size_t cap);
+/* The in-process process's packet (HDR, IMPI_PKT_HDR_SIZE bytes, and LEN
+ * payload bytes) for HOST, without a frame: ICBC_ERR_PEER_FAILED when that
+ * connection is gone. */
+icbc_status_t impi_agent_local_packet(impi_agent_t *agent, int host, const void *hdr,
+                                      const void *payload, size_t len);
+/* The frames waiting for in-process process K, whole, without a copy: the
+ * agent's buffer is swapped with *BUF (of *CAP bytes, which the agent keeps
+ * and grows); returns their length. */
+size_t impi_agent_local_swap(impi_agent_t *agent, int k, uint8_t **buf, size_t *cap);
 /* Closes every descriptor it still has. */
 void impi_agent_destroy(impi_agent_t *agent);
 

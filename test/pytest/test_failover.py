@@ -108,8 +108,10 @@ def test_stream_survives_router_kills(policy, size, count, window, four_routers,
 
 def test_three_of_four_routers_killed_one_after_another(four_routers, routers, programs, work):
     """Routers a1, a2, a3 die for good, 3 s apart: a0 carries on alone, and
-    every message arrives."""
-    args = ("--size", str(16 << 20), "--count", "80", "--window", "2")
+    every message arrives. The stream runs for 20 s (--seconds), longer than
+    the kills take (3 s, then 1.5..4.5 s apart) however fast this host
+    moves the messages."""
+    args = ("--size", str(16 << 20), "--seconds", "20", "--window", "2")
     killer = Killer(routers, kills=3, seed=0, nodes=["a1", "a2", "a3"], start=3.0,
                     period=(1.5, 4.5), restart=None)
     killer.rng.choice = lambda nodes, it=iter(["a1", "a2", "a3"]): next(it)

@@ -299,6 +299,32 @@ TEST(AgentInproc, TheCallersOwnProcessGoesInAndOutWithoutALink)
     EXPECT_EQ(0, memcmp(got + IMPI_FRAME_HDR_SIZE, pkt.data(), pkt.size()));
     EXPECT_EQ(0u, impi_agent_local_take(a, 0, got, sizeof(got)));
 
+    /* the same both ways without frames or copies: a packet straight onto
+     * the host connection, the frames for process 0 swapped out whole */
+    h.src = l.procs[0];
+    h.dest = l.procs[2];
+    impi_pkt_hdr_pack(&h, pkt.data());
+    ASSERT_EQ(ICBC_OK,
+              impi_agent_local_packet(a, 1, pkt.data(), pkt.data() + IMPI_PKT_HDR_SIZE, 3));
+    EXPECT_EQ(ICBC_ERR_INVALID, impi_agent_local_packet(a, 0, pkt.data(), nullptr, 0));
+    ASSERT_EQ((ssize_t) pkt.size(), read(sv[1], got, sizeof(got)));
+    EXPECT_EQ(0, memcmp(got, pkt.data(), pkt.size()));
+    h.src = l.procs[2];
+    h.dest = l.procs[0];
+    impi_pkt_hdr_pack(&h, pkt.data());
+    for (int k = 0; k < 2; k++)
+        ASSERT_EQ((ssize_t) pkt.size(), write(sv[1], pkt.data(), pkt.size()));
+    for (int i = 0; i < 20; i++)
+        impi_agent_poll(a, 5);
+    uint8_t *buf = nullptr;
+    size_t cap = 0;
+    n = impi_agent_local_swap(a, 0, &buf, &cap);
+    ASSERT_EQ(2 * (IMPI_FRAME_HDR_SIZE + pkt.size()), n);
+    ASSERT_GE(cap, n);
+    EXPECT_EQ(0, memcmp(buf + IMPI_FRAME_HDR_SIZE, pkt.data(), pkt.size()));
+    EXPECT_EQ(0u, impi_agent_local_swap(a, 0, &buf, &cap)); /* nothing since */
+    free(buf);
+
     /* DONE from both: FINI to host 1; its FINI ends the host */
     Bytes done(IMPI_FRAME_HDR_SIZE);
     impi_frame_hdr_pack(IMPI_FRAME_DONE, 0, 0, done.data());

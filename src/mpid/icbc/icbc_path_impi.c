@@ -167,6 +167,9 @@ static struct {
     pthread_t agent_thread;
     int has_thread; /* the host has other processes, which the thread serves */
     pthread_mutex_t agent_lock;
+    uint8_t *in; /* frames from the agent, swapped out of it whole */
+    size_t in_cap;
+    int in_walk;
     impi_p2p_t *p2p;
     arrival_t *arrivals;
     int narrivals;
@@ -243,9 +246,17 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
 
 static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
 {
+    icbc_status_t st;
+
     if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].failed)
         return ICBC_ERR_PEER_FAILED;
-    return link_put(IMPI_FRAME_PACKET, (uint32_t) host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+    if (!IH.agent)
+        return link_put(IMPI_FRAME_PACKET, (uint32_t) host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+    /* this process is its host's first: straight onto the host connection */
+    pthread_mutex_lock(&IH.agent_lock);
+    st = impi_agent_local_packet(IH.agent, host, hdr, payload, len);
+    pthread_mutex_unlock(&IH.agent_lock);
+    return st;
 }
 
 /* ---- sends ------------------------------------------------------------- */
@@ -641,17 +652,50 @@ static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *bod
 /* The node's first process runs its agent itself while it is in MPI: no
  * thread hand-off for its own packets, and the other processes' packets
  * move as fast as it polls. */
-static int agent_progress(uint8_t *buf, size_t cap)
+static int agent_progress(void)
 {
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
     char err[256];
     size_t n;
 
+    if (IH.in_walk)
+        return 0; /* a callback of the frames below made progress */
     pthread_mutex_lock(&IH.agent_lock);
     impi_agent_poll(IH.agent, 0);
-    n = impi_agent_local_take(IH.agent, 0, buf, cap);
+    n = impi_agent_local_swap(IH.agent, 0, &IH.in, &IH.in_cap);
     pthread_mutex_unlock(&IH.agent_lock);
-    if (n > 0 && impi_frames_feed(&IH.frames, buf, n, on_frame, NULL, err, sizeof(err)) != ICBC_OK)
-        link_lost(err);
+    /* whole frames, whose packets the agent held to the layout: read in
+     * place */
+    IH.in_walk = 1;
+    for (size_t off = 0; off + IMPI_FRAME_HDR_SIZE <= n;) {
+        uint32_t kind = icbc_get32(IH.in + off), host = icbc_get32(IH.in + off + 4);
+        uint32_t len = icbc_get32(IH.in + off + 8);
+        const uint8_t *body = IH.in + off + IMPI_FRAME_HDR_SIZE;
+        impi_pkt_hdr_t hdr;
+        off += IMPI_FRAME_HDR_SIZE + len;
+        if (host >= (uint32_t) l->nhosts_total || kind != IMPI_FRAME_PACKET ||
+            len < IMPI_PKT_HDR_SIZE) {
+            on_frame(NULL, kind, host, body, len);
+            continue;
+        }
+        if (IH.conns[host].failed)
+            continue;
+        impi_rx_pkt_t pkt = { &hdr, -1, -1, body + IMPI_PKT_HDR_SIZE, len - IMPI_PKT_HDR_SIZE };
+        if (impi_pkt_hdr_parse(body, l->datalen, &hdr) == ICBC_OK) {
+            pkt.src = impi_layout_proc_rank(l, (int) host, &hdr.src);
+            pkt.dest = impi_layout_proc_rank(l, IH.self_host, &hdr.dest);
+        }
+        if (pkt.src < 0 || pkt.dest != MPIR_Process.rank || pkt.len != hdr.len) {
+            snprintf(err, sizeof(err),
+                     "its agent handed on a packet of type %u that is not "
+                     "this process's",
+                     hdr.type);
+            host_failed((int) host, err);
+            continue;
+        }
+        on_packet((void *) (intptr_t) host, &pkt);
+    }
+    IH.in_walk = 0;
     return n > 0;
 }
 
@@ -662,7 +706,7 @@ static int impi_progress(void)
     int events = 0;
 
     if (IH.open && IH.agent) {
-        events = agent_progress(buf, sizeof(buf));
+        events = agent_progress();
         server_check();
         return events;
     }
@@ -1072,6 +1116,7 @@ static void impi_finalize(void)
     MPL_free(IH.sends);
     MPL_free(IH.conns);
     MPL_free(IH.out);
+    free(IH.in); /* grown by the agent (realloc) */
     memset(&IH, 0, sizeof(IH));
     IH.link = -1;
 }
