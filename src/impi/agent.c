@@ -87,7 +87,7 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 
 typedef struct {
     int fd;     /* -1: none or closed */
-    int inproc; /* the caller's own process: OUT waits for impi_agent_local_take */
+    int inproc; /* the caller's own process: OUT waits for impi_agent_local_swap */
     uint8_t *out;
     size_t off, len, cap;
     int broken; /* a write failed; handled after the round */
@@ -437,20 +437,6 @@ size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)
     w->off = w->len = 0;
     *buf = mine;
     *cap = mycap;
-    return n;
-}
-
-size_t impi_agent_local_take(impi_agent_t *a, int k, void *dst, size_t cap)
-{
-    wire_t *w = &a->locals[k].w;
-    size_t n = w->len - w->off;
-
-    if (n > cap)
-        n = cap;
-    memcpy(dst, w->out + w->off, n);
-    w->off += n;
-    if (w->off == w->len)
-        w->off = w->len = 0;
     return n;
 }
 

@@ -80,7 +80,8 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 typedef struct impi_agent impi_agent_t;
 
 /* In LOCAL_FDS: the process is the caller itself, whose frames go in and
- * out by impi_agent_local_input and impi_agent_local_take. */
+ * out by impi_agent_local_input (frames), impi_agent_local_packet and
+ * impi_agent_local_swap. */
 #define IMPI_AGENT_INPROC (-2)
 
 /* The agent of host SELF of LAYOUT (which must outlive it). HOST_FDS: per
@@ -102,10 +103,8 @@ icbc_status_t impi_agent_create(const impi_layout_t *layout, int self, const int
 int impi_agent_poll(impi_agent_t *agent, int timeout_ms);
 /* The descriptors to wait on (at most MAX) in PFD; returns their number. */
 int impi_agent_fds(const impi_agent_t *agent, struct pollfd *pfd, int max);
-/* Frames from the in-process process K (any pieces), and up to CAP bytes
- * of the frames for it into DST (returns how many). */
+/* Frames from the in-process process K (any pieces). */
 void impi_agent_local_input(impi_agent_t *agent, int k, const void *bytes, size_t len);
-size_t impi_agent_local_take(impi_agent_t *agent, int k, void *dst, size_t cap);
 /* The in-process process's packet (HDR, IMPI_PKT_HDR_SIZE bytes, and LEN
  * payload bytes) for HOST, without a frame: ICBC_ERR_PEER_FAILED when that
  * connection is gone. */
