@@ -112,6 +112,33 @@ def test_unknown_stripe_placement_fails_mpi_init(two_clusters, programs, work, p
                          r"round-robin, adaptive"), r.describe()
 
 
+def impi_clients_in_testbed(bed, prefix, node, jobs):
+    """impi-server for len(JOBS) clients on NODE's WAN address (in its
+    namespace), then every job at once, each a function given the server's
+    ADDR:PORT; returns the server's exit status and messages."""
+    ns = f"{bed.env['ICBC_TESTBED']}-{node}"
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(bed.tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}[node]
+    server = subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(prefix, "bin", "impi-server"),
+                               "-server", str(len(jobs)), "-host", addr, "-listen", addr,
+                               "-timeout", "200"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        server_addr = server.stdout.readline().strip()
+        assert server_addr, f"impi-server printed no address: {server.stderr.read()}"
+        threads = [threading.Thread(target=j, args=(server_addr,)) for j in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    return server.returncode, server.stderr.read()
+
+
 def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, programs, work,
                                                             prefix, tmp_path):
     """A job across both clusters whose router file has an `impi` line joins
@@ -122,16 +149,11 @@ def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, progra
     address. impi_world on both sides checks the world of three: a0 and b0
     talk through the routers, each of them to a1 by IMPI (b0 across the WAN)."""
     tb = two_clusters.tb
-    ns = f"{two_clusters.env['ICBC_TESTBED']}-b1"
-    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(tb.state, "nodes"))
-            if not n.startswith("#") and n.strip()}
-    server = subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(prefix, "bin", "impi-server"),
-                               "-server", "2", "-host", addr["b1"], "-listen", addr["b1"],
-                               "-timeout", "200"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        server_addr = server.stdout.readline().strip()
-        assert server_addr, f"impi-server printed no address: {server.stderr.read()}"
+    (tmp_path / "hosts0").write_text("a0\nb0\n")
+    (tmp_path / "hosts1").write_text("a1\n")
+    results = {}
+
+    def client0(server_addr):
         # the testbed's router file with the foreign cluster added (its key
         # path made absolute, since the copy lives elsewhere)
         with open(two_clusters.routerfile) as f:
@@ -139,85 +161,58 @@ def test_routerfile_impi_entry_makes_the_job_an_impi_client(two_clusters, progra
                      for l in f]
         rf = tmp_path / "routers.conf"
         rf.write_text("".join(lines) + f"impi other server={server_addr}\n")
-        (tmp_path / "hosts0").write_text("a0\nb0\n")
-        (tmp_path / "hosts1").write_text("a1\n")
-        results = {}
+        results[0] = run_mpi(prefix, two_clusters.env, programs["impi_world"], 2, work,
+                             name="routerfile-impi-client0", hosts=str(tmp_path / "hosts0"),
+                             extra_env={"ICBC_ROUTERFILE": str(rf)}, args=("2", "1"),
+                             timeout=180)
 
-        def job(k, np, hosts, extra):
-            results[k] = run_mpi(prefix, two_clusters.env, programs["impi_world"], np, work,
-                                 name=f"routerfile-impi-client{k}", hosts=str(hosts),
-                                 extra_env=extra, args=("2", "1"), timeout=180)
+    def client1(server_addr):
+        results[1] = run_mpi(prefix, two_clusters.env, programs["impi_world"], 1, work,
+                             name="routerfile-impi-client1", hosts=str(tmp_path / "hosts1"),
+                             extra_env={"ICBC_IMPI_SERVER": server_addr, "ICBC_IMPI_CLIENT": "1"},
+                             args=("2", "1"), timeout=180)
 
-        threads = [threading.Thread(target=job, args=(0, 2, tmp_path / "hosts0",
-                                                      {"ICBC_ROUTERFILE": str(rf)})),
-                   threading.Thread(target=job, args=(1, 1, tmp_path / "hosts1",
-                                                      {"ICBC_IMPI_SERVER": server_addr,
-                                                       "ICBC_IMPI_CLIENT": "1"}))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        server.wait(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+    rc, server_err = impi_clients_in_testbed(two_clusters, prefix, "b1", [client0, client1])
+    assert sorted(results) == [0, 1], f"a client did not run: {server_err}"
     for k, r in results.items():
         assert r.rc == 0 and not r.timed_out, r.describe()
     for rank, k in ((0, 0), (1, 0), (2, 1)):
         assert f"impi_world: rank {rank} of 3 (client {k}): ok" in results[k].output, \
             results[k].describe()
-    assert server.returncode == 0, server.stderr.read()
+    assert rc == 0, server_err
 
 
 @pytest.mark.parametrize("routerfile", [True, False], ids=["env-file", "no-routerfile"])
 def test_impi_clients_of_two_nodes_each(two_clusters, programs, work, prefix, tmp_path,
                                         routerfile):
-    """Two ICBC jobs, one per cluster, each of two nodes with two processes
-    (two IMPI hosts per client), as docs/impi.md tells a user: the testbed's
-    env file, mpiexec with a hosts file, ICBC_IMPI_SERVER and
-    ICBC_IMPI_CLIENT; impi-server on b1's WAN address. With the env file's
-    router file the fabric device comes from it; without (a site that runs
-    only IMPI) from MPI_Init's trial of the interfaces, which must give fab0
-    (ICBC_LOG_LEVEL=info prints it). impi_world checks the world of 8,
-    IMPI's host attributes (four hosts) and messages between every pair of
-    neighbours, inside each client over UCX and across by IMPI."""
-    tb = two_clusters.tb
+    """Two ICBC jobs, one per cluster, each of two nodes with two processes,
+    as docs/impi.md tells a user: the testbed's env file, mpiexec with a
+    hosts file, ICBC_IMPI_SERVER and ICBC_IMPI_CLIENT; impi-server on b1's
+    WAN address. With the env file's router file the fabric device comes
+    from it; without (a site that runs only IMPI) from MPI_Init's trial of
+    the interfaces, which must give fab0 (ICBC_LOG_LEVEL=info prints it).
+    impi_world checks the world of 8, IMPI's host attributes and messages
+    between every pair of neighbours, inside each client over UCX and across
+    by IMPI."""
     env = dict(two_clusters.env)
-    extra = {"ICBC_LOG_LEVEL": "info"}
     if not routerfile:
         del env["ICBC_ROUTERFILE"]
-    ns = f"{env['ICBC_TESTBED']}-b1"
-    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(tb.state, "nodes"))
-            if not n.startswith("#") and n.strip()}
-    server = subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(prefix, "bin", "impi-server"),
-                               "-server", "2", "-host", addr["b1"], "-listen", addr["b1"],
-                               "-timeout", "200"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (tmp_path / "hosts0").write_text("a0:2\na1:2\n")
+    (tmp_path / "hosts1").write_text("b0:2\nb1:2\n")
     results = {}
-    try:
-        server_addr = server.stdout.readline().strip()
-        assert server_addr, f"impi-server printed no address: {server.stderr.read()}"
-        (tmp_path / "hosts0").write_text("a0:2\na1:2\n")
-        (tmp_path / "hosts1").write_text("b0:2\nb1:2\n")
 
-        def job(k):
+    def client(k):
+        def run(server_addr):
             results[k] = run_mpi(prefix, env, programs["impi_world"], 4, work,
                                  name=f"impi-2x2-{'rf' if routerfile else 'norf'}-client{k}",
                                  hosts=str(tmp_path / f"hosts{k}"), args=("4", "4"),
-                                 extra_env={**extra, "ICBC_IMPI_SERVER": server_addr,
+                                 extra_env={"ICBC_LOG_LEVEL": "info",
+                                            "ICBC_IMPI_SERVER": server_addr,
                                             "ICBC_IMPI_CLIENT": str(k)}, timeout=180)
+        return run
 
-        threads = [threading.Thread(target=job, args=(k,)) for k in (0, 1)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        server.wait(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+    rc, server_err = impi_clients_in_testbed(two_clusters, prefix, "b1", [client(0), client(1)])
+    assert sorted(results) == [0, 1], f"a client did not run: {server_err}"
     for k, r in results.items():
         assert r.rc == 0 and not r.timed_out, r.describe()
         for rank in range(4 * k, 4 * k + 4):
@@ -226,7 +221,7 @@ def test_impi_clients_of_two_nodes_each(two_clusters, programs, work, prefix, tm
             chosen = re.findall(r"UCX devices from the start-up trial with process \d+ on "
                                 r"another node: (\S+)$", r.output, re.M)
             assert chosen == ["fab0"] * 4, f"{chosen}\n{r.describe()}"
-    assert server.returncode == 0, server.stderr.read()
+    assert rc == 0, server_err
 
 
 def test_routerfile_impi_entries_of_two_servers_fail_mpi_init(two_clusters, programs, work,
