@@ -57,6 +57,7 @@ DEFAULT_TIER = {
                                   dict(lam_first=False, np=2)],
     "test_two_lam_clients_through_our_server": [dict(auth="key")],
     "test_icbc_nodes_with_lam_across_the_wan": [dict(lam_first=False)],
+    "test_icbc_job_with_lam_through_a_keyed_server": [dict(lam_first=True)],
 }
 
 
@@ -368,15 +369,27 @@ def icbc_coll(prefix, build_dir):
 
 
 def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_exe, icbc_exe,
-                          ok_text, args=()):
+                          ok_text, args=(), key=None):
     """An ICBC job of ICBC_NP processes on 127.0.0.2 (our mpiexec; one IMPI
     host) and a LAM/MPI client of NP processes, each running its build of
-    the same program, through our impi-server; both must exit 0 and every
-    rank print "rank R: OK_TEXT"."""
+    the same program, through our impi-server (with KEY: started with
+    -auth key:FILE, LAM given IMPI_AUTH_KEY and the ICBC job ICBC_IMPI_KEY, as
+    docs/impi.md says); both must exit 0 and every rank print "rank R:
+    OK_TEXT"."""
     u = Universe(lam, work, "lam")
+    server_args, icbc_env = [], []
+    if key is not None:
+        keyfile = os.path.join(work, "impi.key")
+        with open(keyfile, "w") as f:
+            f.write(f"{key}\n")
+        os.chmod(keyfile, 0o600)
+        server_args = ["-auth", "key:" + keyfile]
+        del u.env["IMPI_AUTH_NONE"]
+        u.env["IMPI_AUTH_KEY"] = str(key)
+        icbc_env = ["-genv", "ICBC_IMPI_KEY", str(key)]
     u.boot()
     try:
-        server, addr, server_err = start_server(build_dir, 2, work)
+        server, addr, server_err = start_server(build_dir, 2, work, server_args)
         lam_client = 0 if lam_first else 1
         lam_log = os.path.join(work, "lam.log")
         with open(lam_log, "w") as out:
@@ -388,8 +401,8 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, 
             pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", str(icbc_np),
                                    "-genv", "ICBC_IMPI_SERVER", addr,
                                    "-genv", "ICBC_IMPI_CLIENT", str(1 - lam_client),
-                                   "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR, icbc_exe,
-                                   *args],
+                                   "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR, *icbc_env,
+                                   icbc_exe, *args],
                                   stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             codes = finish([pi, pl, server])
         logs = {n: open(p).read() for n, p in
@@ -419,6 +432,17 @@ def test_icbc_job_collectives_with_lam(prefix, build_dir, lam, lam_coll, icbc_co
     host, as in test_icbc_job_with_lam."""
     run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_coll,
                           icbc_coll, "coll ok")
+
+
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+def test_icbc_job_with_lam_through_a_keyed_server(prefix, build_dir, lam, lam_coll_all,
+                                                  icbc_coll_all, work, lam_first):
+    """The collectives of coll_all.c between an ICBC job of 2 processes and
+    LAM with 2, through impi-server started with a key (-auth key:FILE):
+    LAM's IMPI_AUTH_KEY and the ICBC job's ICBC_IMPI_KEY."""
+    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, 2, 2, lam_coll_all,
+                          icbc_coll_all, "coll_all ok", args=coll_all_args(4),
+                          key=98765432109876)
 
 
 @pytest.fixture(scope="session")
