@@ -118,21 +118,26 @@ struct impi_agent {
     uint8_t buf[1 << 16];
 };
 
-static int wire_flush(wire_t *w)
+int impi_send_pending(int fd, const uint8_t *buf, size_t *off, size_t *len)
 {
-    while (w->off < w->len) {
-        ssize_t n = send(w->fd, w->out + w->off, w->len - w->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (*off < *len) {
+        ssize_t n = send(fd, buf + *off, *len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         if (n <= 0)
             return -1;
-        w->off += (size_t) n;
+        *off += (size_t) n;
     }
-    if (w->off == w->len)
-        w->off = w->len = 0;
+    if (*off == *len)
+        *off = *len = 0;
     return 0;
+}
+
+static int wire_flush(wire_t *w)
+{
+    return impi_send_pending(w->fd, w->out, &w->off, &w->len);
 }
 
 /* Appends A and B (either may be empty) and writes what the socket takes. */
@@ -382,23 +387,27 @@ static void check_end(impi_agent_t *a)
     }
 }
 
-int impi_agent_fds(const impi_agent_t *a, struct pollfd *pfd, int max)
+/* The connections and links to wait on, at most MAX, in PFD, and whom each
+ * is (WHO, when not NULL: a host, or local -(who) - 1). */
+static int gather_fds(const impi_agent_t *a, struct pollfd *pfd, int *who, int max)
 {
     int n = 0;
 
-    for (int h = 0; h < a->nhosts && n < max; h++)
-        if (a->hosts[h].w.fd >= 0)
-            pfd[n++] = (struct pollfd){
-                a->hosts[h].w.fd,
-                (short) (POLLIN | (a->hosts[h].w.len > a->hosts[h].w.off ? POLLOUT : 0)), 0
-            };
-    for (int k = 0; k < a->nlocal && n < max; k++)
-        if (a->locals[k].w.fd >= 0)
-            pfd[n++] = (struct pollfd){
-                a->locals[k].w.fd,
-                (short) (POLLIN | (a->locals[k].w.len > a->locals[k].w.off ? POLLOUT : 0)), 0
-            };
+    for (int i = 0; i < a->nhosts + a->nlocal && n < max; i++) {
+        const wire_t *w = i < a->nhosts ? &a->hosts[i].w : &a->locals[i - a->nhosts].w;
+        if (w->fd < 0)
+            continue;
+        pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
+        if (who)
+            who[n] = i < a->nhosts ? i : -(i - a->nhosts) - 1;
+        n++;
+    }
     return n;
+}
+
+int impi_agent_fds(const impi_agent_t *a, struct pollfd *pfd, int max)
+{
+    return gather_fds(a, pfd, NULL, max);
 }
 
 void impi_agent_local_input(impi_agent_t *a, int k, const void *bytes, size_t len)
@@ -442,22 +451,8 @@ size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)
 
 int impi_agent_poll(impi_agent_t *a, int timeout_ms)
 {
-    int n = 0;
+    int n = gather_fds(a, a->pfd, a->pfd_who, a->nhosts + a->nlocal);
 
-    for (int h = 0; h < a->nhosts; h++) {
-        wire_t *w = &a->hosts[h].w;
-        if (w->fd < 0)
-            continue;
-        a->pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
-        a->pfd_who[n++] = h;
-    }
-    for (int k = 0; k < a->nlocal; k++) {
-        wire_t *w = &a->locals[k].w;
-        if (w->fd < 0)
-            continue;
-        a->pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
-        a->pfd_who[n++] = -k - 1;
-    }
     if (a->fini_deadline > 0 && timeout_ms > 100)
         timeout_ms = 100; /* the end has a deadline */
     if (n > 0 && poll(a->pfd, (nfds_t) n, timeout_ms) > 0) {

@@ -77,6 +77,11 @@ void impi_frames_free(impi_frames_t *f);
 icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, impi_frame_cb_t cb,
                                void *arg, char *err, size_t errlen);
 
+/* Writes what FD takes of BUF[*OFF .. *LEN) without waiting; both become 0
+ * once all is out. -1: the connection broke. (A link's sender, the agent
+ * and a process alike.) */
+int impi_send_pending(int fd, const uint8_t *buf, size_t *off, size_t *len);
+
 typedef struct impi_agent impi_agent_t;
 
 /* In LOCAL_FDS: the process is the caller itself, whose frames go in and

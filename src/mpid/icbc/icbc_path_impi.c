@@ -191,20 +191,7 @@ static void link_lost(const char *why);
 /* Writes what the link takes now; -1: it broke. */
 static int flush_out(void)
 {
-    while (IH.out_off < IH.out_len) {
-        ssize_t n = send(IH.link, IH.out + IH.out_off, IH.out_len - IH.out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (n <= 0)
-            return -1;
-        IH.out_off += (size_t) n;
-    }
-    if (IH.out_off == IH.out_len)
-        IH.out_off = IH.out_len = 0;
-    return 0;
+    return impi_send_pending(IH.link, IH.out, &IH.out_off, &IH.out_len);
 }
 
 /* A frame to the agent: its header, then A and B (either may be empty). */
