@@ -422,15 +422,22 @@ void impi_agent_local_input(impi_agent_t *a, int k, const void *bytes, size_t le
         lk->w.broken = 1;
 }
 
-icbc_status_t impi_agent_local_packet(impi_agent_t *a, int host, const void *hdr,
+icbc_status_t impi_agent_local_packet(impi_agent_t *a, int host, const void *head, size_t head_len,
                                       const void *payload, size_t len)
 {
-    if (host < 0 || host >= a->nhosts || host == a->self)
+    if (host < 0 || host >= a->nhosts || host == a->self || head_len < IMPI_PKT_HDR_SIZE)
         return ICBC_ERR_INVALID;
     if (a->hosts[host].w.fd < 0)
         return ICBC_ERR_PEER_FAILED; /* the process heard why (LOST) */
-    wire_put(&a->hosts[host].w, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+    wire_put(&a->hosts[host].w, head, head_len, payload, len);
     return ICBC_OK;
+}
+
+size_t impi_agent_host_backlog(const impi_agent_t *a, int host)
+{
+    if (host < 0 || host >= a->nhosts)
+        return 0;
+    return a->hosts[host].w.len - a->hosts[host].w.off;
 }
 
 size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)

@@ -110,11 +110,14 @@ int impi_agent_poll(impi_agent_t *agent, int timeout_ms);
 int impi_agent_fds(const impi_agent_t *agent, struct pollfd *pfd, int max);
 /* Frames from the in-process process K (any pieces). */
 void impi_agent_local_input(impi_agent_t *agent, int k, const void *bytes, size_t len);
-/* The in-process process's packet (HDR, IMPI_PKT_HDR_SIZE bytes, and LEN
- * payload bytes) for HOST, without a frame: ICBC_ERR_PEER_FAILED when that
+/* The in-process process's packet for HOST, without a frame: HEAD (its
+ * IMPI_PKT_HDR_SIZE-byte header and maybe the first payload bytes, HEAD_LEN
+ * in all), then LEN more payload bytes. ICBC_ERR_PEER_FAILED when that
  * connection is gone. */
-icbc_status_t impi_agent_local_packet(impi_agent_t *agent, int host, const void *hdr,
-                                      const void *payload, size_t len);
+icbc_status_t impi_agent_local_packet(impi_agent_t *agent, int host, const void *head,
+                                      size_t head_len, const void *payload, size_t len);
+/* Bytes for HOST's connection that it has not taken yet. */
+size_t impi_agent_host_backlog(const impi_agent_t *agent, int host);
 /* The frames waiting for in-process process K, whole, without a copy: the
  * agent's buffer is swapped with *BUF (of *CAP bytes, which the agent keeps
  * and grows); returns their length. */

@@ -105,6 +105,14 @@ enum {
     IMPI_PK_CANCELYES = 5,
     IMPI_PK_CANCELNO = 6,
     IMPI_PK_FINI = 7,
+    /* Not an IMPI type: a message of ICBC's own protocol between processes
+     * of two ICBC clients (both gave C_ICBC_DATAREP), which carries what IMPI
+     * has no packet for (one-sided operations). LEN payload bytes, at most
+     * DATALEN; MSGLEN: the message's payload bytes; COUNT: bytes of its ICBC
+     * header at the start of this packet's payload (0: a continuation);
+     * SEQNUM: the offset in the message's payload of this packet's payload
+     * bytes after that header. Never sent to a client of another MPI. */
+    IMPI_PK_ICBC = 0x100,
 };
 
 typedef struct impi_proc {
@@ -129,7 +137,8 @@ typedef struct impi_pkt_hdr {
 
 void impi_pkt_hdr_pack(const impi_pkt_hdr_t *hdr, void *buf);
 /* BUF holds IMPI_PKT_HDR_SIZE bytes. ICBC_ERR_INVALID: unknown type, a
- * DATA or DATASYNC payload above DATALEN or above the message length. The
+ * DATA or DATASYNC payload above DATALEN or above the message length, an
+ * ICBC packet above DATALEN or whose pieces do not fit its message. The
  * payload length of control packets is set to 0 (LAM sends 128 there). */
 icbc_status_t impi_pkt_hdr_parse(const void *buf, uint32_t datalen, impi_pkt_hdr_t *hdr);
 

@@ -4,8 +4,9 @@
  * The port faces the WAN, so a packet the peer host may not send ends the
  * connection with a reason: an unknown type or a payload beyond DATALEN or
  * its message (impi_pkt_hdr_parse), a source process that is not one of the
- * peer host's, a destination that is not one of this host's. FINI, which
- * LAM sends with empty process ids, is taken as it is.
+ * peer host's, a destination that is not one of this host's, an ICBC
+ * packet unless both hosts' clients are ICBC. FINI, which LAM sends with
+ * empty process ids, is taken as it is.
  */
 #ifndef ICBC_IMPI_RX_H
 #define ICBC_IMPI_RX_H

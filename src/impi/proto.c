@@ -92,6 +92,17 @@ icbc_status_t impi_pkt_hdr_parse(const void *buf, uint32_t datalen, impi_pkt_hdr
     case IMPI_PK_DATA:
     case IMPI_PK_DATASYNC:
         return h->len <= datalen && h->len <= h->msglen ? ICBC_OK : ICBC_ERR_INVALID;
+    case IMPI_PK_ICBC:
+        /* a first packet: its header, then payload; a continuation:
+         * payload within the message */
+        if (h->len > datalen || h->count < 0 || (uint64_t) h->count > h->len)
+            return ICBC_ERR_INVALID;
+        if (h->count == 0)
+            return h->len > 0 && h->seqnum < h->msglen && h->len <= h->msglen - h->seqnum
+                       ? ICBC_OK
+                       : ICBC_ERR_INVALID;
+        return h->seqnum == 0 && h->len - (uint64_t) h->count <= h->msglen ? ICBC_OK
+                                                                           : ICBC_ERR_INVALID;
     case IMPI_PK_PROTOACK:
     case IMPI_PK_SYNCACK:
     case IMPI_PK_CANCEL:

@@ -67,6 +67,10 @@ static icbc_status_t check_header(impi_rx_t *rx, char *err, size_t errlen)
         rx->src = rx->dest = -1;
         return ICBC_OK;
     }
+    if (h->type == IMPI_PK_ICBC &&
+        !((rx->layout->datarep_mask >> rx->layout->hosts[rx->peer_host].client) & 1 &&
+          (rx->layout->datarep_mask >> rx->layout->hosts[rx->self_host].client) & 1))
+        return fail(rx, err, errlen, "ICBC packet between hosts of clients not both ICBC");
     rx->src = impi_layout_proc_rank(rx->layout, rx->peer_host, &h->src);
     if (rx->src < 0)
         return fail(rx, err, errlen, "packet from process %lld, which is not one of that host's",

@@ -7,7 +7,8 @@
  * Checks:
  *   - every packet delivered comes from a process of the peer host and goes
  *     to one of this host (FINI: neither), with at most DATALEN payload
- *     bytes, and only DATA and DATASYNC carry any;
+ *     bytes, and only DATA, DATASYNC and ICBC packets carry any, ICBC
+ *     packets only between hosts of ICBC clients;
  *   - a refusal comes with a reason naming the peer host, and every later
  *     piece is refused too.
  */
@@ -35,7 +36,10 @@ static void on_packet(void *arg, const impi_rx_pkt_t *p)
     const impi_host_t *peer = &l->hosts[peer_host], *self = &l->hosts[self_host];
     FUZZ_CHECK(p->src >= peer->first_rank && p->src < peer->first_rank + (int) peer->nprocs);
     FUZZ_CHECK(p->dest >= self->first_rank && p->dest < self->first_rank + (int) self->nprocs);
-    FUZZ_CHECK(p->len == 0 || p->hdr->type == IMPI_PK_DATA || p->hdr->type == IMPI_PK_DATASYNC);
+    FUZZ_CHECK(p->len == 0 || p->hdr->type == IMPI_PK_DATA || p->hdr->type == IMPI_PK_DATASYNC ||
+               p->hdr->type == IMPI_PK_ICBC);
+    /* ICBC's own packets only between ICBC clients */
+    FUZZ_CHECK(p->hdr->type != IMPI_PK_ICBC || (peer->client != 2 && self->client != 2));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -35,7 +35,7 @@ def pytest_addoption(parser):
     g.addoption("--mpich-list", default="ci",
                 help="ci (test/mpich/ci-subset-2clusters), full (each directory's testlist) "
                      "or a file of 'DIR/prog np ...' lines")
-    g.addoption("--impi-dirs", default="pt2pt coll comm datatype",
+    g.addoption("--impi-dirs", default="pt2pt coll comm datatype rma",
                 help="the directories test_mpich_impi.py runs over IMPI (default: %(default)s)")
     g.addoption("--mpich-shard", default="", metavar="K/N",
                 help="of each directory's list only the lines K, K+N, ... (run-testsuite.sh "

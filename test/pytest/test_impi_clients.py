@@ -137,6 +137,35 @@ def test_collectives_across_clients(prefix, programs, case_dir, counts):
     assert all(int(n) == total and int(c) > 20 * total for _, n, c in oks), report
 
 
+ONE_SIDED = [
+    # large puts, gets and accumulates between every pair (striped over the
+    # host connection), fence and lock epochs, then collectives
+    ("rma_coll", (2, 2), ()),
+    ("rma_coll", (1, 2), ()),
+    # MPI_Accumulate and MPI_Fetch_and_op in lock_all epochs, each round's
+    # order checked
+    ("rma_self_order", (1, 2), ("--rounds", "200", "--deadline", "20")),
+    # MPI_Win_complete's notices delivered before the barrier after it
+    ("pscw_complete_order", (1, 3), ("--rounds", "100")),
+]
+
+
+@pytest.mark.parametrize("program,counts,args", ONE_SIDED,
+                         ids=[f"{p}-{'+'.join(map(str, c))}" for p, c, _ in ONE_SIDED])
+def test_one_sided_across_clients(prefix, programs, case_dir, program, counts, args):
+    """One-sided operations between ranks of two ICBC clients: IMPI has no
+    packet for them, so ICBC's own protocol travels between ICBC clients as
+    IMPI_PK_ICBC packets on the host connections (docs/impi.md); every
+    value is checked by the program."""
+    codes, logs = run_clients(prefix, programs[program], case_dir, counts, args=args)
+    report = report_of(logs)
+    assert codes == [0] * (len(counts) + 1), f"exit codes (clients, server): {codes}\n{report}"
+    assert "No Errors" in logs["client0"], report
+    if program == "rma_self_order":
+        m = re.search(r"(\d+) checked, (\d+) served", logs["client0"])
+        assert m and int(m.group(1)) == 200 * (sum(counts) - 1), report
+
+
 def test_wrong_key_fails_mpi_init_naming_the_server(prefix, programs, case_dir):
     keyfile = os.path.join(case_dir, "key")
     with open(keyfile, "w") as f:

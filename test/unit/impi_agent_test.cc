@@ -307,9 +307,10 @@ TEST(AgentInproc, TheCallersOwnProcessGoesInAndOutWithoutALink)
     h.src = l.procs[0];
     h.dest = l.procs[2];
     impi_pkt_hdr_pack(&h, pkt.data());
-    ASSERT_EQ(ICBC_OK,
-              impi_agent_local_packet(a, 1, pkt.data(), pkt.data() + IMPI_PKT_HDR_SIZE, 3));
-    EXPECT_EQ(ICBC_ERR_INVALID, impi_agent_local_packet(a, 0, pkt.data(), nullptr, 0));
+    ASSERT_EQ(ICBC_OK, impi_agent_local_packet(a, 1, pkt.data(), IMPI_PKT_HDR_SIZE,
+                                               pkt.data() + IMPI_PKT_HDR_SIZE, 3));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              impi_agent_local_packet(a, 0, pkt.data(), IMPI_PKT_HDR_SIZE, nullptr, 0));
     ASSERT_EQ((ssize_t) pkt.size(), read(sv[1], got, sizeof(got)));
     EXPECT_EQ(0, memcmp(got, pkt.data(), pkt.size()));
     h.src = l.procs[2];

@@ -528,6 +528,80 @@ TEST_F(Rx, PacketsThePeerMayNotSendEndTheConnection)
     }
 }
 
+/* An ICBC packet from client 1's process 1000 to client 0's process 0:
+ * COUNT header bytes of PAYLOAD, at SEQNUM of a MSGLEN-byte message. */
+static Bytes icbc_pkt(const Bytes &payload, int64_t count, uint64_t seqnum, uint64_t msglen)
+{
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_ICBC;
+    h.len = (uint32_t) payload.size();
+    h.src.host[12] = 10;
+    h.src.host[14] = 1;
+    h.src.pid = 1000;
+    h.dest.host[12] = 10;
+    h.dest.pid = 0;
+    h.count = count;
+    h.seqnum = seqnum;
+    h.msglen = msglen;
+    Bytes b(IMPI_PKT_HDR_SIZE);
+    impi_pkt_hdr_pack(&h, b.data());
+    b.insert(b.end(), payload.begin(), payload.end());
+    return b;
+}
+
+TEST_F(Rx, IcbcPacketsPassBetweenIcbcClientsAndMustFitTheirMessage)
+{
+    /* a 40-byte header with the first 100 payload bytes of 65636, then the rest */
+    Bytes first = icbc_pkt(Bytes(140, 1), 40, 0, 65636);
+    Bytes next = icbc_pkt(Bytes(65536, 2), 0, 100, 65636);
+    Bytes stream = first;
+    stream.insert(stream.end(), next.begin(), next.end());
+    ASSERT_EQ(ICBC_OK, feed(stream, 1000)) << err;
+    ASSERT_EQ(2u, got.size());
+    EXPECT_EQ(40, got[0].hdr.count);
+    EXPECT_EQ(140u, got[0].payload.size());
+    EXPECT_EQ(100u, got[1].hdr.seqnum);
+    EXPECT_EQ(3, got[1].src);
+    EXPECT_EQ(0, got[1].dest);
+
+    struct Case {
+        const char *name;
+        Bytes bytes;
+    } cases[] = {
+        { "a header longer than the packet", icbc_pkt(Bytes(10), 11, 0, 0) },
+        { "a first packet with an offset", icbc_pkt(Bytes(50), 40, 1, 100) },
+        { "more payload than its message", icbc_pkt(Bytes(50), 40, 0, 9) },
+        { "a continuation beyond its message", icbc_pkt(Bytes(50), 0, 60, 100) },
+        { "an empty continuation", icbc_pkt(Bytes(), 0, 60, 100) },
+        { "a negative header length", icbc_pkt(Bytes(50), -1, 0, 100) },
+        { "beyond DATALEN", icbc_pkt(Bytes(65537), 40, 0, 65537 - 40) },
+    };
+    for (auto &k : cases) {
+        SCOPED_TRACE(k.name);
+        impi_rx_free(&rx);
+        ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, &l, 0, 2));
+        got.clear();
+        EXPECT_EQ(ICBC_ERR_INVALID, feed(k.bytes, 64));
+        EXPECT_TRUE(got.empty());
+        EXPECT_NE(std::string::npos, std::string(err).find("packet of type 256")) << err;
+    }
+}
+
+TEST_F(Rx, IcbcPacketsFromAClientOfAnotherMpiEndTheConnection)
+{
+    /* client 1 gives no C_ICBC_DATAREP: another MPI (LAM/MPI) */
+    impi_rx_free(&rx);
+    impi_layout_free(&l);
+    add_all(IMPI_C_ICBC_DATAREP);
+    ASSERT_EQ(ICBC_OK, add(IMPI_C_ICBC_DATAREP, 1, answer(cl, IMPI_C_ICBC_DATAREP, 1))) << err;
+    ASSERT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    ASSERT_EQ(1u, l.datarep_mask);
+    ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, &l, 0, 2));
+    EXPECT_EQ(ICBC_ERR_INVALID, feed(icbc_pkt(Bytes(40), 40, 0, 0), 64));
+    EXPECT_TRUE(got.empty());
+    EXPECT_NE(std::string::npos, std::string(err).find("not both ICBC")) << err;
+}
+
 TEST(ImpiLocal, HostsMustAddUpToTheProcesses)
 {
     Client c(0, { 2, 2 });

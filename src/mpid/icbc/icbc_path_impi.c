@@ -22,8 +22,10 @@
  * Matching stays MPIDIG's. An MPI message carries MPICH's context id and
  * the sender's rank in the communicator (IMPI's cid and lsrank), so
  * MPI_COMM_WORLD's point-to-point and collective ids are 0 and 1, as LAM/MPI
- * puts them on the wire. One-sided and other MPIDIG messages have no IMPI
- * packet: an MPI error. The port faces the WAN: a packet the layout or the
+ * puts them on the wire. Every other MPIDIG message (one-sided operations)
+ * has no IMPI packet: between two ICBC clients it travels in ICBC's own
+ * protocol (icbc_xfer.h) as IMPI_PK_ICBC packets on the same connections;
+ * to a client of another MPI it is an MPI error. The port faces the WAN: a packet the layout or the
  * protocol does not allow closes the connection with a message naming the
  * host, and its processes fail like a lost peer.
  */
@@ -175,6 +177,10 @@ static struct {
     int narrivals;
     MPIR_Request **sends; /* in flight */
     int nsends, sends_cap;
+    /* ICBC messages (icbc_xfer.h) between ICBC clients */
+    struct icbc_in **icbc_in;      /* per world rank: its message arriving in pieces */
+    MPIDI_ICBC_path_done_t *dones; /* lane sends copied out, to complete in progress */
+    int ndones, dones_cap;
 } IH; /* this process's side of its node's IMPI host */
 
 static int impi_error(int rank, const char *why)
@@ -231,19 +237,26 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
     return ICBC_OK;
 }
 
-static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+/* A packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
+static icbc_status_t emit_head(int host, const uint8_t *head, size_t head_len, const void *payload,
+                               size_t len)
 {
     icbc_status_t st;
 
     if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].failed)
         return ICBC_ERR_PEER_FAILED;
     if (!IH.agent)
-        return link_put(IMPI_FRAME_PACKET, (uint32_t) host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+        return link_put(IMPI_FRAME_PACKET, (uint32_t) host, head, head_len, payload, len);
     /* this process is its host's first: straight onto the host connection */
     pthread_mutex_lock(&IH.agent_lock);
-    st = impi_agent_local_packet(IH.agent, host, hdr, payload, len);
+    st = impi_agent_local_packet(IH.agent, host, head, head_len, payload, len);
     pthread_mutex_unlock(&IH.agent_lock);
     return st;
+}
+
+static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
+{
+    return emit_head(host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
 }
 
 /* ---- sends ------------------------------------------------------------- */
@@ -284,6 +297,20 @@ static void on_send_done(void *arg, uint64_t srqid)
     send_complete((MPIR_Request *) (uintptr_t) srqid, 1);
 }
 
+/* Whether MPIDIG's message is an MPI message IMPI carries (a send without
+ * MPIDIG's own rendezvous). */
+static int is_impi_message(int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz)
+{
+    const MPIDIG_hdr_t *h = am_hdr;
+
+    return handler_id == MPIDIG_SEND && am_hdr_sz >= (MPI_Aint) sizeof(*h) &&
+           !(h->flags & MPIDIG_AM_SEND_FLAGS_RTS);
+}
+
+#define NOT_IMPI_WHY                                                                               \
+    "it is a process of an IMPI client of another MPI, and IMPI carries point-to-point messages "  \
+    "only (no one-sided operations)"
+
 static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
                          const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
                          int dst_vci, MPIR_Request *sreq)
@@ -299,11 +326,13 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
 
     MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
                          "**icbc_peer %d %s", peer->rank, "its IMPI host connection was lost");
-    MPIR_ERR_CHKANDJUMP2(handler_id != MPIDIG_SEND || am_hdr_sz < (MPI_Aint) sizeof(*h) ||
-                             (h->flags & MPIDIG_AM_SEND_FLAGS_RTS),
-                         mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                         "it is a process of another IMPI client, and IMPI carries point-to-point "
-                         "messages only (no one-sided operations)");
+    if (!is_impi_message(handler_id, am_hdr, am_hdr_sz)) {
+        /* not an MPI message: ICBC's protocol, which only ICBC clients speak */
+        MPIR_ERR_CHKANDJUMP2(is_lam_rank(peer->rank), mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                             "**icbc_peer %d %s", peer->rank, NOT_IMPI_WHY);
+        return MPIDI_ICBC_xfer_am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype,
+                                        src_vci, dst_vci, sreq);
+    }
     MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
     MPL_pointer_attr_t attr;
     MPIR_GPU_query_pointer_attr(data, &attr);
@@ -489,11 +518,12 @@ static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
 {
     int mpi_errno = MPI_SUCCESS;
 
-    MPIR_ERR_CHKANDJUMP2(handler_id != MPIDIG_SSEND_ACK ||
-                             am_hdr_sz < (MPI_Aint) sizeof(MPIDIG_ssend_ack_msg_t),
-                         mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                         "it is a process of another IMPI client, and IMPI carries point-to-point "
-                         "messages only (no one-sided operations)");
+    if (handler_id != MPIDIG_SSEND_ACK) {
+        MPIR_ERR_CHKANDJUMP2(is_lam_rank(peer->rank), mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
+                             "**icbc_peer %d %s", peer->rank, NOT_IMPI_WHY);
+        return MPIDI_ICBC_xfer_send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
+    }
+    MPIR_Assert(am_hdr_sz >= (MPI_Aint) sizeof(MPIDIG_ssend_ack_msg_t));
     uintptr_t token = (uintptr_t) ((const MPIDIG_ssend_ack_msg_t *) am_hdr)->sreq_ptr;
     int slot = (int) token - 1;
     MPIR_Assert(slot >= 0 && slot < IH.narrivals && IH.arrivals[slot].used &&
@@ -503,6 +533,190 @@ static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     arrival_free(slot);
 fn_fail:
     return mpi_errno;
+}
+
+/* ---- ICBC messages between ICBC clients ---------------------------------- */
+
+/* Where both clients are ICBC, the netmod's own protocol (icbc_xfer.h:
+ * whole active messages, the striping rendezvous on one lane, SYNC) travels
+ * between their processes as IMPI_PK_ICBC packets on the host connections
+ * that carry IMPI's, so one-sided operations and whatever else MPIDIG builds
+ * on active messages work across the clients. A message is one packet of at
+ * most DATALEN bytes or several: the first carries its ICBC header and the
+ * first payload bytes, the others the rest at their offsets. A pair's
+ * packets travel in order (one local link, one agent, one connection), so a
+ * process reassembles at most one message per source at a time. */
+
+/* Bytes of chunks a process lets wait for a host connection before the
+ * striping engine holds the rest back (the ordered lane never waits). */
+#define ICBC_CHUNK_BACKLOG (4u << 20)
+
+typedef struct icbc_in {
+    int active;
+    int host;
+    uint64_t got, total;
+    uint8_t *dest; /* where the payload goes; NULL: dropped */
+    MPIDI_ICBC_xrecv_t x;
+} icbc_in_t;
+
+static size_t host_backlog(int host)
+{
+    size_t n;
+
+    if (!IH.agent)
+        return IH.out_len - IH.out_off; /* to the agent, for every host */
+    pthread_mutex_lock(&IH.agent_lock);
+    n = impi_agent_host_backlog(IH.agent, host);
+    pthread_mutex_unlock(&IH.agent_lock);
+    return n;
+}
+
+/* The packets are copied out when sent: the sends complete in the next
+ * progress, not inside the caller's send. */
+static int done_later(MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    if (IH.ndones == IH.dones_cap) {
+        int cap = MPL_MAX(64, 2 * IH.dones_cap);
+        MPIDI_ICBC_path_done_t *p = MPL_realloc(IH.dones, sizeof(*p) * cap, MPL_MEM_OTHER);
+        if (p == NULL)
+            return -1;
+        IH.dones = p;
+        IH.dones_cap = cap;
+    }
+    IH.dones[IH.ndones].cb = cb;
+    IH.dones[IH.ndones].arg = arg;
+    IH.ndones++;
+    return 0;
+}
+
+static int fire_dones(void)
+{
+    int n = IH.ndones;
+
+    /* a completion may send again and queue more: they wait for the next round */
+    for (int i = 0; i < n; i++)
+        IH.dones[i].cb(IH.dones[i].arg, 1);
+    memmove(IH.dones, IH.dones + n, sizeof(*IH.dones) * (IH.ndones - n));
+    IH.ndones -= n;
+    return n;
+}
+
+static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
+                          const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
+                          int *busy)
+{
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    uint8_t head[IMPI_PKT_HDR_SIZE + 4096 + 256];
+    int client, host;
+    size_t room = l->datalen, n;
+
+    *busy = 0;
+    if (is_lam_rank(peer->rank))
+        return impi_error(peer->rank, NOT_IMPI_WHY);
+    if (peer->state == ICBC_PEER_FAILED)
+        return impi_error(peer->rank, "its IMPI host connection was lost");
+    MPIR_Assert(inner_len > 0 && inner_len <= sizeof(head) - IMPI_PKT_HDR_SIZE);
+    if (inner_len >= room)
+        return impi_error(peer->rank, "the IMPI job's DATALEN is too small for ICBC's messages");
+    MPIDI_ICBC_impi_where(peer->rank, &client, &host);
+    if (lane != MPIDI_ICBC_LANE_ORDERED && host_backlog(host) > ICBC_CHUNK_BACKLOG) {
+        *busy = 1;
+        return MPI_SUCCESS;
+    }
+    impi_pkt_hdr_t h = {
+        .type = IMPI_PK_ICBC,
+        .src = l->procs[MPIR_Process.rank],
+        .dest = l->procs[peer->rank],
+        .msglen = len,
+        .count = (int64_t) inner_len,
+    };
+    n = MPL_MIN(len, room - inner_len);
+    h.len = (uint32_t) (inner_len + n);
+    impi_pkt_hdr_pack(&h, head);
+    memcpy(head + IMPI_PKT_HDR_SIZE, inner, inner_len);
+    if (emit_head(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n) != ICBC_OK)
+        return impi_error(peer->rank, "its IMPI host connection was lost");
+    h.count = 0;
+    for (size_t off = n; off < len; off += n) {
+        n = MPL_MIN(len - off, room);
+        h.len = (uint32_t) n;
+        h.seqnum = off;
+        impi_pkt_hdr_pack(&h, head);
+        if (emit_head(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off, n) != ICBC_OK)
+            return impi_error(peer->rank, "its IMPI host connection was lost");
+    }
+    if (done_later(cb, arg) != 0)
+        return impi_error(peer->rank, "out of memory");
+    return MPI_SUCCESS;
+}
+
+static void icbc_in_end(icbc_in_t *in, int ok)
+{
+    in->active = 0;
+    MPIDI_ICBC_xrecv_end(&in->x, ok);
+}
+
+/* An ICBC packet from world rank SRC of HOST (impi_pkt_hdr_parse checked
+ * its pieces against its message, impi_rx that both clients are ICBC). */
+static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
+{
+    const impi_pkt_hdr_t *h = pkt->hdr;
+    icbc_in_t *in = IH.icbc_in ? IH.icbc_in[pkt->src] : NULL;
+    size_t count = (size_t) h->count, part = pkt->len - count;
+    void *dest;
+
+    if (in && in->active) { /* the next piece of SRC's message */
+        if (count != 0 || h->seqnum != in->got || h->msglen != in->total) {
+            host_failed(host, "an ICBC packet out of its message's order");
+            return;
+        }
+        if (in->dest)
+            memcpy(in->dest + in->got, pkt->payload, pkt->len);
+        in->got += pkt->len;
+        if (in->got == in->total)
+            icbc_in_end(in, 1);
+        return;
+    }
+    if (count == 0) {
+        host_failed(host, "an ICBC packet continuing no message");
+        return;
+    }
+    if (part == h->msglen) { /* whole */
+        MPIDI_ICBC_xrecv_t x;
+        if (MPIDI_ICBC_xrecv_begin(pkt->src, pkt->payload, count, part, pkt->payload + count, &x,
+                                   &dest) != 0) {
+            host_failed(host, "a malformed ICBC message");
+            return;
+        }
+        if (dest)
+            memcpy(dest, pkt->payload + count, part);
+        MPIDI_ICBC_xrecv_end(&x, 1);
+        return;
+    }
+    if (IH.icbc_in == NULL) {
+        IH.icbc_in = MPL_calloc(MPIR_Process.size, sizeof(*IH.icbc_in), MPL_MEM_OTHER);
+        if (IH.icbc_in == NULL) {
+            host_failed(host, "out of memory for an arriving message");
+            return;
+        }
+    }
+    if (in == NULL &&
+        (in = IH.icbc_in[pkt->src] = MPL_calloc(1, sizeof(*in), MPL_MEM_OTHER)) == NULL) {
+        host_failed(host, "out of memory for an arriving message");
+        return;
+    }
+    if (MPIDI_ICBC_xrecv_begin(pkt->src, pkt->payload, count, h->msglen, NULL, &in->x, &dest) !=
+        0) {
+        host_failed(host, "a malformed ICBC message");
+        return;
+    }
+    in->active = 1;
+    in->host = host;
+    in->total = h->msglen;
+    in->got = part;
+    in->dest = dest;
+    if (dest)
+        memcpy(in->dest, pkt->payload + count, part);
 }
 
 /* ---- packets in and failures ---------------------------------------------- */
@@ -529,6 +743,10 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
         snprintf(err, sizeof(err), "a message for context %llu, which no communicator has",
                  (unsigned long long) pkt->hdr->cid);
         host_failed(host, err);
+        return;
+    }
+    if (pkt->hdr->type == IMPI_PK_ICBC) {
+        on_icbc_packet(host, pkt);
         return;
     }
     cur_host = host;
@@ -565,6 +783,11 @@ static void host_failed(int host, const char *why)
             send_complete(sreq, 0); /* removes it from IH.sends */
         else
             i++;
+    }
+    for (uint32_t k = 0; IH.icbc_in && k < h->nprocs; k++) {
+        icbc_in_t *in = IH.icbc_in[h->first_rank + (int) k];
+        if (in && in->active)
+            icbc_in_end(in, 0);
     }
     for (int i = 0; i < IH.narrivals; i++) {
         arrival_t *a = &IH.arrivals[i];
@@ -692,16 +915,18 @@ static int impi_progress(void)
     char err[256];
     int events = 0;
 
+    if (IH.ndones)
+        events = fire_dones();
     if (IH.open && IH.agent) {
-        events = agent_progress();
+        events += agent_progress();
         server_check();
         return events;
     }
     if (!IH.open || IH.link < 0)
-        return 0;
+        return events;
     struct pollfd p = { IH.link, (short) (POLLIN | (IH.out_len > IH.out_off ? POLLOUT : 0)), 0 };
     if (poll(&p, 1, 0) > 0) {
-        events = 1;
+        events++;
         if ((p.revents & POLLOUT) && flush_out() != 0) {
             link_lost("writing to it failed");
             return 1;
@@ -1100,6 +1325,13 @@ static void impi_finalize(void)
     for (int i = 0; i < IH.narrivals; i++)
         MPL_free(IH.arrivals[i].head);
     MPL_free(IH.arrivals);
+    for (int r = 0; IH.icbc_in && r < MPIR_Process.size; r++) {
+        if (IH.icbc_in[r] && IH.icbc_in[r]->active)
+            icbc_in_end(IH.icbc_in[r], 0);
+        MPL_free(IH.icbc_in[r]);
+    }
+    MPL_free(IH.icbc_in);
+    MPL_free(IH.dones);
     MPL_free(IH.sends);
     MPL_free(IH.conns);
     MPL_free(IH.out);
@@ -1118,14 +1350,6 @@ static int impi_nlanes(icbc_peer_t *peer)
     return 1;
 }
 
-static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
-                          const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
-                          int *busy)
-{
-    /* the ICBC protocol never reaches another client's process */
-    return impi_error(peer->rank, "it is a process of another IMPI client");
-}
-
 static void impi_dump(FILE *f)
 {
     fprintf(f,
@@ -1137,6 +1361,11 @@ static void impi_dump(FILE *f)
     for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
         if (IH.conns[h].failed)
             fprintf(f, "  impi:   host %d: lost\n", h);
+    for (int r = 0; IH.icbc_in && r < MPIR_Process.size; r++)
+        if (IH.icbc_in[r] && IH.icbc_in[r]->active)
+            fprintf(f, "  impi:   ICBC message from rank %d: %llu of %llu bytes\n", r,
+                    (unsigned long long) IH.icbc_in[r]->got,
+                    (unsigned long long) IH.icbc_in[r]->total);
     for (int i = 0; i < IH.narrivals; i++)
         if (IH.arrivals[i].used)
             fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", IH.arrivals[i].msg.src,
