@@ -631,6 +631,8 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
         ucp_worker_destroy(MPIDI_ICBC_global.worker);
     if (MPIDI_ICBC_global.context)
         ucp_cleanup(MPIDI_ICBC_global.context);
+    MPIDI_ICBC_path_done_destroy();
+    MPIDI_ICBC_xrecv_finalize();
     icbc_peer_table_destroy(peers);
     MPIDI_ICBC_global.worker = NULL;
     MPIDI_ICBC_global.context = NULL;

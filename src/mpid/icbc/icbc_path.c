@@ -15,6 +15,7 @@
 #include "icbc_pacing.h"
 #include "icbc_impi.h"
 #include "core/icbc_netprobe.h"
+#include "core/icbc_freelist.h"
 
 #include <netinet/in.h>
 
@@ -99,24 +100,40 @@ void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_l
     *rh = h;
 }
 
-/* Completion of a lane send, kept until the transport reports it. */
+/* Completions of lane sends: one per chunk in flight, from a free list
+ * (none allocated per chunk once it holds the traffic's depth). */
+static icbc_freelist_t done_list;
+
 MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg)
 {
-    MPIDI_ICBC_path_done_t *d = MPL_malloc(sizeof(*d), MPL_MEM_OTHER);
+    MPIDI_ICBC_path_done_t *d;
 
+    if (done_list.size == 0)
+        icbc_freelist_init(&done_list, sizeof(*d), 256);
+    d = icbc_freelist_get(&done_list);
     MPIR_Assert(d);
     d->cb = cb;
     d->arg = arg;
     return d;
 }
 
+void MPIDI_ICBC_path_done_free(MPIDI_ICBC_path_done_t *d)
+{
+    icbc_freelist_put(&done_list, d);
+}
+
 void MPIDI_ICBC_path_done_fire(void *arg, icbc_status_t status)
 {
     MPIDI_ICBC_path_done_t d = *(MPIDI_ICBC_path_done_t *) arg;
 
-    MPL_free(arg);
+    icbc_freelist_put(&done_list, arg);
     if (d.cb)
         d.cb(d.arg, status == ICBC_OK);
+}
+
+uint64_t MPIDI_ICBC_path_done_slabs(void)
+{
+    return done_list.nslabs;
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -374,4 +391,10 @@ void MPIDI_ICBC_path_finalize(void)
     if (P.rf)
         icbc_routerfile_free(P.rf);
     memset(&P, 0, sizeof(P));
+}
+
+void MPIDI_ICBC_path_done_destroy(void)
+{
+    icbc_freelist_destroy(&done_list);
+    memset(&done_list, 0, sizeof(done_list));
 }

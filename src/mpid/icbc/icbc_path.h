@@ -137,8 +137,14 @@ typedef struct {
     void *arg;
 } MPIDI_ICBC_path_done_t;
 MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg);
-/* Calls the completion and frees it (an icbc status callback). */
+/* Gives back a completion that will not fire (its send did not start). */
+void MPIDI_ICBC_path_done_free(MPIDI_ICBC_path_done_t *d);
+/* Calls the completion and gives it back (an icbc status callback). */
 void MPIDI_ICBC_path_done_fire(void *done, icbc_status_t status);
+/* Slabs of completions allocated so far (each holds many). */
+uint64_t MPIDI_ICBC_path_done_slabs(void);
+/* Frees them once UCX is closed (no completion is left to fire). */
+void MPIDI_ICBC_path_done_destroy(void);
 
 /* Set-up steps of the implementations. */
 int MPIDI_ICBC_path_routed_open(void);

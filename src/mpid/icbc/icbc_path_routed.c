@@ -267,7 +267,7 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
     st = mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
                         payload, len, MPIDI_ICBC_path_done_fire, d);
     if (st != ICBC_OK) {
-        MPL_free(d);
+        MPIDI_ICBC_path_done_free(d);
         if (P.failover && lane >= 0 && st == ICBC_ERR_PEER_FAILED) {
             routed.lanes_dirty = 1; /* a chunk waits for the lane's loss to be seen */
             *busy = 1;

@@ -110,7 +110,7 @@ static void tcp_flush(int rank)
         icbc_status_t st =
             bt_conn_send(t->conn, m->hdr, m->hdr_len, &iov, m->len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_ERR_BUSY) {
-            MPL_free(d);
+            MPIDI_ICBC_path_done_free(d);
             return;
         }
         t->head = m->next;
@@ -157,7 +157,7 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
         icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_OK)
             return MPI_SUCCESS;
-        MPL_free(d);
+        MPIDI_ICBC_path_done_free(d);
         if (st != ICBC_ERR_BUSY)
             return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                         MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",

@@ -542,4 +542,7 @@ void MPIDI_ICBC_xfer_lane_revived(int lane)
 void MPIDI_ICBC_xfer_dump(FILE *f)
 {
     icbc_stripe_dump(X.stripe, f, icbc_clock_coarse());
+    fprintf(f, "  free lists: %llu slab(s) of send completions, %llu of chunk receives\n",
+            (unsigned long long) MPIDI_ICBC_path_done_slabs(),
+            (unsigned long long) MPIDI_ICBC_xrecv_pull_slabs());
 }

@@ -118,6 +118,10 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok);
 /* begin + copy + end, for a payload in memory. */
 void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len, const void *payload,
                             size_t len);
+/* Slabs of chunk receives allocated so far (each holds many). */
+uint64_t MPIDI_ICBC_xrecv_pull_slabs(void);
+/* Frees them once UCX is closed (no pull is left to complete). */
+void MPIDI_ICBC_xrecv_finalize(void);
 /* UCX delivery of a routed message (from a router's endpoint). */
 ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
                                   size_t len, int is_rndv);

@@ -14,6 +14,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "core/icbc_freelist.h"
 
 #define X MPIDI_ICBC_xfer
 
@@ -300,12 +301,39 @@ void MPIDI_ICBC_xrecv_whole(int src_rank, const void *inner, size_t inner_len, c
 
 /* ---- UCX delivery from a router ------------------------------------------ */
 
+/* Receives of chunks UCX pulls in, one per chunk in flight: from a free
+ * list (none allocated per chunk once it holds the traffic's depth). */
+static icbc_freelist_t pulls;
+
+static MPIDI_ICBC_xrecv_t *pull_new(void)
+{
+    if (pulls.size == 0)
+        icbc_freelist_init(&pulls, sizeof(MPIDI_ICBC_xrecv_t), 16);
+    return icbc_freelist_get(&pulls);
+}
+
+static void pull_free(MPIDI_ICBC_xrecv_t *x)
+{
+    icbc_freelist_put(&pulls, x);
+}
+
+uint64_t MPIDI_ICBC_xrecv_pull_slabs(void)
+{
+    return pulls.nslabs;
+}
+
+void MPIDI_ICBC_xrecv_finalize(void)
+{
+    icbc_freelist_destroy(&pulls);
+    memset(&pulls, 0, sizeof(pulls));
+}
+
 static void chunk_pull_done(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     MPIDI_ICBC_xrecv_t *x = user_data;
 
     MPIDI_ICBC_xrecv_end(x, status == UCS_OK);
-    MPL_free(x);
+    pull_free(x);
     ucp_request_free(request);
 }
 
@@ -326,12 +354,12 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
         return MPIDI_ICBC_am_deliver(inner, inner_len, data, len, 1, src_rank);
     }
     /* a chunk: pulled straight to where the engine places it */
-    x = MPL_malloc(sizeof(*x), MPL_MEM_BUFFER);
+    x = pull_new();
     if (x == NULL)
         return UCS_OK; /* UCX drops the descriptor; the receive stalls and fails */
     if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, NULL, x, &dest) || !dest) {
         MPIDI_ICBC_xrecv_end(x, 0);
-        MPL_free(x);
+        pull_free(x);
         return UCS_OK;
     }
     ucp_request_param_t param = {
@@ -342,7 +370,7 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(MPIDI_ICBC_global.worker, data, dest, len, &param);
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
         MPIDI_ICBC_xrecv_end(x, r == NULL);
-        MPL_free(x);
+        pull_free(x);
     }
     return UCS_INPROGRESS;
 }
