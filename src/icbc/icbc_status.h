@@ -27,6 +27,19 @@ typedef enum {
 
 const char *icbc_status_str(icbc_status_t status);
 
+#include <stdarg.h>
+#include <stddef.h>
+
+/* Why something failed, for the caller: PREFIX (NULL: none), then FMT's
+ * text, into ERR (ERRLEN bytes, cut to fit; nothing when ERR is NULL or
+ * ERRLEN 0). Returns ST, so that a check can end in
+ * "return icbc_err(ICBC_ERR_INVALID, err, errlen, ...)": the one way
+ * libicbc's parsers and connections say why. */
+icbc_status_t icbc_err(icbc_status_t st, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+icbc_status_t icbc_verr(icbc_status_t st, char *err, size_t errlen, const char *prefix,
+                        const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
 #ifdef __cplusplus
 }
 #endif

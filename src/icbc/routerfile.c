@@ -106,17 +106,13 @@ struct rf_parser {
 static void rf_vmsg(char *err, size_t errlen, const char *name, int line, const char *fmt,
                     va_list ap)
 {
-    int n;
+    char where[4096 + 32]; /* a path, a line number */
 
-    if (err == NULL || errlen == 0)
-        return;
     if (line > 0)
-        n = snprintf(err, errlen, "%s:%d: ", name, line);
+        snprintf(where, sizeof(where), "%s:%d: ", name, line);
     else
-        n = snprintf(err, errlen, "%s: ", name);
-    if (n < 0 || (size_t) n >= errlen)
-        return;
-    vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
+        snprintf(where, sizeof(where), "%s: ", name);
+    icbc_verr(ICBC_ERR_INVALID, err, errlen, where, fmt, ap);
 }
 
 static void rf_msg(char *err, size_t errlen, const char *name, int line, const char *fmt, ...)

@@ -1,5 +1,7 @@
-/* Names of icbc_status_t values, for logs and MPI error strings. */
+/* Names of icbc_status_t values, for logs and MPI error strings; the error text helper. */
 #include "icbc_status.h"
+
+#include <stdio.h>
 
 const char *icbc_status_str(icbc_status_t status)
 {
@@ -18,4 +20,30 @@ const char *icbc_status_str(icbc_status_t status)
     case ICBC_ERR_TIMEOUT: return "timed out";
     }
     return "unknown status";
+}
+
+icbc_status_t icbc_verr(icbc_status_t st, char *err, size_t errlen, const char *prefix,
+                        const char *fmt, va_list ap)
+{
+    int n = 0;
+
+    if (err == NULL || errlen == 0)
+        return st;
+    if (prefix) {
+        n = snprintf(err, errlen, "%s", prefix);
+        if (n < 0 || (size_t) n >= errlen)
+            return st;
+    }
+    vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
+    return st;
+}
+
+icbc_status_t icbc_err(icbc_status_t st, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    icbc_verr(st, err, errlen, NULL, fmt, ap);
+    va_end(ap);
+    return st;
 }

@@ -26,20 +26,6 @@ struct impi_client {
     int timeout_ms;
 };
 
-static icbc_status_t failed(icbc_status_t st, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static icbc_status_t failed(icbc_status_t st, char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errlen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static icbc_status_t send_all(impi_client_t *c, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
@@ -114,12 +100,12 @@ static icbc_status_t recv_cmd(impi_client_t *c, uint32_t cmd, uint8_t **body, si
     *body = NULL;
     *len = 0;
     if (st != ICBC_OK)
-        return failed(st, err, errlen, "IMPI server %s: waiting for %s: %s", c->server,
-                      impi_cmd_name(cmd), why(st));
+        return icbc_err(st, err, errlen, "IMPI server %s: waiting for %s: %s", c->server,
+                        impi_cmd_name(cmd), why(st));
     if (impi_cmd_hdr_parse(hdr, &h) != ICBC_OK || h.cmd != cmd)
-        return failed(ICBC_ERR_INVALID, err, errlen,
-                      "IMPI server %s: sent command 0x%08x of %u bytes where %s was due", c->server,
-                      h.cmd, h.len, impi_cmd_name(cmd));
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "IMPI server %s: sent command 0x%08x of %u bytes where %s was due",
+                        c->server, h.cmd, h.len, impi_cmd_name(cmd));
     if (h.len > 0) {
         *body = malloc(h.len);
         if (*body == NULL)
@@ -128,8 +114,8 @@ static icbc_status_t recv_cmd(impi_client_t *c, uint32_t cmd, uint8_t **body, si
         if (st != ICBC_OK) {
             free(*body);
             *body = NULL;
-            return failed(st, err, errlen, "IMPI server %s: in the middle of %s: %s", c->server,
-                          impi_cmd_name(cmd), why(st));
+            return icbc_err(st, err, errlen, "IMPI server %s: in the middle of %s: %s", c->server,
+                            impi_cmd_name(cmd), why(st));
         }
     }
     *len = h.len;
@@ -146,21 +132,21 @@ static icbc_status_t dial(impi_client_t *c, const char *server, char *err, size_
     int one = 1;
 
     if (colon == NULL || (size_t) (colon - server) >= sizeof(host))
-        return failed(ICBC_ERR_INVALID, err, errlen, "IMPI server '%s': not ADDR:PORT", server);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "IMPI server '%s': not ADDR:PORT", server);
     memcpy(host, server, (size_t) (colon - server));
     host[colon - server] = '\0';
     port = strtol(colon + 1, &end, 10);
     if (*end != '\0' || port < 1 || port > 65535 || inet_pton(AF_INET, host, &sin.sin_addr) != 1)
-        return failed(ICBC_ERR_INVALID, err, errlen, "IMPI server '%s': not an IPv4 ADDR:PORT",
-                      server);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "IMPI server '%s': not an IPv4 ADDR:PORT",
+                        server);
     sin.sin_port = htons((uint16_t) port);
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
-        return failed(ICBC_ERR_NO_MEMORY, err, errlen, "socket: %s", strerror(errno));
+        return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "socket: %s", strerror(errno));
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (connect(c->fd, (struct sockaddr *) &sin, sizeof(sin)) != 0)
-        return failed(ICBC_ERR_UNREACHABLE, err, errlen, "IMPI server %s: connect: %s", server,
-                      strerror(errno));
+        return icbc_err(ICBC_ERR_UNREACHABLE, err, errlen, "IMPI server %s: connect: %s", server,
+                        strerror(errno));
     return ICBC_OK;
 }
 
@@ -175,14 +161,14 @@ static icbc_status_t authenticate(impi_client_t *c, const impi_client_params_t *
     if (st == ICBC_OK)
         st = recv_all(c, reply, sizeof(reply));
     if (st == ICBC_ERR_PEER_FAILED)
-        return failed(ICBC_ERR_AUTH, err, errlen,
-                      "IMPI server %s: refused this client at authentication (it closed the "
-                      "connection; %s)",
-                      c->server,
-                      p->have_key ? "is it the key the server was given?"
-                                  : "a server started with -auth key:FILE wants its key");
+        return icbc_err(ICBC_ERR_AUTH, err, errlen,
+                        "IMPI server %s: refused this client at authentication (it closed the "
+                        "connection; %s)",
+                        c->server,
+                        p->have_key ? "is it the key the server was given?"
+                                    : "a server started with -auth key:FILE wants its key");
     if (st != ICBC_OK)
-        return failed(st, err, errlen, "IMPI server %s: authentication: %s", c->server, why(st));
+        return icbc_err(st, err, errlen, "IMPI server %s: authentication: %s", c->server, why(st));
     uint32_t which = icbc_get32(reply), len = icbc_get32(reply + 4);
     if (which == IMPI_AUTH_NONE && len == 0 && !p->have_key)
         return ICBC_OK;
@@ -190,12 +176,12 @@ static icbc_status_t authenticate(impi_client_t *c, const impi_client_params_t *
         icbc_put64(key, p->key);
         st = send_all(c, key, sizeof(key));
         return st == ICBC_OK ? ICBC_OK
-                             : failed(st, err, errlen, "IMPI server %s: sending the key: %s",
-                                      c->server, why(st));
+                             : icbc_err(st, err, errlen, "IMPI server %s: sending the key: %s",
+                                        c->server, why(st));
     }
-    return failed(ICBC_ERR_AUTH, err, errlen,
-                  "IMPI server %s: wants authentication %u (%u bytes); this client offers %s",
-                  c->server, which, len, p->have_key ? "a key" : "none (no key given)");
+    return icbc_err(ICBC_ERR_AUTH, err, errlen,
+                    "IMPI server %s: wants authentication %u (%u bytes); this client offers %s",
+                    c->server, which, len, p->have_key ? "a key" : "none (no key given)");
 }
 
 /* IMPI: this client's rank; the answer is the number of clients. */
@@ -209,16 +195,16 @@ static icbc_status_t join(impi_client_t *c, const impi_client_params_t *p, int *
     icbc_put32(rank, (uint32_t) p->client);
     st = send_cmd(c, IMPI_CMD_IMPI, rank, sizeof(rank));
     if (st != ICBC_OK)
-        return failed(st, err, errlen, "IMPI server %s: IMPI: %s", c->server, why(st));
+        return icbc_err(st, err, errlen, "IMPI server %s: IMPI: %s", c->server, why(st));
     st = recv_cmd(c, IMPI_CMD_IMPI, &body, &len, err, errlen);
     if (st != ICBC_OK)
         return st;
     *nclients = (int) icbc_get32(body);
     free(body);
     if (*nclients < 1 || *nclients > IMPI_MAX_CLIENTS || p->client >= *nclients)
-        return failed(ICBC_ERR_INVALID, err, errlen,
-                      "IMPI server %s: says the job has %d clients (this one is client %d)",
-                      c->server, *nclients, p->client);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "IMPI server %s: says the job has %d clients (this one is client %d)",
+                        c->server, *nclients, p->client);
     return ICBC_OK;
 }
 
@@ -234,10 +220,10 @@ static icbc_status_t exchange(impi_client_t *c, const impi_client_params_t *p,
         size_t plen, blen;
         icbc_status_t st = impi_local_part(local, labels[i], &part, &plen);
         if (st != ICBC_OK)
-            return failed(st, err, errlen, "IMPI client %d: label 0x%x: %s", p->client, labels[i],
-                          st == ICBC_ERR_NO_MEMORY
-                              ? "out of memory"
-                              : "its hosts' processes do not add up to its process count");
+            return icbc_err(st, err, errlen, "IMPI client %d: label 0x%x: %s", p->client, labels[i],
+                            st == ICBC_ERR_NO_MEMORY
+                                ? "out of memory"
+                                : "its hosts' processes do not add up to its process count");
         msg = malloc(4 + plen);
         if (msg == NULL) {
             free(part);
@@ -249,24 +235,24 @@ static icbc_status_t exchange(impi_client_t *c, const impi_client_params_t *p,
         st = send_cmd(c, IMPI_CMD_COLL, msg, 4 + plen);
         free(msg);
         if (st != ICBC_OK)
-            return failed(st, err, errlen, "IMPI server %s: COLL 0x%x: %s", c->server, labels[i],
-                          why(st));
+            return icbc_err(st, err, errlen, "IMPI server %s: COLL 0x%x: %s", c->server, labels[i],
+                            why(st));
         st = recv_cmd(c, IMPI_CMD_COLL, &body, &blen, err, errlen);
         if (st != ICBC_OK)
             return st;
         if (blen < 8 || icbc_get32(body) != labels[i]) {
             uint32_t got = blen >= 4 ? icbc_get32(body) : 0;
             free(body);
-            return failed(ICBC_ERR_INVALID, err, errlen,
-                          "IMPI server %s: answered COLL label 0x%x to label 0x%x", c->server, got,
-                          labels[i]);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "IMPI server %s: answered COLL label 0x%x to label 0x%x", c->server,
+                            got, labels[i]);
         }
         char why_bad[256];
         st = impi_layout_add(layout, labels[i], icbc_get32(body + 4), body + 8, blen - 8, why_bad,
                              sizeof(why_bad));
         free(body);
         if (st != ICBC_OK)
-            return failed(st, err, errlen, "IMPI server %s: %s", c->server, why_bad);
+            return icbc_err(st, err, errlen, "IMPI server %s: %s", c->server, why_bad);
         /* every client is ICBC: its processes are hosts of their own */
         if (labels[i] == IMPI_C_ICBC_HOSTS && p->local_own_hosts &&
             layout->icbc_hosts_mask ==
@@ -301,11 +287,11 @@ icbc_status_t impi_client_startup(const impi_client_params_t *p, const impi_loca
         goto fail;
     char why_bad[256];
     if ((st = impi_layout_check(layout, why_bad, sizeof(why_bad))) != ICBC_OK) {
-        failed(st, err, errlen, "IMPI server %s: %s", c->server, why_bad);
+        icbc_err(st, err, errlen, "IMPI server %s: %s", c->server, why_bad);
         goto fail;
     }
     if ((st = send_cmd(c, IMPI_CMD_DONE, NULL, 0)) != ICBC_OK) {
-        failed(st, err, errlen, "IMPI server %s: DONE: %s", c->server, why(st));
+        icbc_err(st, err, errlen, "IMPI server %s: DONE: %s", c->server, why(st));
         goto fail;
     }
     if ((st = recv_cmd(c, IMPI_CMD_DONE, &body, &len, err, errlen)) != ICBC_OK)
@@ -332,16 +318,16 @@ icbc_status_t impi_client_check(impi_client_t *c, char *err, size_t errlen)
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return ICBC_OK;
     if (r == 0)
-        return failed(ICBC_ERR_PEER_FAILED, err, errlen,
-                      "impi-server %s closed its connection before this client's FINI "
-                      "(the IMPI job ended: another client's job ended or the server stopped)",
-                      c->server);
+        return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen,
+                        "impi-server %s closed its connection before this client's FINI "
+                        "(the IMPI job ended: another client's job ended or the server stopped)",
+                        c->server);
     if (r < 0)
-        return failed(ICBC_ERR_PEER_FAILED, err, errlen, "impi-server %s: %s", c->server,
-                      strerror(errno));
-    return failed(ICBC_ERR_PEER_FAILED, err, errlen,
-                  "impi-server %s sent %zd bytes after start-up, which IMPI does not allow",
-                  c->server, r);
+        return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "impi-server %s: %s", c->server,
+                        strerror(errno));
+    return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen,
+                    "impi-server %s sent %zd bytes after start-up, which IMPI does not allow",
+                    c->server, r);
 }
 
 icbc_status_t impi_client_fini(impi_client_t *c)

@@ -54,20 +54,6 @@ static int seen(const impi_layout_t *l, uint32_t label)
     return (l->labels_seen >> label_index(label)) & 1;
 }
 
-static icbc_status_t fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static icbc_status_t fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errlen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return ICBC_ERR_INVALID;
-}
-
 icbc_status_t impi_layout_init(impi_layout_t *l, int nclients)
 {
     memset(l, 0, sizeof(*l));
@@ -169,7 +155,8 @@ static icbc_status_t add_versions(impi_layout_t *l, uint32_t mask, const uint8_t
     size_t i = 0;
 
     if (len % 8 != 0)
-        return fail(err, errlen, "C_VERSION: %zu bytes is not a list of version pairs", len);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "C_VERSION: %zu bytes is not a list of version pairs", len);
     while (i < len) {
         uint64_t v[64];
         int n = 0;
@@ -177,14 +164,16 @@ static icbc_status_t add_versions(impi_layout_t *l, uint32_t mask, const uint8_t
         do {
             uint64_t ver = (uint64_t) icbc_get32(p + i) << 32 | icbc_get32(p + i + 4);
             if (n == 64)
-                return fail(err, errlen, "C_VERSION: more than 64 versions in a part");
+                return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                                "C_VERSION: more than 64 versions in a part");
             if (n > 0 && ver <= prev)
-                return fail(err, errlen, "C_VERSION: versions not in ascending order");
+                return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                                "C_VERSION: versions not in ascending order");
             v[n++] = prev = ver;
             i += 8;
         } while (i < len && (icbc_get32(p + i) != 0 || icbc_get32(p + i + 4) != 0));
         if (v[0] != 0)
-            return fail(err, errlen, "C_VERSION: a part without version 0.0");
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_VERSION: a part without version 0.0");
         if (parts++ == 0) {
             memcpy(common, v, sizeof(v[0]) * (size_t) n);
             ncommon = n;
@@ -198,8 +187,8 @@ static icbc_status_t add_versions(impi_layout_t *l, uint32_t mask, const uint8_t
         }
     }
     if (parts != __builtin_popcount(mask))
-        return fail(err, errlen, "C_VERSION: %d parts for %d clients", parts,
-                    __builtin_popcount(mask));
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_VERSION: %d parts for %d clients", parts,
+                        __builtin_popcount(mask));
     if (parts == 0)
         return ICBC_OK; /* nobody gave one: 0.0 */
     /* 0.0 is in every part, so in the intersection */
@@ -217,8 +206,8 @@ static icbc_status_t alloc_hosts(impi_layout_t *l, char *err, size_t errlen)
         total += l->nhosts[c];
     }
     if (total > IMPI_HOSTS_MAX)
-        return fail(err, errlen, "C_NHOSTS: %llu hosts in all (at most %u)",
-                    (unsigned long long) total, IMPI_HOSTS_MAX);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_NHOSTS: %llu hosts in all (at most %u)",
+                        (unsigned long long) total, IMPI_HOSTS_MAX);
     l->first_host[l->nclients] = (int) total;
     l->nhosts_total = (int) total;
     l->hosts = calloc(total, sizeof(*l->hosts));
@@ -239,14 +228,16 @@ static icbc_status_t alloc_procs(impi_layout_t *l, char *err, size_t errlen)
 
     for (int c = 0; c < l->nclients; c++) {
         if (l->nprocs[c] < l->nhosts[c])
-            return fail(err, errlen, "C_NPROCS: client %d has %u processes on %u hosts", c,
-                        l->nprocs[c], l->nhosts[c]);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "C_NPROCS: client %d has %u processes on %u hosts", c, l->nprocs[c],
+                            l->nhosts[c]);
         l->first_rank[c] = (int) total;
         total += l->nprocs[c];
     }
     if (total > IMPI_PROCS_MAX)
-        return fail(err, errlen, "C_NPROCS: %llu processes in all (at most %u)",
-                    (unsigned long long) total, IMPI_PROCS_MAX);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "C_NPROCS: %llu processes in all (at most %u)", (unsigned long long) total,
+                        IMPI_PROCS_MAX);
     l->first_rank[l->nclients] = (int) total;
     l->nprocs_total = (int) total;
     l->procs = calloc(total, sizeof(*l->procs));
@@ -264,30 +255,33 @@ static icbc_status_t add_client_value(impi_layout_t *l, uint32_t label, int c, c
     switch (label) {
     case IMPI_C_ICBC_HOSTS:
         if (v != 1)
-            return fail(err, errlen, "C_ICBC_HOSTS: client %d gives %u (1)", c, v);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_ICBC_HOSTS: client %d gives %u (1)",
+                            c, v);
         l->icbc_hosts_mask |= 1u << c;
         break;
     case IMPI_C_NHOSTS:
         if (v < 1 || v > IMPI_HOSTS_MAX)
-            return fail(err, errlen, "C_NHOSTS: client %d gives %u hosts", c, v);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_NHOSTS: client %d gives %u hosts", c,
+                            v);
         l->nhosts[c] = v;
         break;
     case IMPI_C_NPROCS:
         if (v < 1 || v > IMPI_PROCS_MAX)
-            return fail(err, errlen, "C_NPROCS: client %d gives %u processes", c, v);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "C_NPROCS: client %d gives %u processes",
+                            c, v);
         l->nprocs[c] = v;
         break;
     case IMPI_C_DATALEN:
         if (v < IMPI_DATALEN_MIN)
-            return fail(err, errlen, "C_DATALEN: client %d gives %u (at least %u)", c, v,
-                        IMPI_DATALEN_MIN);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "C_DATALEN: client %d gives %u (at least %u)", c, v, IMPI_DATALEN_MIN);
         if (v < l->datalen)
             l->datalen = v;
         break;
     case IMPI_C_TAGUB:
         if (s < IMPI_TAGUB_MIN)
-            return fail(err, errlen, "C_TAGUB: client %d gives %d (at least %d)", c, s,
-                        IMPI_TAGUB_MIN);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "C_TAGUB: client %d gives %d (at least %d)", c, s, IMPI_TAGUB_MIN);
         if (s < l->tagub)
             l->tagub = s;
         break;
@@ -298,11 +292,11 @@ static icbc_status_t add_client_value(impi_layout_t *l, uint32_t label, int c, c
         if (s == -1)
             s = xsize ? IMPI_DEFAULT_COLL_XSIZE : IMPI_DEFAULT_COLL_MAXLINEAR;
         if (s < (xsize ? 0 : 1))
-            return fail(err, errlen, "%s: client %d gives %d",
-                        xsize ? "C_COLL_XSIZE" : "C_COLL_MAXLINEAR", c, s);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "%s: client %d gives %d",
+                            xsize ? "C_COLL_XSIZE" : "C_COLL_MAXLINEAR", c, s);
         if (*dst != 0 && *dst != s)
-            return fail(err, errlen, "%s: the clients disagree (%d and %d)",
-                        xsize ? "C_COLL_XSIZE" : "C_COLL_MAXLINEAR", *dst, s);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "%s: the clients disagree (%d and %d)",
+                            xsize ? "C_COLL_XSIZE" : "C_COLL_MAXLINEAR", *dst, s);
         *dst = s;
         break;
     }
@@ -327,7 +321,8 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         for (uint32_t k = 0; k < l->nhosts[c]; k++) {
             uint32_t port = icbc_get32(p + 4 * k);
             if (port < 1 || port > 65535)
-                return fail(err, errlen, "H_PORT: host %u of client %d gives port %u", k, c, port);
+                return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                                "H_PORT: host %u of client %d gives port %u", k, c, port);
             h[k].port = port;
         }
         break;
@@ -337,13 +332,15 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         for (uint32_t k = 0; k < l->nhosts[c]; k++) {
             uint32_t n = icbc_get32(p + 4 * k);
             if (n < 1)
-                return fail(err, errlen, "H_NPROCS: host %u of client %d has no process", k, c);
+                return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                                "H_NPROCS: host %u of client %d has no process", k, c);
             sum += n;
         }
         if (sum != l->nprocs[c])
-            return fail(err, errlen,
-                        "H_NPROCS: the hosts of client %d hold %llu processes, C_NPROCS said %u", c,
-                        (unsigned long long) sum, l->nprocs[c]);
+            return icbc_err(
+                ICBC_ERR_INVALID, err, errlen,
+                "H_NPROCS: the hosts of client %d hold %llu processes, C_NPROCS said %u", c,
+                (unsigned long long) sum, l->nprocs[c]);
         sum = 0;
         for (uint32_t k = 0; k < l->nhosts[c]; k++) {
             h[k].first_rank = l->first_rank[c] + (int) sum;
@@ -356,8 +353,8 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         for (uint32_t k = 0; k < l->nhosts[c]; k++) {
             uint32_t v = icbc_get32(p + 4 * k);
             if (v < 1)
-                return fail(err, errlen, "%s: host %u of client %d gives 0",
-                            label == IMPI_H_ACKMARK ? "H_ACKMARK" : "H_HIWATER", k, c);
+                return icbc_err(ICBC_ERR_INVALID, err, errlen, "%s: host %u of client %d gives 0",
+                                label == IMPI_H_ACKMARK ? "H_ACKMARK" : "H_HIWATER", k, c);
             if (label == IMPI_H_ACKMARK)
                 h[k].ackmark = v;
             else
@@ -374,7 +371,8 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
         break;
     case IMPI_C_ICBC_DATAREP:
         if (!datarep_valid(p))
-            return fail(err, errlen, "C_ICBC_DATAREP: client %d gives no data representation", c);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "C_ICBC_DATAREP: client %d gives no data representation", c);
         /* Data travels in the sender's representation (docs/impi.md): two
          * ICBC clients that represent it differently would read each
          * other's numbers wrongly, so the job does not start. */
@@ -382,10 +380,10 @@ static icbc_status_t add_client_array(impi_layout_t *l, uint32_t label, int c, c
             if ((l->datarep_mask >> d & 1) && memcmp(l->datarep[d], p, IMPI_DATAREP_SIZE) != 0) {
                 char diff[256];
                 datarep_diff(l->datarep[d], p, diff, sizeof(diff));
-                return fail(err, errlen,
-                            "IMPI clients %d and %d represent data differently (%s); ICBC "
-                            "does not convert between representations",
-                            d, c, diff);
+                return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                                "IMPI clients %d and %d represent data differently (%s); ICBC "
+                                "does not convert between representations",
+                                d, c, diff);
             }
         memcpy(l->datarep[c], p, IMPI_DATAREP_SIZE);
         l->datarep_mask |= 1u << c;
@@ -432,19 +430,23 @@ icbc_status_t impi_layout_add(impi_layout_t *l, uint32_t label, uint32_t mask, c
     icbc_status_t rc;
 
     if (idx < 0)
-        return fail(err, errlen, "COLL label 0x%x is not an IMPI label", label);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "COLL label 0x%x is not an IMPI label",
+                        label);
     if (l->labels_seen >> idx)
-        return fail(err, errlen, "COLL label %s came after a later label, or twice",
-                    label_name(label));
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "COLL label %s came after a later label, or twice", label_name(label));
     if (mask & ~all)
-        return fail(err, errlen, "%s: parts of clients beyond the %d of the job", label_name(label),
-                    l->nclients);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "%s: parts of clients beyond the %d of the job", label_name(label),
+                        l->nclients);
     if (label_required(label) && mask != all)
-        return fail(err, errlen, "%s: client(s) 0x%x gave no part; every client must",
-                    label_name(label), all & ~mask);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "%s: client(s) 0x%x gave no part; every client must", label_name(label),
+                        all & ~mask);
     /* what earlier labels must have laid out */
     if (label >= IMPI_H_IPV6 && (!seen(l, IMPI_C_NHOSTS) || !seen(l, IMPI_C_NPROCS)))
-        return fail(err, errlen, "%s before the host and process counts", label_name(label));
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "%s before the host and process counts",
+                        label_name(label));
     if (label == IMPI_C_VERSION) {
         rc = add_versions(l, mask, p, len, err, errlen);
         if (rc != ICBC_OK)
@@ -457,8 +459,9 @@ icbc_status_t impi_layout_add(impi_layout_t *l, uint32_t label, uint32_t mask, c
         if (mask >> c & 1)
             want += part_size(l, label, c);
     if (want != len)
-        return fail(err, errlen, "%s: %zu bytes, the parts of clients 0x%x take %zu",
-                    label_name(label), len, mask, want);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "%s: %zu bytes, the parts of clients 0x%x take %zu", label_name(label), len,
+                        mask, want);
     for (int c = 0; c < l->nclients; c++) {
         if (!(mask >> c & 1))
             continue;
@@ -481,7 +484,8 @@ icbc_status_t impi_layout_check(impi_layout_t *l, char *err, size_t errlen)
 {
     for (int i = 0; i < NLABELS; i++)
         if (label_required(labels[i]) && !(l->labels_seen >> i & 1))
-            return fail(err, errlen, "start-up ended without %s", label_name(labels[i]));
+            return icbc_err(ICBC_ERR_INVALID, err, errlen, "start-up ended without %s",
+                            label_name(labels[i]));
     /* labels no client gave: their defaults */
     if (l->datalen == UINT32_MAX)
         l->datalen = IMPI_DEFAULT_DATALEN;
@@ -635,20 +639,22 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
 
     memset(l, 0, sizeof(*l));
     if (len < sizeof(h))
-        return fail(err, errlen, "packed layout: %zu bytes, shorter than its header", len);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "packed layout: %zu bytes, shorter than its header", len);
     memcpy(&h, p, sizeof(h));
     if (h.magic != PACKED_LAYOUT_MAGIC)
-        return fail(err, errlen, "packed layout: bad magic 0x%08x", h.magic);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "packed layout: bad magic 0x%08x", h.magic);
     st = impi_layout_init(l, h.nclients);
     if (st != ICBC_OK)
-        return fail(err, errlen, "packed layout: %d clients", h.nclients);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "packed layout: %d clients", h.nclients);
     memcpy(l->nhosts, h.nhosts, sizeof(l->nhosts));
     memcpy(l->nprocs, h.nprocs, sizeof(l->nprocs));
     for (int c = 0; c < l->nclients; c++)
         if (l->nhosts[c] < 1 || l->nhosts[c] > IMPI_HOSTS_MAX || l->nprocs[c] < 1 ||
             l->nprocs[c] > IMPI_PROCS_MAX)
-            return fail(err, errlen, "packed layout: client %d has %u hosts, %u processes", c,
-                        l->nhosts[c], l->nprocs[c]);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "packed layout: client %d has %u hosts, %u processes", c, l->nhosts[c],
+                            l->nprocs[c]);
     if ((st = alloc_hosts(l, err, errlen)) != ICBC_OK ||
         (st = alloc_procs(l, err, errlen)) != ICBC_OK) {
         impi_layout_free(l);
@@ -658,8 +664,9 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
         len != sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total +
                    (sizeof(*l->procs) + sizeof(*l->machines)) * (size_t) l->nprocs_total) {
         impi_layout_free(l);
-        return fail(err, errlen, "packed layout: %zu bytes do not hold %d hosts and %d processes",
-                    len, h.nhosts_total, h.nprocs_total);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "packed layout: %zu bytes do not hold %d hosts and %d processes", len,
+                        h.nhosts_total, h.nprocs_total);
     }
     memcpy(l->hosts, p + sizeof(h), sizeof(*l->hosts) * (size_t) l->nhosts_total);
     memcpy(l->procs, p + sizeof(h) + sizeof(*l->hosts) * (size_t) l->nhosts_total,

@@ -53,13 +53,12 @@ static icbc_status_t refuse(char *err, size_t errlen, int host, const char *fmt,
 static icbc_status_t refuse(char *err, size_t errlen, int host, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(err, errlen, "IMPI host %d: ", host);
+    char who[32];
 
-    if (n >= 0 && (size_t) n < errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
-        va_end(ap);
-    }
+    snprintf(who, sizeof(who), "IMPI host %d: ", host);
+    va_start(ap, fmt);
+    icbc_verr(ICBC_ERR_INVALID, err, errlen, who, fmt, ap);
+    va_end(ap);
     return ICBC_ERR_INVALID;
 }
 

@@ -43,13 +43,12 @@ static icbc_status_t fail(impi_rx_t *rx, char *err, size_t errlen, const char *f
 static icbc_status_t fail(impi_rx_t *rx, char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
-    int n = snprintf(err, errlen, "IMPI host %d: ", rx->peer_host);
+    char who[32];
 
-    if (n >= 0 && (size_t) n < errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t) n, fmt, ap);
-        va_end(ap);
-    }
+    snprintf(who, sizeof(who), "IMPI host %d: ", rx->peer_host);
+    va_start(ap, fmt);
+    icbc_verr(ICBC_ERR_INVALID, err, errlen, who, fmt, ap);
+    va_end(ap);
     rx->failed = 1;
     return ICBC_ERR_INVALID;
 }

@@ -68,19 +68,6 @@ struct impi_srv {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* "client 1 (10.1.0.2:40000)" or "connection 10.1.0.2:40000" */
 static const char *who(const slot_t *s, char *buf, size_t len)
 {
@@ -219,10 +206,10 @@ static icbc_status_t answer_labels(impi_srv_t *srv, char *err, size_t errlen)
         for (int r = 0; r < srv->cfg.nclients; r++)
             total += l->len[r];
         if (total > IMPI_CMD_LEN_MAX) {
-            fail(err, errlen,
-                 "COLL label 0x%x: the contributions add up to %llu bytes, more "
-                 "than %u",
-                 l->label, (unsigned long long) total, IMPI_CMD_LEN_MAX);
+            icbc_err(ICBC_ERR_INVALID, err, errlen,
+                     "COLL label 0x%x: the contributions add up to %llu bytes, more "
+                     "than %u",
+                     l->label, (unsigned long long) total, IMPI_CMD_LEN_MAX);
             return ICBC_ERR_INVALID;
         }
         uint8_t head[8];
@@ -239,7 +226,8 @@ static icbc_status_t answer_labels(impi_srv_t *srv, char *err, size_t errlen)
                 if (l->len[q])
                     bad = put_out(s, l->data[q], l->len[q]);
             if (bad) {
-                fail(err, errlen, "out of memory answering COLL label 0x%x", l->label);
+                icbc_err(ICBC_ERR_INVALID, err, errlen, "out of memory answering COLL label 0x%x",
+                         l->label);
                 return ICBC_ERR_NO_MEMORY;
             }
         }
@@ -257,8 +245,9 @@ static icbc_status_t take_coll(impi_srv_t *srv, slot_t *s, const uint8_t *p, uin
     label_t **at = &srv->labels, *l;
 
     if (label == 0 || label <= s->last_label) {
-        fail(err, errlen, "%s gave COLL label 0x%x after 0x%x (labels must ascend)",
-             who(s, w, sizeof(w)), label, s->last_label);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "%s gave COLL label 0x%x after 0x%x (labels must ascend)", who(s, w, sizeof(w)),
+                 label, s->last_label);
         return ICBC_ERR_INVALID;
     }
     while (*at && (*at)->label < label)
@@ -295,17 +284,17 @@ static icbc_status_t take_auth(impi_srv_t *srv, slot_t *s, const uint8_t *p, cha
     uint8_t reply[IMPI_AUTH_REPLY_SIZE];
 
     if (srv->cfg.require_key && !(mask & IMPI_AUTH_MASK_KEY)) {
-        fail(err, errlen,
-             "%s offers authentication methods 0x%x, not the key this server "
-             "requires",
-             who(s, w, sizeof(w)), mask);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "%s offers authentication methods 0x%x, not the key this server "
+                 "requires",
+                 who(s, w, sizeof(w)), mask);
         return ICBC_ERR_AUTH;
     }
     if (!srv->cfg.require_key && !(mask & IMPI_AUTH_MASK_NONE)) {
-        fail(err, errlen,
-             "%s offers authentication methods 0x%x, not none (this server has "
-             "no key)",
-             who(s, w, sizeof(w)), mask);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "%s offers authentication methods 0x%x, not none (this server has "
+                 "no key)",
+                 who(s, w, sizeof(w)), mask);
         return ICBC_ERR_AUTH;
     }
     icbc_put32(reply, srv->cfg.require_key ? IMPI_AUTH_KEY : IMPI_AUTH_NONE);
@@ -323,13 +312,13 @@ static icbc_status_t take_rank(impi_srv_t *srv, slot_t *s, const uint8_t *p, cha
     int32_t rank = (int32_t) icbc_get32(p);
 
     if (rank < 0 || rank >= srv->cfg.nclients) {
-        fail(err, errlen, "%s names client rank %d, outside 0..%d", who(s, w, sizeof(w)), rank,
-             srv->cfg.nclients - 1);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "%s names client rank %d, outside 0..%d",
+                 who(s, w, sizeof(w)), rank, srv->cfg.nclients - 1);
         return ICBC_ERR_INVALID;
     }
     if (srv->by_rank[rank] >= 0) {
-        fail(err, errlen, "%s names client rank %d, which %s already has", who(s, w, sizeof(w)),
-             rank, srv->slots[srv->by_rank[rank]].peer);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "%s names client rank %d, which %s already has",
+                 who(s, w, sizeof(w)), rank, srv->slots[srv->by_rank[rank]].peer);
         return ICBC_ERR_INVALID;
     }
     s->rank = rank;
@@ -371,7 +360,7 @@ static icbc_status_t take_one(impi_srv_t *srv, slot_t *s, size_t *used, char *er
         if (s->in_len < IMPI_AUTH_KEY_SIZE)
             return ICBC_OK;
         if (icbc_get64(s->in) != srv->cfg.key) {
-            fail(err, errlen, "%s sent the wrong key", who(s, w, sizeof(w)));
+            icbc_err(ICBC_ERR_INVALID, err, errlen, "%s sent the wrong key", who(s, w, sizeof(w)));
             return ICBC_ERR_AUTH;
         }
         s->state = SLOT_RANK;
@@ -381,8 +370,9 @@ static icbc_status_t take_one(impi_srv_t *srv, slot_t *s, size_t *used, char *er
     if (s->in_len < IMPI_CMD_HDR_SIZE)
         return ICBC_OK;
     if (impi_cmd_hdr_parse(s->in, &h) != ICBC_OK) {
-        fail(err, errlen, "%s sent a malformed command (0x%08x '%s', %u bytes) while %s",
-             who(s, w, sizeof(w)), h.cmd, impi_cmd_name(h.cmd), h.len, state_names[s->state]);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "%s sent a malformed command (0x%08x '%s', %u bytes) while %s",
+                 who(s, w, sizeof(w)), h.cmd, impi_cmd_name(h.cmd), h.len, state_names[s->state]);
         return s->state == SLOT_AUTH ? ICBC_ERR_AUTH : ICBC_ERR_INVALID;
     }
     if (s->in_len < IMPI_CMD_HDR_SIZE + (size_t) h.len)
@@ -394,9 +384,9 @@ static icbc_status_t take_one(impi_srv_t *srv, slot_t *s, size_t *used, char *er
                    ((h.cmd == IMPI_CMD_COLL || h.cmd == IMPI_CMD_DONE) && s->state == SLOT_COLL) ||
                    (h.cmd == IMPI_CMD_FINI && s->state == SLOT_DONE && srv->started);
     if (!expected) {
-        fail(err, errlen, "%s sent %s while %s%s", who(s, w, sizeof(w)), impi_cmd_name(h.cmd),
-             state_names[s->state],
-             h.cmd == IMPI_CMD_FINI && !srv->started ? " (before start-up ended)" : "");
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "%s sent %s while %s%s", who(s, w, sizeof(w)),
+                 impi_cmd_name(h.cmd), state_names[s->state],
+                 h.cmd == IMPI_CMD_FINI && !srv->started ? " (before start-up ended)" : "");
         return s->state == SLOT_AUTH ? ICBC_ERR_AUTH : ICBC_ERR_INVALID;
     }
     switch (h.cmd) {
@@ -425,13 +415,15 @@ icbc_status_t impi_srv_input(impi_srv_t *srv, int slot, const void *bytes, size_
         return ICBC_OK;
     if (s->state == SLOT_FINI) {
         char w[96];
-        fail(err, errlen, "%s sent %zu bytes after FINI", who(s, w, sizeof(w)), len);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "%s sent %zu bytes after FINI",
+                 who(s, w, sizeof(w)), len);
         return ICBC_ERR_INVALID;
     }
     /* a command's bytes are kept until it is whole; its length was checked
      * (at most IMPI_CMD_LEN_MAX) as soon as its header was */
     if (reserve(&s->in, &s->in_cap, s->in_len + len) < 0) {
-        fail(err, errlen, "out of memory for %zu bytes from %s", len, s->peer);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "out of memory for %zu bytes from %s", len,
+                 s->peer);
         return ICBC_ERR_NO_MEMORY;
     }
     memcpy(s->in + s->in_len, bytes, len);
@@ -462,8 +454,8 @@ icbc_status_t impi_srv_closed(impi_srv_t *srv, int slot, char *err, size_t errle
         slot_clear(s);
         return ICBC_OK;
     }
-    fail(err, errlen, "%s closed its connection while %s, before FINI", who(s, w, sizeof(w)),
-         state_names[s->state]);
+    icbc_err(ICBC_ERR_INVALID, err, errlen, "%s closed its connection while %s, before FINI",
+             who(s, w, sizeof(w)), state_names[s->state]);
     return ICBC_ERR_PEER_FAILED;
 }
 

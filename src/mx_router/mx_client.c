@@ -70,19 +70,6 @@ struct mx_client {
     unsigned char key[ICBC_RF_KEY_MAX]; /* p.key points here: registering again needs it */
 };
 
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static mx_creq_t *req_get(mx_client_t *c)
 {
     mx_creq_t *r = c->free_reqs;
@@ -535,22 +522,23 @@ static void explain(const router_t *rt, int timeout_ms, char *err, size_t errlen
 
     switch (rt->state) {
     case RT_REFUSED:
-        fail(err, errlen, "router %s (fabric %s) refused the registration (wrong key?)", host,
-             addr);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router %s (fabric %s) refused the registration (wrong key?)", host, addr);
         break;
     case RT_LOST:
         if (rt->registered_once)
-            fail(err, errlen,
-                 "router %s (fabric %s) closed the connection after REGISTER: "
-                 "refused (%s)",
-                 host, addr, ucs_status_string(rt->ep_status));
+            icbc_err(ICBC_ERR_INVALID, err, errlen,
+                     "router %s (fabric %s) closed the connection after REGISTER: "
+                     "refused (%s)",
+                     host, addr, ucs_status_string(rt->ep_status));
         else
-            fail(err, errlen, "router %s (fabric %s) unreachable: %s", host, addr,
-                 ucs_status_string(rt->ep_status));
+            icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s (fabric %s) unreachable: %s", host,
+                     addr, ucs_status_string(rt->ep_status));
         break;
     default:
-        fail(err, errlen, "router %s (fabric %s): no %s within %d ms (timeout)", host, addr,
-             rt->state == RT_CONNECTING ? "CHALLENGE" : "REGISTER_ACK", timeout_ms);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router %s (fabric %s): no %s within %d ms (timeout)", host, addr,
+                 rt->state == RT_CONNECTING ? "CHALLENGE" : "REGISTER_ACK", timeout_ms);
         break;
     }
 }
@@ -566,7 +554,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
 
     if (params->worker == NULL || params->nrouters == 0 || params->key == NULL ||
         params->keylen == 0) {
-        fail(err, errlen, "mx_client: a worker, at least one router and the key are required");
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "mx_client: a worker, at least one router and the key are required");
         return ICBC_ERR_INVALID;
     }
     c = calloc(1, sizeof(*c));
@@ -574,7 +563,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         return ICBC_ERR_NO_MEMORY;
     if (params->keylen > sizeof(c->key)) {
         free(c);
-        fail(err, errlen, "mx_client: the key is longer than %d bytes", ICBC_RF_KEY_MAX);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "mx_client: the key is longer than %d bytes",
+                 ICBC_RF_KEY_MAX);
         return ICBC_ERR_INVALID;
     }
     c->p = *params;
@@ -605,8 +595,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     };
     st = ucp_worker_set_am_recv_handler(params->worker, &hparams);
     if (st != UCS_OK) {
-        fail(err, errlen, "mx_client: cannot install the route message handler: %s",
-             ucs_status_string(st));
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "mx_client: cannot install the route message handler: %s", ucs_status_string(st));
         free(c->routers);
         free(c);
         return ICBC_ERR_UNREACHABLE;

@@ -37,19 +37,6 @@ static void on_fabric_fd(int fd, uint32_t events, void *arg)
     (void) arg;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t **out, char *err,
                                  size_t errlen)
 {
@@ -59,11 +46,12 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     icbc_status_t st;
 
     if (cfg->rf == NULL) {
-        set_err(err, errlen, "router: no router file");
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router: no router file");
         return ICBC_ERR_INVALID;
     }
     if (cfg->streams < 0 || cfg->streams > ICBC_ROUTER_STREAMS_MAX) {
-        set_err(err, errlen, "router: --streams must be 1..%d", ICBC_ROUTER_STREAMS_MAX);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router: --streams must be 1..%d",
+                 ICBC_ROUTER_STREAMS_MAX);
         return ICBC_ERR_INVALID;
     }
     r = calloc(1, sizeof(*r));
@@ -111,13 +99,15 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (cfg->host) {
         snprintf(host, sizeof(host), "%s", cfg->host);
     } else if (icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK) {
-        set_err(err, errlen, "router: cannot tell this host's name (set --host or ICBC_NODE)");
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router: cannot tell this host's name (set --host or ICBC_NODE)");
         st = ICBC_ERR_INVALID;
         goto fail;
     }
     r->self = icbc_routerfile_find_router(r->rf, host, &r->cluster);
     if (r->self == NULL) {
-        set_err(err, errlen, "%s: no 'router %s' entry", icbc_routerfile_name(r->rf), host);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "%s: no 'router %s' entry",
+                 icbc_routerfile_name(r->rf), host);
         st = ICBC_ERR_NOT_FOUND;
         goto fail;
     }
@@ -130,15 +120,15 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
 
     st = bt_poller_create(&r->poller);
     if (st != ICBC_OK) {
-        set_err(err, errlen, "router %s: cannot create the poller: %s", r->name,
-                icbc_status_str(st));
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: cannot create the poller: %s", r->name,
+                 icbc_status_str(st));
         goto fail;
     }
     r->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (r->stop_fd < 0 ||
         bt_poller_add_fd(r->poller, r->stop_fd, EPOLLIN, on_stop_fd, r) != ICBC_OK) {
-        set_err(err, errlen, "router %s: cannot set up the stop event: %s", r->name,
-                strerror(errno));
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: cannot set up the stop event: %s",
+                 r->name, strerror(errno));
         st = ICBC_ERR_IO;
         goto fail;
     }
@@ -147,8 +137,9 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     if (cfg->ucx_devices == NULL &&
         icbc_netif_holding((const struct sockaddr *) &r->self->fabric.sa, r->fabric_dev,
                            sizeof(r->fabric_dev)) != ICBC_OK) {
-        set_err(err, errlen, "router %s: fabric=%s is not an address of this host (%s:%d)", r->name,
-                r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router %s: fabric=%s is not an address of this host (%s:%d)", r->name,
+                 r->self->fabric.text, icbc_routerfile_name(r->rf), r->self->line);
         st = ICBC_ERR_NOT_FOUND;
         goto fail;
     }
@@ -161,13 +152,14 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     };
     st = mx_server_create(&mo, &rt_fabric_cbs, r, &r->fabric);
     if (st != ICBC_OK) {
-        set_err(err, errlen, "router %s: cannot open the fabric side on %s: %s", r->name,
-                r->self->fabric.text, icbc_status_str(st));
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: cannot open the fabric side on %s: %s",
+                 r->name, r->self->fabric.text, icbc_status_str(st));
         goto fail;
     }
     st = bt_poller_add_fd(r->poller, mx_server_efd(r->fabric), EPOLLIN, on_fabric_fd, r);
     if (st != ICBC_OK) {
-        set_err(err, errlen, "router %s: cannot watch the UCX event descriptor", r->name);
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: cannot watch the UCX event descriptor",
+                 r->name);
         goto fail;
     }
     st = rt_trunks_create(r, err, errlen);
@@ -180,10 +172,10 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         mallopt(M_TRIM_THRESHOLD, 1 << 20);
         size_t rss = rt_resident_bytes();
         if (rss == 0 || rss >= r->cfg.max_rss) {
-            set_err(err, errlen,
-                    "router %s: --max-rss %zu is not above its resident size at "
-                    "start (%zu bytes)",
-                    r->name, r->cfg.max_rss, rss);
+            icbc_err(ICBC_ERR_INVALID, err, errlen,
+                     "router %s: --max-rss %zu is not above its resident size at "
+                     "start (%zu bytes)",
+                     r->name, r->cfg.max_rss, rss);
             st = ICBC_ERR_INVALID;
             goto fail;
         }

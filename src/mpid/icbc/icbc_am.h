@@ -141,8 +141,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
         MPIDI_ICBC_am_isend_done(sreq, UCS_OK);
     } else if (UCS_PTR_IS_ERR(ucp_req)) {
         MPIDI_ICBC_am_isend_done(sreq, UCS_PTR_STATUS(ucp_req));
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank,
-                             ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+        MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, rank, ucs_status_string(UCS_PTR_STATUS(ucp_req)));
     }
 
 fn_exit:
@@ -227,8 +226,7 @@ fn_exit:
     MPIR_FUNC_EXIT;
     return mpi_errno;
 send_failed:
-    MPIR_ERR_SET2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank,
-                  ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+    mpi_errno = MPIDI_ICBC_ERR_PEER(rank, ucs_status_string(UCS_PTR_STATUS(ucp_req)));
 fn_fail:
     goto fn_exit;
 }

@@ -87,6 +87,23 @@ void MPIDI_ICBC_path_dump(FILE *f);
 int MPIDI_ICBC_router_embed_start(void);
 void MPIDI_ICBC_router_embed_stop(void);
 
+/* The MPI error of an exchange with world rank RANK that failed for WHY
+ * (errnames.txt: "cannot communicate with rank RANK: WHY"), and the two
+ * ways to leave a function with it. */
+#define MPIDI_ICBC_ERR_PEER(rank, why)                                                             \
+    MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__, MPI_ERR_OTHER,     \
+                         "**icbc_peer", "**icbc_peer %d %s", (int) (rank), (why))
+#define MPIDI_ICBC_ERR_PEER_SETANDJUMP(err, rank, why)                                             \
+    do {                                                                                           \
+        (err) = MPIDI_ICBC_ERR_PEER(rank, why);                                                    \
+        goto fn_fail;                                                                              \
+    } while (0)
+#define MPIDI_ICBC_ERR_PEER_CHKANDJUMP(cond, err, rank, why)                                       \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            MPIDI_ICBC_ERR_PEER_SETANDJUMP(err, rank, why);                                        \
+    } while (0)
+
 /* A send finished (any path): release what the request owned, tell MPIDIG. */
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request *sreq)
 {

@@ -547,11 +547,10 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p)
 
     MPIR_ERR_CHKANDJUMP1(peer == NULL, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
                          "destination is not in the icbc peer table");
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank, "connection failed earlier");
-    MPIR_ERR_CHKANDJUMP2(peer->path == ICBC_PATH_IMPI, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank,
-                         "it is a process of another IMPI client, reached by IMPI only");
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
+                                   "connection failed earlier");
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->path == ICBC_PATH_IMPI, mpi_errno, peer->rank,
+                                   "it is a process of another IMPI client, reached by IMPI only");
     if (peer->ep) {
         *ep_p = peer->ep;
         goto fn_exit;
@@ -566,8 +565,8 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p)
         .err_handler = { .cb = peer_error_cb, .arg = (void *) (intptr_t) peer->rank },
     };
     status = ucp_ep_create(MPIDI_ICBC_global.worker, &params, &ep);
-    MPIR_ERR_CHKANDJUMP2(status != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank, ucs_status_string(status));
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(status != UCS_OK, mpi_errno, peer->rank,
+                                   ucs_status_string(status));
     peer->ep = ep;
     *ep_p = ep;
 fn_exit:

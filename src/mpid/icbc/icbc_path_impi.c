@@ -183,12 +183,6 @@ static struct {
     int ndones, dones_cap;
 } IH; /* this process's side of its node's IMPI host */
 
-static int impi_error(int rank, const char *why)
-{
-    return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", rank, why);
-}
-
 /* ---- connections --------------------------------------------------------- */
 
 static void host_failed(int host, const char *why);
@@ -279,7 +273,8 @@ static void send_complete(MPIR_Request *sreq, int ok)
     sends_remove(sreq);
     amreq->xkind = MPIDI_ICBC_XKIND_NONE;
     if (!ok)
-        sreq->status.MPI_ERROR = impi_error(amreq->xpeer, "its IMPI host connection was lost");
+        sreq->status.MPI_ERROR =
+            MPIDI_ICBC_ERR_PEER(amreq->xpeer, "its IMPI host connection was lost");
     /* a synchronous send is matched once the receiver's SYNCACK came:
      * MPIDIG's own acknowledgement, delivered here (also when the send
      * failed: the request must complete, with its error) */
@@ -324,12 +319,12 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     MPIR_Datatype *dt_ptr;
     const void *payload = NULL;
 
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank, "its IMPI host connection was lost");
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
+                                   "its IMPI host connection was lost");
     if (!is_impi_message(handler_id, am_hdr, am_hdr_sz)) {
         /* not an MPI message: ICBC's protocol, which only ICBC clients speak */
-        MPIR_ERR_CHKANDJUMP2(is_lam_rank(peer->rank), mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                             "**icbc_peer %d %s", peer->rank, NOT_IMPI_WHY);
+        MPIDI_ICBC_ERR_PEER_CHKANDJUMP(is_lam_rank(peer->rank), mpi_errno, peer->rank,
+                                       NOT_IMPI_WHY);
         return MPIDI_ICBC_xfer_am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype,
                                         src_vci, dst_vci, sreq);
     }
@@ -375,8 +370,7 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     if (impi_p2p_send(IH.p2p, &s) != ICBC_OK) {
         sends_remove(sreq);
         amreq->xkind = MPIDI_ICBC_XKIND_NONE;
-        MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                             peer->rank, "its IMPI host connection was lost");
+        MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, peer->rank, "its IMPI host connection was lost");
     }
 fn_exit:
     return mpi_errno;
@@ -519,8 +513,8 @@ static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     int mpi_errno = MPI_SUCCESS;
 
     if (handler_id != MPIDIG_SSEND_ACK) {
-        MPIR_ERR_CHKANDJUMP2(is_lam_rank(peer->rank), mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                             "**icbc_peer %d %s", peer->rank, NOT_IMPI_WHY);
+        MPIDI_ICBC_ERR_PEER_CHKANDJUMP(is_lam_rank(peer->rank), mpi_errno, peer->rank,
+                                       NOT_IMPI_WHY);
         return MPIDI_ICBC_xfer_send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
     }
     MPIR_Assert(am_hdr_sz >= (MPI_Aint) sizeof(MPIDIG_ssend_ack_msg_t));
@@ -529,7 +523,7 @@ static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
     MPIR_Assert(slot >= 0 && slot < IH.narrivals && IH.arrivals[slot].used &&
                 IH.arrivals[slot].msg.src == peer->rank);
     if (impi_p2p_matched(IH.p2p, &IH.arrivals[slot].msg, NULL) != ICBC_OK)
-        mpi_errno = impi_error(peer->rank, "its IMPI host connection was lost");
+        mpi_errno = MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     arrival_free(slot);
 fn_fail:
     return mpi_errno;
@@ -612,12 +606,13 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
 
     *busy = 0;
     if (is_lam_rank(peer->rank))
-        return impi_error(peer->rank, NOT_IMPI_WHY);
+        return MPIDI_ICBC_ERR_PEER(peer->rank, NOT_IMPI_WHY);
     if (peer->state == ICBC_PEER_FAILED)
-        return impi_error(peer->rank, "its IMPI host connection was lost");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     MPIR_Assert(inner_len > 0 && inner_len <= sizeof(head) - IMPI_PKT_HDR_SIZE);
     if (inner_len >= room)
-        return impi_error(peer->rank, "the IMPI job's DATALEN is too small for ICBC's messages");
+        return MPIDI_ICBC_ERR_PEER(peer->rank,
+                                   "the IMPI job's DATALEN is too small for ICBC's messages");
     MPIDI_ICBC_impi_where(peer->rank, &client, &host);
     if (lane != MPIDI_ICBC_LANE_ORDERED && host_backlog(host) > ICBC_CHUNK_BACKLOG) {
         *busy = 1;
@@ -635,7 +630,7 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
     impi_pkt_hdr_pack(&h, head);
     memcpy(head + IMPI_PKT_HDR_SIZE, inner, inner_len);
     if (emit_head(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n) != ICBC_OK)
-        return impi_error(peer->rank, "its IMPI host connection was lost");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     h.count = 0;
     for (size_t off = n; off < len; off += n) {
         n = MPL_MIN(len - off, room);
@@ -643,10 +638,10 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
         h.seqnum = off;
         impi_pkt_hdr_pack(&h, head);
         if (emit_head(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off, n) != ICBC_OK)
-            return impi_error(peer->rank, "its IMPI host connection was lost");
+            return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     }
     if (done_later(cb, arg) != 0)
-        return impi_error(peer->rank, "out of memory");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "out of memory");
     return MPI_SUCCESS;
 }
 

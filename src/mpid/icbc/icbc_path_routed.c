@@ -135,9 +135,7 @@ static int routed_home_lane(icbc_peer_t *peer)
 static int router_error(icbc_peer_t *peer, int router, const char *why)
 {
     if (router < 0)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    "no router of this cluster is left to reach it");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "no router of this cluster is left to reach it");
     return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                 MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s", router, why);
 }
@@ -235,9 +233,7 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
 
     *busy = 0;
     if (peer->state == ICBC_PEER_FAILED)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    "failed earlier");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "failed earlier");
     if (ordered && P.failover)
         return numbered_send(peer, inner, inner_len, payload, len, cb, arg);
     if (ordered || lane == MPIDI_ICBC_LANE_CONTROL ||

@@ -148,9 +148,7 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
             return mpi_errno;
     }
     if (t->failed)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    "its TCP connection failed");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "its TCP connection failed");
     if (t->ready && t->head == NULL) {
         struct iovec iov = { .iov_base = (void *) payload, .iov_len = len };
         MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(cb, arg);
@@ -159,9 +157,7 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
             return MPI_SUCCESS;
         MPIDI_ICBC_path_done_free(d);
         if (st != ICBC_ERR_BUSY)
-            return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                        MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                        peer->rank, icbc_status_str(st));
+            return MPIDI_ICBC_ERR_PEER(peer->rank, icbc_status_str(st));
     }
     if (!ordered) {
         *busy = 1;
@@ -193,9 +189,7 @@ static int tcp_path_send(icbc_peer_t *peer, int lane, const void *inner, size_t 
 
     *busy = 0;
     if (peer->state == ICBC_PEER_FAILED)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    "failed earlier");
+        return MPIDI_ICBC_ERR_PEER(peer->rank, "failed earlier");
     MPIR_Assert(inner_len <= sizeof(hdr) - ICBC_ROUTE_HDR_SIZE);
     MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
     icbc_route_hdr_pack(&rh, hdr);
@@ -318,10 +312,9 @@ static int tcp_connect(icbc_peer_t *peer)
         if (peer->tcp[i].role == role)
             ep = &peer->tcp[i];
     if (ep == NULL)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    "it published no TCP address reachable from "
-                                    "this cluster (no external interface?)");
+        return MPIDI_ICBC_ERR_PEER(
+            peer->rank,
+            "it published no TCP address reachable from this cluster (no external interface?)");
     memset(&ss, 0, sizeof(ss));
     if (ep->family == 4) {
         struct sockaddr_in *sin = (struct sockaddr_in *) &ss;
@@ -352,9 +345,7 @@ static int tcp_connect(icbc_peer_t *peer)
     } else {
         MPL_free(tc);
         tcp.peers[peer->rank].failed = 1;
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s", peer->rank,
-                                    icbc_status_str(st));
+        return MPIDI_ICBC_ERR_PEER(peer->rank, icbc_status_str(st));
     }
     return MPI_SUCCESS;
 }

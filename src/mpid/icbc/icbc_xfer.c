@@ -285,8 +285,8 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t *peer, int handler_id, const void *am_h
     uint64_t inner[(ICBC_WIRE_AM_HDR_SIZE + ICBC_WIRE_RNDV_EXT_SIZE) / 8 + 512];
     size_t inner_len;
 
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank, "failed earlier");
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
+                                   "failed earlier");
     MPIR_Assert(am_hdr_sz <= 4096);
     MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
     amreq->handler_id = handler_id;
@@ -361,8 +361,8 @@ int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_h
         .src_rank = (uint32_t) MPIR_Process.rank,
     };
 
-    MPIR_ERR_CHKANDJUMP2(peer->state == ICBC_PEER_FAILED, mpi_errno, MPI_ERR_OTHER, "**icbc_peer",
-                         "**icbc_peer %d %s", peer->rank, "failed earlier");
+    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
+                                   "failed earlier");
     MPIR_Assert(am_hdr_sz <= 4096);
     icbc_am_hdr_pack(&wh, inner);
     memcpy((char *) inner + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
@@ -422,8 +422,8 @@ int MPIDI_ICBC_xfer_sync(MPIR_Comm *comm, const int *ranks, int n)
         mpi_errno = MPID_Progress_test(NULL);
         MPIR_ERR_CHECK(mpi_errno);
         if (X.sync_failed >= 0)
-            MPIR_ERR_SETANDJUMP2(mpi_errno, MPI_ERR_OTHER, "**icbc_peer", "**icbc_peer %d %s",
-                                 X.sync_failed, "lost before it confirmed delivery");
+            MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, X.sync_failed,
+                                           "lost before it confirmed delivery");
     }
 fn_exit:
     return mpi_errno;
