@@ -564,6 +564,39 @@ def test_two_lam_clients_through_our_server(build_dir, lam, lam_prog, work, auth
         u1.halt()
 
 
+def test_lam_refuses_communicator_constructors_across_clients(build_dir, lam, work):
+    """Why no communicator made from MPI_COMM_WORLD spans LAM and another
+    client (docs/impi.md): LAM 7.1.4's own MPI_Comm_split, MPI_Comm_dup and
+    MPI_Comm_create refuse a communicator that spans IMPI clients with
+    MPI_ERR_COMM, between two LAM clients, before any message."""
+    prog = lam_mpicc(lam, build_dir, "lam_constructors")
+    u0 = Universe(lam, work, "lam0")
+    u1 = Universe(lam, work, "lam1")
+    u0.env["IMPI_HOST_NAME"] = ICBC_ADDR
+    u0.boot()
+    u1.boot()
+    try:
+        server, addr, server_err = start_server(build_dir, 2, work)
+        logs, procs = {}, []
+        for k, u in enumerate((u0, u1)):
+            out = open(os.path.join(work, f"lam-client{k}.log"), "w")
+            procs.append(u.run(["mpirun", "-client", str(k), addr, "-np", "2", prog],
+                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            logs[f"client{k}"] = out.name
+        codes = finish(procs + [server])
+        text = {n: open(p).read() for n, p in logs.items()}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in text.items())
+        assert codes == [0, 0, 0], f"exit codes client 0, client 1, impi-server: {codes}\n{report}"
+        for k, r0 in ((0, 0), (1, 2)):
+            for r in (r0, r0 + 1):
+                for name in ("MPI_Comm_split", "MPI_Comm_dup", "MPI_Comm_create"):
+                    assert f"rank {r}: {name}: refused (MPI_ERR_COMM: " in text[f"client{k}"], \
+                        report
+    finally:
+        u0.halt()
+        u1.halt()
+
+
 def test_lam_with_the_wrong_key_is_refused(build_dir, lam, lam_prog, work):
     """impi-server -auth key:FILE refuses a LAM client with another key,
     names it, and goes on waiting (a stranger cannot end a start-up)."""
