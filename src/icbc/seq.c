@@ -1,5 +1,6 @@
 /* Numbered ordered lanes; see icbc_seq.h. */
 #include "icbc_seq.h"
+#include "icbc_freelist.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,18 @@ typedef struct {
     icbc_list_t ack_link;
 } pair_t;
 
+/* A kept or held message of at most this many bytes, its header and
+ * payload included (headers, RTS, CTS, small messages), comes from the free
+ * list: none is allocated per message in steady state. */
+#define SEQ_SMALL_BYTES 640
+
 struct icbc_seq {
     icbc_seq_config_t cfg;
     pair_t *pairs;
     icbc_list_t acks_due; /* pairs with a delivery not acknowledged */
     icbc_list_t retired;  /* acknowledged while a send of them is out */
     icbc_seq_stats_t st;
+    icbc_freelist_t small;
 };
 
 static uint32_t seq_next(uint32_t s)
@@ -52,10 +59,24 @@ static pair_t *pair_of(icbc_seq_t *q, int peer)
     return peer >= 0 && peer < q->cfg.npeers ? &q->pairs[peer] : NULL;
 }
 
-static icbc_seq_msg_t *msg_new(int peer, uint32_t seq_no, const void *hdr, size_t hdr_len,
-                               const void *payload, size_t len)
+static int msg_is_small(size_t hdr_len, size_t len)
 {
-    icbc_seq_msg_t *m = malloc(sizeof(*m) + hdr_len + len);
+    return sizeof(icbc_seq_msg_t) + hdr_len + len <= SEQ_SMALL_BYTES;
+}
+
+static void msg_free(icbc_seq_t *q, icbc_seq_msg_t *m)
+{
+    if (msg_is_small(m->hdr_len, m->len))
+        icbc_freelist_put(&q->small, m);
+    else
+        free(m);
+}
+
+static icbc_seq_msg_t *msg_new(icbc_seq_t *q, int peer, uint32_t seq_no, const void *hdr,
+                               size_t hdr_len, const void *payload, size_t len)
+{
+    icbc_seq_msg_t *m = msg_is_small(hdr_len, len) ? icbc_freelist_get(&q->small)
+                                                   : malloc(sizeof(*m) + hdr_len + len);
 
     if (m == NULL)
         return NULL;
@@ -84,6 +105,7 @@ icbc_status_t icbc_seq_create(const icbc_seq_config_t *config, icbc_seq_t **seq_
     if (q == NULL)
         return ICBC_ERR_NO_MEMORY;
     q->cfg = *config;
+    icbc_freelist_init(&q->small, SEQ_SMALL_BYTES, 64);
     if (q->cfg.ack_every == 0)
         q->cfg.ack_every = 32;
     if (q->cfg.ack_delay <= 0)
@@ -109,12 +131,12 @@ icbc_status_t icbc_seq_create(const icbc_seq_config_t *config, icbc_seq_t **seq_
     return ICBC_OK;
 }
 
-static void free_list(icbc_list_t *l)
+static void free_list(icbc_seq_t *q, icbc_list_t *l)
 {
     while (!icbc_list_empty(l)) {
         icbc_seq_msg_t *m = ICBC_CONTAINER(l->next, icbc_seq_msg_t, link);
         icbc_list_del(&m->link);
-        free(m);
+        msg_free(q, m);
     }
 }
 
@@ -123,10 +145,11 @@ void icbc_seq_destroy(icbc_seq_t *q)
     if (q == NULL)
         return;
     for (int i = 0; i < q->cfg.npeers; i++) {
-        free_list(&q->pairs[i].kept);
-        free_list(&q->pairs[i].held);
+        free_list(q, &q->pairs[i].kept);
+        free_list(q, &q->pairs[i].held);
     }
-    free_list(&q->retired);
+    free_list(q, &q->retired);
+    icbc_freelist_destroy(&q->small);
     free(q->pairs);
     free(q);
 }
@@ -139,7 +162,7 @@ icbc_seq_msg_t *icbc_seq_keep(icbc_seq_t *q, int peer, int route, const void *hd
     pair_t *p = pair_of(q, peer);
     icbc_seq_msg_t *m;
 
-    if (p == NULL || (m = msg_new(peer, p->next, hdr, hdr_len, payload, len)) == NULL)
+    if (p == NULL || (m = msg_new(q, peer, p->next, hdr, hdr_len, payload, len)) == NULL)
         return NULL;
     p->next = seq_next(p->next);
     m->route = route;
@@ -162,7 +185,7 @@ static void unkeep(icbc_seq_t *q, pair_t *p, icbc_seq_msg_t *m)
     if (m->sends > 0)
         icbc_list_push(&q->retired, &m->link);
     else
-        free(m);
+        msg_free(q, m);
 }
 
 void icbc_seq_send_done(icbc_seq_t *q, icbc_seq_msg_t *m)
@@ -171,7 +194,7 @@ void icbc_seq_send_done(icbc_seq_t *q, icbc_seq_msg_t *m)
         m->sends--;
     if (m->acked && m->sends == 0) {
         icbc_list_del(&m->link);
-        free(m);
+        msg_free(q, m);
     }
 }
 
@@ -289,7 +312,7 @@ icbc_status_t icbc_seq_hold(icbc_seq_t *q, int peer, uint32_t seq_no, const void
         if (e > d)
             break;
     }
-    m = msg_new(peer, seq_no, hdr, hdr_len, payload, len);
+    m = msg_new(q, peer, seq_no, hdr, hdr_len, payload, len);
     if (m == NULL)
         return ICBC_ERR_NO_MEMORY;
     icbc_list_push(at, &m->link); /* before AT */
@@ -317,7 +340,7 @@ icbc_seq_msg_t *icbc_seq_ready(icbc_seq_t *q, int peer, double now)
 void icbc_seq_release(icbc_seq_t *q, icbc_seq_msg_t *m)
 {
     icbc_list_del(&m->link);
-    free(m);
+    msg_free(q, m);
 }
 
 int icbc_seq_take_ack(icbc_seq_t *q, double now, int *peer, uint32_t *upto)

@@ -39,7 +39,9 @@ typedef struct {
     int next_free;
     int blocked_prev, blocked_next; /* queue of BLOCKED sends */
     /* failover */
-    uint8_t *where;     /* owned: per unit, UNIT_* or the lane it went by */
+    uint8_t *where;     /* per unit, UNIT_* or the lane it went by (in WHERE_BUF) */
+    uint8_t *where_buf; /* owned, kept from one message of the entry to the next */
+    uint32_t where_cap;
     uint32_t nunits;    /* units of the message */
     uint32_t to_resend; /* units marked UNIT_RESEND */
     uint32_t rescan;    /* no UNIT_RESEND below this unit */
@@ -53,12 +55,14 @@ typedef struct {
     int peer;
     char *dest; /* the caller's; NULL: chunks go through ops->place */
     size_t size;
-    size_t received;  /* bytes whose chunk ended well */
-    size_t unit;      /* length of every chunk but the last (our chunk size) */
-    uint8_t *seen;    /* owned: one bit per chunk, set when it began */
-    uint8_t *arrived; /* failover: one bit per chunk, set when it is in place (in
-                       * SEEN's allocation); a second copy may stream meanwhile */
-    int streaming;    /* chunks begun and not ended: until they end they may write
+    size_t received;   /* bytes whose chunk ended well */
+    size_t unit;       /* length of every chunk but the last (our chunk size) */
+    uint8_t *seen;     /* one bit per chunk, set when it began (in SEEN_BUF) */
+    uint8_t *arrived;  /* failover: one bit per chunk, set when it is in place (in
+                       * SEEN_BUF too); a second copy may stream meanwhile */
+    uint8_t *seen_buf; /* owned, kept from one message of the slot to the next */
+    size_t seen_cap;
+    int streaming; /* chunks begun and not ended: until they end they may write
                        * to DEST, so the receive completes only after them */
     double t_last;
     void *user;
@@ -241,10 +245,14 @@ static void send_free(icbc_stripe_t *st, int i)
     send_t *s = &st->sends[i];
     uint32_t gen = next_gen(s->gen);
 
+    uint8_t *buf = s->where_buf;
+    uint32_t cap = s->where_cap;
+
     send_set_state(st, i, ICBC_STRIPE_SEND_FREE);
-    free(s->where);
     memset(s, 0, sizeof(*s));
     s->gen = gen;
+    s->where_buf = buf;
+    s->where_cap = cap;
     s->next_free = st->free_send;
     st->free_send = i;
     st->stats.active_sends--;
@@ -277,10 +285,14 @@ static void slot_free(icbc_stripe_t *st, int i)
     slot_t *s = &st->slots[i];
     uint32_t gen = next_gen(s->gen);
 
+    uint8_t *buf = s->seen_buf;
+    size_t cap = s->seen_cap;
+
     slot_set_state(st, i, ICBC_STRIPE_SLOT_FREE);
-    free(s->seen);
     memset(s, 0, sizeof(*s));
     s->gen = gen;
+    s->seen_buf = buf;
+    s->seen_cap = cap;
     s->next_free = st->free_slot;
     st->free_slot = i;
     st->stats.active_slots--;
@@ -395,9 +407,9 @@ void icbc_stripe_destroy(icbc_stripe_t *st)
     if (st == NULL)
         return;
     for (int i = 0; i < st->nslots; i++)
-        free(st->slots[i].seen);
+        free(st->slots[i].seen_buf);
     for (int i = 0; i < st->nsends; i++)
-        free(st->sends[i].where);
+        free(st->sends[i].where_buf);
     free(st->sends);
     free(st->slots);
     free(st->flights);
@@ -951,12 +963,17 @@ icbc_status_t icbc_stripe_cts(icbc_stripe_t *st, int peer, uint64_t cookie,
     s->chunk_size = cts->chunk_size;
     if (st->cfg.failover) {
         s->nunits = (uint32_t) ((s->size + s->chunk_size - 1) / s->chunk_size);
-        s->where = malloc(s->nunits);
-        if (s->where == NULL) {
-            send_fail(s, ICBC_ERR_NO_MEMORY, "out of memory");
-            send_finish(st, (int) i);
-            return ICBC_OK;
+        if (s->nunits > s->where_cap) { /* the entry's largest message so far */
+            uint8_t *b = realloc(s->where_buf, s->nunits);
+            if (b == NULL) {
+                send_fail(s, ICBC_ERR_NO_MEMORY, "out of memory");
+                send_finish(st, (int) i);
+                return ICBC_OK;
+            }
+            s->where_buf = b;
+            s->where_cap = s->nunits;
         }
+        s->where = s->where_buf;
         memset(s->where, UNIT_NEW, s->nunits);
     }
     /* senders start on different lanes, so that many transfers at once
@@ -974,17 +991,26 @@ icbc_status_t icbc_stripe_recv_start(icbc_stripe_t *st, int peer, uint64_t cooki
 {
     size_t unit = st->cfg.chunk_size;
     size_t nunits = (size + unit - 1) / unit;
+    size_t bytes = (nunits + 7) / 8 * (st->cfg.failover ? 2 : 1);
     uint8_t *seen;
     int i;
 
     if (size == 0)
         return ICBC_ERR_INVALID;
-    seen = calloc((nunits + 7) / 8, st->cfg.failover ? 2 : 1);
-    if (seen == NULL || (i = slot_alloc(st)) == NONE) {
-        free(seen);
+    if ((i = slot_alloc(st)) == NONE)
         return ICBC_ERR_NO_MEMORY;
-    }
     slot_t *s = &st->slots[i];
+    if (bytes > s->seen_cap) { /* the slot's largest message so far */
+        uint8_t *b = realloc(s->seen_buf, bytes);
+        if (b == NULL) {
+            slot_free(st, i);
+            return ICBC_ERR_NO_MEMORY;
+        }
+        s->seen_buf = b;
+        s->seen_cap = bytes;
+    }
+    seen = s->seen_buf;
+    memset(seen, 0, bytes);
     s->unit = unit;
     s->seen = seen;
     s->arrived = st->cfg.failover ? seen + (nunits + 7) / 8 : NULL;
