@@ -98,6 +98,7 @@ test/fuzz/bt_stream_fuzz: $(top_srcdir)/test/fuzz/bt_stream_fuzz.c \
 	$(FUZZ_LINK)
 
 test/fuzz/impi_server_fuzz: $(top_srcdir)/test/fuzz/impi_server_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/server.c $(top_srcdir)/src/impi/proto.c \
     $(top_srcdir)/src/impi/impi_server.h $(top_srcdir)/src/impi/impi_proto.h \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
@@ -108,6 +109,7 @@ test/fuzz/impi_pkt_fuzz: $(top_srcdir)/test/fuzz/impi_pkt_fuzz.c \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_layout_fuzz: $(top_srcdir)/test/fuzz/impi_layout_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
@@ -116,18 +118,21 @@ test/fuzz/router_admit_fuzz: $(top_srcdir)/test/fuzz/router_admit_fuzz.c \
     $(top_srcdir)/src/icbc/icbc_route.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_hostconn_fuzz: $(top_srcdir)/test/fuzz/impi_hostconn_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/test/fuzz/impi_fuzz_layout.h \
     $(top_srcdir)/src/impi/hostconn.c $(top_srcdir)/src/impi/layout.c \
     $(top_srcdir)/src/impi/impi_hostconn.h $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_rx_fuzz: $(top_srcdir)/test/fuzz/impi_rx_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/test/fuzz/impi_fuzz_layout.h $(top_srcdir)/src/impi/rx.c \
     $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/proto.c \
     $(top_srcdir)/src/impi/impi_rx.h $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/test/fuzz/impi_fuzz_layout.h $(top_srcdir)/src/impi/rx.c \
     $(top_srcdir)/src/impi/p2p.c $(top_srcdir)/src/impi/impi_p2p.h \
     $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/proto.c \
@@ -135,6 +140,7 @@ test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_frames_fuzz: $(top_srcdir)/test/fuzz/impi_frames_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/agent.c $(top_srcdir)/src/impi/rx.c $(top_srcdir)/src/impi/proto.c \
     $(top_srcdir)/src/impi/impi_agent.h $(top_srcdir)/src/impi/impi_rx.h \
     $(top_srcdir)/src/impi/impi_client.h $(top_srcdir)/src/impi/impi_proto.h \
