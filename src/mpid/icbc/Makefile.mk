@@ -12,10 +12,12 @@ include_HEADERS += src/mpid/ch4/netmod/icbc/include/icbc.h \
 
 mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_init.c \
+                    src/mpid/ch4/netmod/icbc/icbc_peer_ep.c \
                     src/mpid/ch4/netmod/icbc/icbc_am_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_delegate.c \
                     src/mpid/ch4/netmod/icbc/icbc_xfer.c \
                     src/mpid/ch4/netmod/icbc/icbc_xrecv.c \
+                    src/mpid/ch4/netmod/icbc/icbc_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_path.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_routed.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_tcp.c \
@@ -24,6 +26,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_dump.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_world.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_impi.c \
+                    src/mpid/ch4/netmod/icbc/icbc_proto_impi.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_coll.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_gather.c \
                     src/mpid/ch4/netmod/icbc/icbc_impi_lam.c \

@@ -11,14 +11,8 @@
 #define ICBC_AM_H_INCLUDED
 
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
+#include "icbc_proto.h"
 #include "icbc_pacing.h"
-
-MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *comm, int rank)
-{
-    MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
-    return icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
-}
 
 /* Completion of an am_isend: release what the request owned, then tell MPIDIG. */
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request *sreq, ucs_status_t status)
@@ -74,7 +68,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
     icbc_peer_t *peer;
-    const MPIDI_ICBC_path_ops_t *path;
+    const MPIDI_ICBC_proto_t *proto;
     ucp_ep_h ep;
     int dt_contig;
     size_t data_sz;
@@ -88,11 +82,11 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
     MPIR_FUNC_ENTER;
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
-    if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
-        /* through routers or TCP (or another MPI's protocol): icbc_path.h */
+    if (unlikely(peer && (proto = MPIDI_ICBC_proto_of(peer)))) {
+        /* through routers or TCP, or to another MPI: icbc_proto.h */
         MPIDI_ICBC_pace_comm(comm);
-        mpi_errno = (path->am_isend ? path->am_isend : MPIDI_ICBC_xfer_am_isend)(
-            peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype, src_vci, dst_vci, sreq);
+        mpi_errno = proto->am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype,
+                                    src_vci, dst_vci, sreq);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);
@@ -169,7 +163,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
 {
     int mpi_errno = MPI_SUCCESS;
     icbc_peer_t *peer;
-    const MPIDI_ICBC_path_ops_t *path;
+    const MPIDI_ICBC_proto_t *proto;
     ucp_ep_h ep;
     size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
     uint64_t stack_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
@@ -179,10 +173,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
     MPIR_FUNC_ENTER;
 
     peer = MPIDI_ICBC_comm_rank_to_peer(comm, rank);
-    if (unlikely(peer && (path = MPIDI_ICBC_path_of(peer)))) {
+    if (unlikely(peer && (proto = MPIDI_ICBC_proto_of(peer)))) {
         MPIDI_ICBC_pace_comm(comm);
-        mpi_errno = (path->send_hdr ? path->send_hdr : MPIDI_ICBC_xfer_send_hdr)(
-            peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
+        mpi_errno = proto->send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
         goto fn_exit;
     }
     mpi_errno = MPIDI_ICBC_comm_rank_to_ep(comm, rank, &peer, &ep);

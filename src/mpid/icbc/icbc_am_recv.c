@@ -11,47 +11,12 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
 #include "icbc_am.h"
-#include "mpidig_recvq.h"
+#include "icbc_recv.h"
 
 /* Largest header the callback copies to an aligned stack buffer; larger ones
  * (RMA with flattened datatypes) go through the heap. */
 #define ICBC_RECV_STACK_HDR 256
-
-/* A receive whose payload came through this netmod completes. MPIDIG keeps
- * one unexpected queue for shm and netmod: an MPI_ANY_SOURCE receive posted
- * through shm may take our unexpected rendezvous message and mark it local,
- * and its completion (e.g. the synchronous-send acknowledgement) would then
- * go out through shm to a remote rank. The data came from the network, so
- * the replies must go back through it. */
-static void recv_mark_remote(MPIR_Request *rreq)
-{
-#ifndef MPIDI_CH4_DIRECT_NETMOD
-    MPIDI_REQUEST(rreq, is_local) = 0;
-#endif
-}
-
-/* The receive layout of RREQ as MPIDIG gives it to a transport that copies
- * asynchronously. For a non-contiguous buffer larger than the message,
- * MPIDIG sizes the iovec array for the whole buffer but fills it only for
- * the message's bytes; the unfilled tail would later be summed as buffer
- * space. Keep only the entries that hold the message. */
-void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
-                                MPI_Aint *p_data_sz)
-{
-    MPIDIG_get_recv_data(is_contig, is_gpu, p_data, p_data_sz, rreq);
-    if (!*is_contig) {
-        MPIDIG_rreq_async_t *p = &(MPIDIG_REQUEST(rreq, req->recv_async));
-        MPI_Aint covered = 0;
-        int i;
-
-        for (i = 0; i < p->iov_num && covered < p->in_data_sz; i++)
-            covered += p->iov_ptr[i].iov_len;
-        p->iov_num = i;
-        *p_data_sz = i;
-    }
-}
 
 static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
 {
@@ -61,7 +26,8 @@ static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
 
     amreq->bounce_buf = NULL;
     amreq->rndv_desc = NULL;
-    recv_mark_remote(rreq);
+    amreq->xproto = NULL;
+    MPIDI_ICBC_recv_mark_remote(rreq);
     MPIDIG_recv_setup(rreq);
     if (status != UCS_OK) {
         rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
@@ -80,7 +46,8 @@ static void rndv_pull_cb(void *request, ucs_status_t status, size_t length, void
     ucp_request_free(request);
 }
 
-int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
+/* A rendezvous message matched: UCX brings its payload into the buffer. */
+static int ucx_matched(MPIR_Request *rreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -91,17 +58,6 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
     ucs_status_ptr_t ucp_req;
 
     MPIR_FUNC_ENTER;
-
-    if (amreq->xkind == MPIDI_ICBC_XKIND_IMPI) {
-        /* matched head of a long IMPI message: ask for the rest */
-        mpi_errno = MPIDI_ICBC_impi_matched(rreq);
-        goto fn_exit;
-    }
-    if (amreq->xkind) {
-        /* matched RTS of a striped message: answer with a receive slot */
-        mpi_errno = MPIDI_ICBC_xfer_matched(rreq);
-        goto fn_exit;
-    }
 
     MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
     if (is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size) {
@@ -131,6 +87,20 @@ fn_exit:
     return mpi_errno;
 fn_fail:
     goto fn_exit;
+}
+
+const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_ucx = {
+    .name = "ucx",
+    .am_isend = NULL, /* inline in icbc_am.h */
+    .send_hdr = NULL,
+    .matched = ucx_matched,
+};
+
+/* MPIDIG matched a receive whose payload has not come: the protocol it came
+ * by brings it. */
+int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
+{
+    return MPIDI_ICBC_AMREQ(rreq).xproto->matched(rreq);
 }
 
 ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -190,6 +160,7 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
         MPIDIG_global.target_msg_cbs[wh.handler_id](am_hdr, NULL, length, attr, &rreq);
         if (rreq == NULL)
             goto done; /* UCS_OK: UCX drops the descriptor */
+        MPIDI_ICBC_AMREQ(rreq).xproto = &MPIDI_ICBC_proto_ucx;
         MPIDI_ICBC_AMREQ(rreq).rndv_desc = data;
         MPIDI_ICBC_AMREQ(rreq).rndv_size = length;
         ret = UCS_INPROGRESS; /* UCX keeps the descriptor for the pull */
@@ -202,32 +173,4 @@ done:
     MPL_free(heap_data);
     MPL_free(heap_hdr);
     return ret;
-}
-
-/* A receive MPIDIG holds in its posted queue has no message yet, so no
- * transport can fail it: when the path to its source is gone for good, it
- * would wait until the job is ended. It ends now with the transfer's error, as
- * MPIDIG's own cancel ends one, so that MPI_Wait returns the error to the
- * application. MPI_ANY_SOURCE receives stay: another process may match them. */
-void MPIDI_ICBC_fail_posted_recvs(int rank, const char *why)
-{
-    for (int v = 0; v < MPIDI_global.n_vcis; v++) {
-        MPIR_Request **list = &MPIDI_global.per_vci[v].posted_list;
-        MPIR_Request *rreq, *tmp;
-
-        DL_FOREACH_SAFE (*list, rreq, tmp) {
-            int source = MPIDIG_REQUEST(rreq, u.recv.source);
-            icbc_peer_t *peer;
-
-            if (rreq->comm == NULL || source < 0 ||
-                (peer = MPIDI_ICBC_comm_rank_to_peer(rreq->comm, source)) == NULL ||
-                peer->rank != rank)
-                continue;
-            MPIDIG_delete_posted(rreq, list);
-            MPIR_Datatype_release_if_not_builtin(MPIDIG_REQUEST(rreq, datatype));
-            rreq->status.MPI_ERROR = MPIDI_ICBC_xfer_error(rank, why);
-            MPIR_STATUS_SET_COUNT(rreq->status, 0);
-            MPID_Request_complete(rreq);
-        }
-    }
 }

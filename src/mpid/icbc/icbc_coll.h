@@ -12,9 +12,8 @@
 #ifndef ICBC_COLL_H_INCLUDED
 #define ICBC_COLL_H_INCLUDED
 
+#include "icbc_impl.h"
 #include "icbc_pacing.h"
-
-#define MPIDI_ICBC_COMM(comm) ((comm)->dev.ch4.netmod.icbc)
 
 #define MPIDI_NM_COLL_TAKES(comm) (MPIDI_ICBC_COMM(comm).impi_spans)
 

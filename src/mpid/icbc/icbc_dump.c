@@ -10,6 +10,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
+#include "icbc_pacing.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -137,6 +138,7 @@ void MPIDI_ICBC_dump(void)
         return;
     fprintf(f, "rank %d on %s:\n", MPIR_Process.rank, host);
     MPIDI_ICBC_path_dump(f);
+    MPIDI_ICBC_pace_dump(f);
     MPIDI_ICBC_xfer_dump(f);
     dump_windows(f);
     fprintf(f, "end\n");

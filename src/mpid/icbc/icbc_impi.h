@@ -15,6 +15,9 @@
 #define ICBC_IMPI_H_INCLUDED
 
 #include "impi/impi_client.h"
+#include "impi/impi_rx.h"
+
+#include <stdio.h>
 
 typedef struct {
     int active;     /* this job is an IMPI client */
@@ -44,7 +47,7 @@ static inline uint64_t MPIDI_ICBC_impi_machine(int r)
 
 /* A collective composed as LAM/MPI composes it ran on the communicator of
  * context C: LAM sends everything of that communicator on its collective
- * context from now on (icbc_path_impi.c). */
+ * context from now on (icbc_proto_impi.c). */
 void MPIDI_ICBC_impi_lam_degrade(MPIR_Context_id_t c);
 
 /* The client and host of world rank R (an IMPI job). */
@@ -59,6 +62,48 @@ void MPIDI_ICBC_impi_comm_freed(MPIR_Comm *comm);
 /* IMPI's attributes on MPI_COMM_WORLD, when it is committed
  * (icbc_impi_attr.c). */
 int MPIDI_ICBC_impi_world_attrs(MPIR_Comm *world);
+
+/* Whether world rank R speaks ICBC's protocol: a process of this job or of
+ * another ICBC client (one that gave its data representation); a client of
+ * another MPI (LAM/MPI) gives none. */
+static inline int MPIDI_ICBC_impi_speaks_icbc(int r)
+{
+    int client, host;
+
+    MPIDI_ICBC_impi_where(r, &client, &host);
+    return (MPIDI_ICBC_impi.layout.datarep_mask >> client) & 1;
+}
+
+#define MPIDI_ICBC_IMPI_NOT_ICBC_WHY                                                               \
+    "it is a process of an IMPI client of another MPI, and IMPI carries point-to-point messages "  \
+    "only (no one-sided operations)"
+
+/* ---- the IMPI protocol over the host connections ---------------------- */
+
+/* What the host connections (icbc_path_impi.c) hand to the IMPI protocol
+ * (icbc_proto_impi.c), attached when the protocol opens. */
+typedef struct {
+    /* An IMPI packet from HOST, held to the layout; not ICBC_OK: it breaks
+     * the protocol for ERR, and the host's connection closes. */
+    icbc_status_t (*packet)(int host, const impi_rx_pkt_t *pkt, char *err, size_t errlen);
+    /* HOST is lost (its processes have failed): what is in flight with it
+     * ends, with WHY. */
+    void (*host_lost)(int host, const char *why);
+    void (*dump)(FILE *f);
+} MPIDI_ICBC_impi_up_t;
+
+/* The host connections (icbc_path_impi.c). */
+void MPIDI_ICBC_impi_attach(const MPIDI_ICBC_impi_up_t *up);
+/* An IMPI packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
+icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_len,
+                                   const void *payload, size_t len);
+/* HOST broke the protocol: its connection closes, its processes fail. */
+void MPIDI_ICBC_impi_host_failed(int host, const char *why);
+
+/* The IMPI protocol (icbc_proto_impi.c): opened once the host connections
+ * are, before any progress; closed after them. */
+int MPIDI_ICBC_proto_impi_open(void);
+void MPIDI_ICBC_proto_impi_finalize(void);
 
 /* At MPI_Finalize, once every process of this job is past its last
  * message: PMI rank 0 tells impi-server FINI; every process closes its port. */

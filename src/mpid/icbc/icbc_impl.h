@@ -42,6 +42,7 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 
 #define MPIDI_ICBC_AMREQ(req) ((req)->dev.ch4.am.netmod_am.icbc)
 #define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
+#define MPIDI_ICBC_COMM(comm) ((comm)->dev.ch4.netmod.icbc)
 
 /* A failed UCX call as the MPI error that names it (jumps to fn_fail): the
  * one translation of a UCX status into an MPI error. */
@@ -67,9 +68,16 @@ const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n);
 /* UCX devices between nodes: MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES, else the
  * fabric device(s) towards our cluster's routers; NULL: UCX's choice. */
 const char *MPIDI_ICBC_path_ucx_devices(void);
-int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len);
+/* Opens the paths this process uses; they hand what arrives to UP. */
+struct MPIDI_ICBC_path_up;
+int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len,
+                               const struct MPIDI_ICBC_path_up *up);
 /* Returns how many events it handled (0: nothing happened). */
 int MPIDI_ICBC_path_progress(void);
+/* What runs after the paths' progress: pacing's held messages, and the
+ * ICBC protocol's timers (busy lanes retried, stalled transfers). */
+void MPIDI_ICBC_pace_progress(void);
+void MPIDI_ICBC_xfer_progress(void);
 void MPIDI_ICBC_path_finalize(void);
 
 /* An empty progress poll in yield-when-idle mode (icbc_init.c). */
@@ -114,6 +122,12 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request *sreq
     MPL_free(amreq->pack_buf);
     amreq->pack_buf = NULL;
     MPIDIG_global.origin_cbs[amreq->handler_id](sreq);
+}
+
+MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *comm, int rank)
+{
+    MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
+    return icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm *comm, int rank,

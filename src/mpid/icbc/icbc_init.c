@@ -1,7 +1,7 @@
 /*
  * icbc netmod start-up and shutdown: UCX context and worker, the business
- * card exchange that fills the peer table, connection on first use, and the
- * run-time knobs (MPIR_CVAR_CH4_ICBC_*).
+ * card exchange that fills the peer table, and the run-time knobs
+ * (MPIR_CVAR_CH4_ICBC_*); connection on first use is icbc_peer_ep.c.
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
@@ -151,8 +151,6 @@ cvars:
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
-
-MPIDI_ICBC_global_t MPIDI_ICBC_global;
 
 static const char *self_node_name(char *buf, size_t len)
 {
@@ -493,8 +491,12 @@ static int exchange_cards(void)
                                        MPIDI_ICBC_impi.active ? MPIDI_ICBC_impi.first_rank : 0);
     size_t card0_len = icbc_bcard_size_tcp(peer0->node, peer0->fabric_addr_len, peer0->ntcp);
     MPIR_Assert(card0_len <= (size_t) recv_len);
-    mpi_errno = MPIDI_ICBC_path_init_world(table, card0_len);
+    mpi_errno = MPIDI_ICBC_path_init_world(table, card0_len, &MPIDI_ICBC_xfer_up);
     MPIR_ERR_CHECK(mpi_errno);
+    if (MPIDI_ICBC_impi.active) { /* its packets are read in progress, which has not run yet */
+        mpi_errno = MPIDI_ICBC_proto_impi_open();
+        MPIR_ERR_CHECK(mpi_errno);
+    }
 
 fn_exit:
     if (table_created)
@@ -526,55 +528,6 @@ int MPIDI_ICBC_post_init(void)
     return MPI_SUCCESS;
 }
 
-/* A connection failed: later sends to this peer return an MPI error instead of
- * waiting for a process that is gone. */
-static void peer_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, (int) (intptr_t) arg);
-
-    if (peer == NULL || MPIDI_ICBC_global.finalizing)
-        return;
-    peer->state = ICBC_PEER_FAILED;
-    icbc_error("lost its connection to rank %d (node %s): %s", peer->rank, peer->node,
-               ucs_status_string(status));
-}
-
-int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p)
-{
-    int mpi_errno = MPI_SUCCESS;
-    ucs_status_t status;
-    ucp_ep_h ep;
-
-    MPIR_ERR_CHKANDJUMP1(peer == NULL, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
-                         "destination is not in the icbc peer table");
-    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
-                                   "connection failed earlier");
-    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->path == ICBC_PATH_IMPI, mpi_errno, peer->rank,
-                                   "it is a process of another IMPI client, reached by IMPI only");
-    if (peer->ep) {
-        *ep_p = peer->ep;
-        goto fn_exit;
-    }
-
-    ucp_ep_params_t params = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = peer->fabric_addr,
-        .err_mode = MPIR_CVAR_CH4_ICBC_PEER_ERRORS ? UCP_ERR_HANDLING_MODE_PEER
-                                                   : UCP_ERR_HANDLING_MODE_NONE,
-        .err_handler = { .cb = peer_error_cb, .arg = (void *) (intptr_t) peer->rank },
-    };
-    status = ucp_ep_create(MPIDI_ICBC_global.worker, &params, &ep);
-    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(status != UCS_OK, mpi_errno, peer->rank,
-                                   ucs_status_string(status));
-    peer->ep = ep;
-    *ep_p = ep;
-fn_exit:
-    return mpi_errno;
-fn_fail:
-    goto fn_exit;
-}
-
 int MPIDI_ICBC_mpi_finalize_hook(void)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -599,6 +552,8 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
 
     MPIDI_ICBC_pace_finalize();
     MPIDI_ICBC_path_finalize();
+    if (MPIDI_ICBC_impi.active)
+        MPIDI_ICBC_proto_impi_finalize();
     MPIDI_ICBC_xfer_finalize();
     MPIDI_ICBC_impi_finalize();
     MPIDI_ICBC_router_embed_stop();

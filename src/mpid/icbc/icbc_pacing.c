@@ -17,7 +17,6 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_pacing.h"
-#include "icbc_am.h"
 #include "icbc_path.h"
 #include "core/icbc_clock.h"
 #include "core/icbc_list.h"
@@ -100,11 +99,11 @@ static void apply_rate(void)
     if (rate == icbc_pace_rate(&pace.bucket))
         return;
     icbc_pace_set_rate(&pace.bucket, rate, icbc_clock_now());
-    MPIDI_ICBC_path_tcp_set_pacing(icbc_pace_socket_rate(rate));
+    MPIDI_ICBC_path_set_pacing(ICBC_PATH_TCP_DIRECT, rate);
     if (rate > 0) {
         pace.off_since = 0;
         if (rate != pace.routers_told) {
-            MPIDI_ICBC_path_routed_set_pacing(rate);
+            MPIDI_ICBC_path_set_pacing(ICBC_PATH_ROUTED, rate);
             pace.routers_told = rate;
         }
     } else if (pace.routers_told > 0 && pace.off_since == 0) {
@@ -151,7 +150,7 @@ int MPIDI_ICBC_pace_init(void)
 static int may_send_now(void)
 {
     return icbc_pace_may_send(&pace.bucket, icbc_clock_now()) &&
-           MPIDI_ICBC_path_tcp_unsent() <= PACE_TCP_UNSENT_MAX;
+           MPIDI_ICBC_path_unsent(ICBC_PATH_TCP_DIRECT) <= PACE_TCP_UNSENT_MAX;
 }
 
 /* Sends the held messages, in order, while the bucket allows (all of them
@@ -178,7 +177,7 @@ static void routers_off(void)
 {
     pace.off_since = 0;
     pace.routers_told = 0;
-    MPIDI_ICBC_path_routed_set_pacing(0);
+    MPIDI_ICBC_path_set_pacing(ICBC_PATH_ROUTED, 0);
 }
 
 void MPIDI_ICBC_pace_finalize(void)

@@ -11,8 +11,7 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
-#include "icbc_pacing.h"
+#include "icbc_path.h"
 #include "icbc_impi.h"
 #include "core/icbc_netprobe.h"
 #include "core/icbc_freelist.h"
@@ -288,12 +287,15 @@ static uint64_t fnv1a(const void *buf, size_t len)
 }
 
 /* After the card exchange: paths of all peers; registration with routers. */
-int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
+int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len,
+                               const struct MPIDI_ICBC_path_up *up)
 {
     int mpi_errno = MPI_SUCCESS;
     char err[ICBC_RF_ERR_LEN + 128];
     int size = MPIDI_ICBC_global.peers.size;
     int any_routed = 0;
+
+    P.up = up;
 
     /* Every process computes the same job id from rank 0's card, which
      * holds its UCX worker address: unique per run. */
@@ -323,7 +325,7 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
             any_routed = 1;
     }
     if (MPIDI_ICBC_path_tcp_used()) {
-        mpi_errno = MPIDI_ICBC_path_tcp_open(size);
+        mpi_errno = MPIDI_ICBC_path_tcp_open(size, P.up);
         MPIR_ERR_CHECK(mpi_errno);
     }
     /* Register with the routers of our cluster whenever the job spans
@@ -332,11 +334,11 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len)
      * processes in other clusters need the routers. */
     if (MPIDI_ICBC_path_routers_used() &&
         (any_routed || (P.nrouters > 0 && !MPIDI_ICBC_impi.active))) {
-        mpi_errno = MPIDI_ICBC_path_routed_open();
+        mpi_errno = MPIDI_ICBC_path_routed_open(P.up);
         MPIR_ERR_CHECK(mpi_errno);
     }
     if (MPIDI_ICBC_impi.active) {
-        mpi_errno = MPIDI_ICBC_path_impi_open();
+        mpi_errno = MPIDI_ICBC_path_impi_open(P.up);
         MPIR_ERR_CHECK(mpi_errno);
     }
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
@@ -360,8 +362,6 @@ int MPIDI_ICBC_path_progress(void)
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
         if (P.ops[k])
             events += P.ops[k]->progress();
-    MPIDI_ICBC_pace_progress();
-    MPIDI_ICBC_xfer_progress();
     return events;
 }
 
@@ -372,7 +372,17 @@ void MPIDI_ICBC_path_dump(FILE *f)
     for (int k = 0; k < ICBC_PATH_KINDS; k++)
         if (P.ops[k] && P.ops[k]->active())
             P.ops[k]->dump(f);
-    MPIDI_ICBC_pace_dump(f);
+}
+
+void MPIDI_ICBC_path_set_pacing(int kind, uint64_t bits_per_s)
+{
+    if (P.ops[kind] && P.ops[kind]->set_pacing)
+        P.ops[kind]->set_pacing(bits_per_s);
+}
+
+size_t MPIDI_ICBC_path_unsent(int kind)
+{
+    return P.ops[kind] && P.ops[kind]->unsent ? P.ops[kind]->unsent() : 0;
 }
 
 int MPIDI_ICBC_path_settled(void)

@@ -10,24 +10,29 @@
  *   lanes 0 .. nlanes-1           chunks of striped messages, any order;
  *                                 may refuse (busy) under back-pressure
  *
- * and hands what arrives to the one receive interface of icbc_xfer.h:
- * MPIDI_ICBC_xrecv_begin (header: where does the payload go), the payload
- * written there (in one piece or streamed), MPIDI_ICBC_xrecv_end.
+ * and hands what arrives to the layer above through the callbacks it was
+ * given at open (MPIDI_ICBC_path_up_t): recv_begin (header: where does the
+ * payload go), the payload written there (in one piece or streamed),
+ * recv_end; and tells it of lost peers and lanes the same way. A path knows
+ * nothing of the protocols that travel on its lanes.
  *
  * Implementations: icbc_path_routed.c (through the routers), icbc_path_tcp.c
- * (bt_lib connections), icbc_path_impi.c (processes of other IMPI clients).
- * A path whose peer is another MPI (IMPI) speaks that MPI's protocol
- * instead of ours: it sets am_isend and send_hdr and takes MPI messages
- * whole; the others leave them NULL and get the ICBC protocol (whole
- * messages and the striping rendezvous) over their lanes.
+ * (bt_lib connections), icbc_path_impi.c (IMPI host connections to the
+ * processes of other IMPI clients). The protocol a message takes is chosen
+ * above the paths (icbc_proto.h): IMPI's towards a client of another MPI,
+ * ICBC's (whole messages and the striping rendezvous) otherwise.
  */
 #ifndef ICBC_PATH_H_INCLUDED
 #define ICBC_PATH_H_INCLUDED
+
+#include <ucp/api/ucp.h>
 
 #include "core/icbc_peer.h"
 #include "core/icbc_route.h"
 #include "core/icbc_routerfile.h"
 #include "core/icbc_netif.h"
+#include "core/icbc_stripe.h"
+#include "core/icbc_wire.h"
 
 /* The pair's ordered lane. */
 #define MPIDI_ICBC_LANE_ORDERED (-1)
@@ -40,6 +45,44 @@
 
 /* Completion of one lane send: ok = 0 when the message was lost. */
 typedef void (*MPIDI_ICBC_xdone_cb_t)(void *arg, int ok);
+
+/* A message being received, held by the path that receives it and filled
+ * in by the layer above (recv_begin .. recv_end). */
+typedef struct {
+    int kind; /* what recv_end still has to do; 0: nothing */
+    int src_rank;
+    size_t len;
+    void *buf;              /* AM: staging of the payload (owned) */
+    icbc_stripe_rx_t chunk; /* CHUNK: the engine's receive of it */
+    icbc_am_hdr_t wh;
+    uint64_t am_hdr[4096 / 8]; /* aligned copy of the MPI header */
+} MPIDI_ICBC_xrecv_t;
+
+/* What a path hands up, given at open: the only way from a path to the
+ * protocols above it. */
+typedef struct MPIDI_ICBC_path_up {
+    /* A message from SRC_RANK arrived with header INNER: *DEST is where its
+     * PAYLOAD_LEN bytes go (NULL: nothing to receive, or drop them);
+     * recv_end follows once they are there. PAYLOAD: the payload when
+     * already in memory, else NULL. -1: malformed or forged (reported; a
+     * connection it came on should be closed). */
+    int (*recv_begin)(int src_rank, const void *inner, size_t inner_len, uint64_t payload_len,
+                      const void *payload, MPIDI_ICBC_xrecv_t *x, void **dest);
+    void (*recv_end)(MPIDI_ICBC_xrecv_t *x, int ok);
+    /* recv_begin + copy + recv_end, for a payload in memory */
+    void (*recv_whole)(int src_rank, const void *inner, size_t inner_len, const void *payload,
+                       size_t len);
+    /* A message a router delivered by UCX (the path's endpoints are UCX's). */
+    ucs_status_t (*recv_ucx)(int src_rank, const void *inner, size_t inner_len, void *data,
+                             size_t len, int is_rndv);
+    /* RANK, or the path to it, failed: every exchange with it ends in an
+     * MPI error naming WHY. */
+    void (*peer_failed)(int rank, const char *why);
+    /* Failover: chunk lane LANE is lost (what it carried and is not
+     * confirmed goes again by the others), or carries chunks again. */
+    void (*lane_lost)(int lane);
+    void (*lane_revived)(int lane);
+} MPIDI_ICBC_path_up_t;
 
 typedef struct MPIDI_ICBC_path_ops {
     const char *name;
@@ -56,12 +99,10 @@ typedef struct MPIDI_ICBC_path_ops {
     int (*progress)(void);
     void (*dump)(FILE *f);
     void (*finalize)(void);
-    /* A path to another MPI: sends MPI messages itself; NULL otherwise. */
-    int (*am_isend)(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                    const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
-                    int dst_vci, MPIR_Request *sreq);
-    int (*send_hdr)(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                    int src_vci, int dst_vci);
+    /* Optional: paces what the path sends to other clusters at BITS_PER_S
+     * (0: off), and the bytes it was given and has not put on the wire. */
+    void (*set_pacing)(uint64_t bits_per_s);
+    size_t (*unsent)(void);
     /* Optional: the one chunk lane towards PEER (a policy with one router
      * per process), -1: any. */
     int (*lane_for)(icbc_peer_t *peer);
@@ -92,6 +133,7 @@ typedef struct {
                    * in every process of the job */
     char fabric_devs[ICBC_NETIF_LIST_MAX]; /* UCX devices towards our routers; "": none */
     const MPIDI_ICBC_path_ops_t *ops[ICBC_PATH_KINDS];
+    const MPIDI_ICBC_path_up_t *up; /* given to every path at open */
 } MPIDI_ICBC_paths_t;
 
 extern MPIDI_ICBC_paths_t MPIDI_ICBC_paths;
@@ -122,11 +164,11 @@ int MPIDI_ICBC_path_cfg_error(const char *why);
 int MPIDI_ICBC_path_settled(void);
 int MPIDI_ICBC_path_routers_used(void);
 int MPIDI_ICBC_path_tcp_used(void);
-void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate);
-/* Bytes the TCP path's paced connections have not put on the wire yet (0
- * while they are not paced). */
-size_t MPIDI_ICBC_path_tcp_unsent(void);
-void MPIDI_ICBC_path_routed_set_pacing(uint64_t bits_per_s);
+/* Paces path KIND at BITS_PER_S (0: off), when it is open and paces. */
+void MPIDI_ICBC_path_set_pacing(int kind, uint64_t bits_per_s);
+/* Bytes path KIND was given and has not put on the wire yet (0 when it
+ * keeps no such count). */
+size_t MPIDI_ICBC_path_unsent(int kind);
 /* The route header of a message to PEER on LANE. */
 void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
                                icbc_route_hdr_t *rh);
@@ -147,9 +189,9 @@ uint64_t MPIDI_ICBC_path_done_slabs(void);
 void MPIDI_ICBC_path_done_destroy(void);
 
 /* Set-up steps of the implementations. */
-int MPIDI_ICBC_path_routed_open(void);
+int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *up);
 int MPIDI_ICBC_path_tcp_listen(void);
-int MPIDI_ICBC_path_tcp_open(int size);
-int MPIDI_ICBC_path_impi_open(void);
+int MPIDI_ICBC_path_tcp_open(int size, const MPIDI_ICBC_path_up_t *up);
+int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *up);
 
 #endif /* ICBC_PATH_H_INCLUDED */

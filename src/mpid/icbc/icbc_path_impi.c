@@ -1,42 +1,29 @@
 /*
- * The IMPI path: peers that are processes of another IMPI client
- * (icbc_impi.h, docs/impi.md). Every node of this job is one IMPI host
- * with one TCP connection to every host of the other clients, held by the
- * host's agent (src/impi/impi_agent.h) in a thread of the node's first
- * process; every process of the node reaches it over a local link, on
- * which its packets travel whole. At MPI_Init the first process connects
- * to the lower hosts, from the address the host advertised, and names the
- * host; an accepted connection is held to the job's layout before it
- * carries anything (impi_host_accept_check). MPI messages become IMPI
- * packets, whose protocol per pair of processes each process keeps with
- * libicbc (src/impi/p2p.c):
+ * IMPI host connections: the transport to the processes of other IMPI
+ * clients (icbc_impi.h, docs/impi.md). Every node of this job is one IMPI
+ * host with one TCP connection to every host of the other clients, held by
+ * the host's agent (src/impi/impi_agent.h) in a thread of the node's first
+ * process; every process of the node reaches it over a local link, on which
+ * its packets travel whole. At MPI_Init the first process connects to the
+ * lower hosts, from the address the host advertised, and names the host; an
+ * accepted connection is held to the job's layout before it carries
+ * anything (impi_host_accept_check).
  *
- *   MPIDIG_SEND, short     DATA; synchronous: DATASYNC, done at its SYNCACK
- *   MPIDIG_SEND, long      DATASYNC with the first DATALEN bytes, the rest as
- *                          DATA once the receiver's SYNCACK came
- *   MPIDIG_SSEND_ACK       the SYNCACK of the synchronous message it answers
- *   a short arrival        to MPIDIG as an eager MPIDIG_SEND
- *   a long head            to MPIDIG as a rendezvous; once matched, SYNCACK,
- *                          and the DATA packets land at their offsets
- *
- * Matching stays MPIDIG's. An MPI message carries MPICH's context id and
- * the sender's rank in the communicator (IMPI's cid and lsrank), so
- * MPI_COMM_WORLD's point-to-point and collective ids are 0 and 1, as LAM/MPI
- * puts them on the wire. Every other MPIDIG message (one-sided operations)
- * has no IMPI packet: between two ICBC clients it travels in ICBC's own
- * protocol (icbc_xfer.h) as IMPI_PK_ICBC packets on the same connections;
- * to a client of another MPI it is an MPI error. The port faces the WAN: a packet the layout or the
- * protocol does not allow closes the connection with a message naming the
- * host, and its processes fail like a lost peer.
+ * What the packets say is the protocols': IMPI's packets go to the IMPI
+ * protocol (icbc_proto_impi.c) through the callbacks it attached
+ * (MPIDI_ICBC_impi_up_t); between two ICBC clients, ICBC's own protocol
+ * (icbc_xfer.h) travels as IMPI_PK_ICBC packets on the same connections,
+ * which this file reassembles and hands up like any path (icbc_path.h). The
+ * port faces the WAN: a packet the layout or the protocol does not allow
+ * closes the connection with a message naming the host, and its processes
+ * fail like a lost peer.
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
+#include "icbc_path.h"
 #include "icbc_impi.h"
-#include "icbc_impi_coll.h"
 #include "impi/impi_agent.h"
 #include "impi/impi_hostconn.h"
-#include "impi/impi_p2p.h"
 #include "impi/impi_rx.h"
 #include "core/icbc_bytes.h"
 
@@ -52,90 +39,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* Context ids with LAM/MPI 7.1.4 (docs/impi.md, LAM/MPI 7.1.4 as it
- * behaves). LAM runs the collectives it composes from point-to-point on
- * -(id) - 1 of a communicator's point-to-point id, and ends them by setting
- * the communicator's id back with the function meant for IMPI's collective
- * ids, which leaves a negative id alone: from the first such collective on,
- * LAM sends and expects everything on that communicator (point-to-point,
- * IMPI's Barrier, Bcast and Reduce, and its own collectives) on -(id) - 1.
- * Every rank of the communicator calls that collective, so each process
- * knows when it happened: the communicator's id is then marked here
- * (MPIDI_ICBC_impi_lam_degrade), and messages of that communicator to LAM
- * processes travel on -(id) - 1; those from LAM on it go to the context
- * their tag belongs to. */
-#define CTX_BASE(c) ((c) & ~(MPIR_CONTEXT_SUBCOMM_MASK | MPIR_CONTEXT_SUFFIX_MASK))
-static uint8_t lam_degraded[(1 << 16) / 8];
-
-void MPIDI_ICBC_impi_lam_degrade(MPIR_Context_id_t c)
-{
-    c = CTX_BASE(c);
-    lam_degraded[c / 8] |= (uint8_t) (1u << (c % 8));
-}
-
-static int is_lam_degraded(MPIR_Context_id_t c)
-{
-    c = CTX_BASE(c);
-    return (lam_degraded[c / 8] >> (c % 8)) & 1;
-}
-
-/* Whether world rank R is a process of a LAM/MPI client (one that gave no
- * data representation of its own). */
-static int is_lam_rank(int r)
-{
-    int client, host;
-
-    MPIDI_ICBC_impi_where(r, &client, &host);
-    return !(MPIDI_ICBC_impi.layout.datarep_mask & (1u << client));
-}
-
-/* IMPI's context id of MPICH's context C towards world rank DEST: LAM's
- * context, and after LAM switched to it every context of that
- * communicator, travel as -(id) - 1 to LAM's processes; every other
- * message carries C itself (between ICBC clients, LAM's context too). */
-static uint64_t cid_to_wire(MPIR_Context_id_t c, int dest)
-{
-    int subcomm = c & MPIR_CONTEXT_SUBCOMM_MASK;
-
-    if (!is_lam_rank(dest))
-        return c;
-    if (subcomm == ICBC_CTX_OFFSET_LAM || (subcomm == 0 && is_lam_degraded(c)))
-        return (uint64_t) (-(int64_t) CTX_BASE(c) - 1);
-    return c;
-}
-
-/* MPICH's context id of IMPI's W on a message with TAG; 0 when W names no
- * context MPICH has (its ids are 16 bits). A negative W comes from LAM. */
-static int cid_from_wire(uint64_t w, int tag, MPIR_Context_id_t *c)
-{
-    int64_t v = (int64_t) w;
-
-    if (v >= 0) {
-        if (v > 0xffff)
-            return 0;
-        *c = (MPIR_Context_id_t) v;
-        return 1;
-    }
-    v = -(v + 1);
-    if (v > 0xffff || CTX_BASE(v) != v)
-        return 0;
-    switch (tag) {
-    case IMPI_TAG_BARRIER:
-    case IMPI_TAG_BCAST: *c = (MPIR_Context_id_t) (v + MPIR_CONTEXT_INTRA_COLL); break;
-    case LAM_TAG_ALLTOALL:
-    case LAM_TAG_ALLTOALLV:
-    case LAM_TAG_GATHER:
-    case LAM_TAG_GATHERV:
-    case LAM_TAG_SCAN:
-    case LAM_TAG_SCATTER:
-    case LAM_TAG_SCATTERV:
-    case LAM_TAG_EXSCAN: *c = (MPIR_Context_id_t) (v + ICBC_CTX_OFFSET_LAM); break;
-    default: /* point-to-point, and IMPI's Reduce, which LAM sends there */
-        *c = (MPIR_Context_id_t) v;
-    }
-    return 1;
-}
-
 /* What this process has with one host of another client: the packets
  * from it (impi_rx, holding them to the layout once more) and whether it is
  * lost. Every host is reached through this node's IMPI host (the agent). */
@@ -143,17 +46,6 @@ typedef struct {
     impi_rx_t rx;
     int failed;
 } conn_t;
-
-/* A message that arrived and waits for MPIDIG: a synchronous short one
- * until its match is acknowledged, a long one until its last byte. */
-typedef struct {
-    int used;
-    impi_msg_t msg;
-    uint8_t *head; /* a long head's bytes until matched */
-    MPIR_Request *rreq;
-    uint64_t drqid; /* a long one, once matched */
-    int host;
-} arrival_t;
 
 static struct {
     int open;
@@ -172,16 +64,14 @@ static struct {
     uint8_t *in; /* frames from the agent, swapped out of it whole */
     size_t in_cap;
     int in_walk;
-    impi_p2p_t *p2p;
-    arrival_t *arrivals;
-    int narrivals;
-    MPIR_Request **sends; /* in flight */
-    int nsends, sends_cap;
     /* ICBC messages (icbc_xfer.h) between ICBC clients */
     struct icbc_in **icbc_in;      /* per world rank: its message arriving in pieces */
     MPIDI_ICBC_path_done_t *dones; /* lane sends copied out, to complete in progress */
     int ndones, dones_cap;
 } IH; /* this process's side of its node's IMPI host */
+
+static const MPIDI_ICBC_path_up_t *above;   /* the layer above, for ICBC's packets */
+static const MPIDI_ICBC_impi_up_t *impi_up; /* the IMPI protocol */
 
 /* ---- connections --------------------------------------------------------- */
 
@@ -232,8 +122,8 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
 }
 
 /* A packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
-static icbc_status_t emit_head(int host, const uint8_t *head, size_t head_len, const void *payload,
-                               size_t len)
+icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_len,
+                                   const void *payload, size_t len)
 {
     icbc_status_t st;
 
@@ -246,287 +136,6 @@ static icbc_status_t emit_head(int host, const uint8_t *head, size_t head_len, c
     st = impi_agent_local_packet(IH.agent, host, head, head_len, payload, len);
     pthread_mutex_unlock(&IH.agent_lock);
     return st;
-}
-
-static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
-{
-    return emit_head(host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
-}
-
-/* ---- sends ------------------------------------------------------------- */
-
-static void sends_remove(MPIR_Request *sreq)
-{
-    for (int i = 0; i < IH.nsends; i++)
-        if (IH.sends[i] == sreq) {
-            IH.sends[i] = IH.sends[--IH.nsends];
-            return;
-        }
-}
-
-static void send_complete(MPIR_Request *sreq, int ok)
-{
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
-    int sync = amreq->xkind == MPIDI_ICBC_XKIND_IMPI_SSEND;
-    MPIR_Request *ack_for = (MPIR_Request *) (uintptr_t) amreq->xcookie;
-
-    sends_remove(sreq);
-    amreq->xkind = MPIDI_ICBC_XKIND_NONE;
-    if (!ok)
-        sreq->status.MPI_ERROR =
-            MPIDI_ICBC_ERR_PEER(amreq->xpeer, "its IMPI host connection was lost");
-    /* a synchronous send is matched once the receiver's SYNCACK came:
-     * MPIDIG's own acknowledgement, delivered here (also when the send
-     * failed: the request must complete, with its error) */
-    if (sync) {
-        MPIDIG_ssend_ack_msg_t ack = { .sreq_ptr = ack_for };
-        uint32_t attr = 0;
-        MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
-        MPIDIG_global.target_msg_cbs[MPIDIG_SSEND_ACK](&ack, NULL, 0, attr, NULL);
-    }
-    MPIDI_ICBC_am_isend_done_common(sreq);
-}
-
-static void on_send_done(void *arg, uint64_t srqid)
-{
-    send_complete((MPIR_Request *) (uintptr_t) srqid, 1);
-}
-
-/* Whether MPIDIG's message is an MPI message IMPI carries (a send without
- * MPIDIG's own rendezvous). */
-static int is_impi_message(int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz)
-{
-    const MPIDIG_hdr_t *h = am_hdr;
-
-    return handler_id == MPIDIG_SEND && am_hdr_sz >= (MPI_Aint) sizeof(*h) &&
-           !(h->flags & MPIDIG_AM_SEND_FLAGS_RTS);
-}
-
-#define NOT_IMPI_WHY                                                                               \
-    "it is a process of an IMPI client of another MPI, and IMPI carries point-to-point messages "  \
-    "only (no one-sided operations)"
-
-static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                         const void *data, MPI_Aint count, MPI_Datatype datatype, int src_vci,
-                         int dst_vci, MPIR_Request *sreq)
-{
-    int mpi_errno = MPI_SUCCESS;
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
-    const MPIDIG_hdr_t *h = am_hdr;
-    int dt_contig;
-    size_t data_sz;
-    MPI_Aint dt_true_lb;
-    MPIR_Datatype *dt_ptr;
-    const void *payload = NULL;
-
-    MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
-                                   "its IMPI host connection was lost");
-    if (!is_impi_message(handler_id, am_hdr, am_hdr_sz)) {
-        /* not an MPI message: ICBC's protocol, which only ICBC clients speak */
-        MPIDI_ICBC_ERR_PEER_CHKANDJUMP(is_lam_rank(peer->rank), mpi_errno, peer->rank,
-                                       NOT_IMPI_WHY);
-        return MPIDI_ICBC_xfer_am_isend(peer, handler_id, am_hdr, am_hdr_sz, data, count, datatype,
-                                        src_vci, dst_vci, sreq);
-    }
-    MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
-    MPL_pointer_attr_t attr;
-    MPIR_GPU_query_pointer_attr(data, &attr);
-    if (data_sz > 0 && dt_contig && attr.type != MPL_GPU_POINTER_DEV) {
-        payload = MPIR_get_contig_ptr(data, dt_true_lb);
-    } else if (data_sz > 0) {
-        MPI_Aint packed;
-        amreq->pack_buf = MPL_malloc(data_sz, MPL_MEM_BUFFER);
-        MPIR_ERR_CHKANDJUMP(amreq->pack_buf == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        mpi_errno = MPIR_Typerep_pack(data, count, datatype, 0, amreq->pack_buf, data_sz, &packed);
-        MPIR_ERR_CHECK(mpi_errno);
-        payload = amreq->pack_buf;
-    }
-    amreq->handler_id = handler_id;
-    amreq->xpeer = peer->rank;
-    amreq->xkind = (h->flags & MPIDIG_AM_SEND_FLAGS_SYNC) ? MPIDI_ICBC_XKIND_IMPI_SSEND
-                                                          : MPIDI_ICBC_XKIND_IMPI_SEND;
-    amreq->xcookie = (uint64_t) (uintptr_t) h->sreq_ptr;
-
-    if (IH.nsends == IH.sends_cap) {
-        int cap = MPL_MAX(64, 2 * IH.sends_cap);
-        MPIR_Request **p = MPL_realloc(IH.sends, sizeof(*p) * cap, MPL_MEM_OTHER);
-        MPIR_ERR_CHKANDJUMP(p == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        IH.sends = p;
-        IH.sends_cap = cap;
-    }
-    IH.sends[IH.nsends++] = sreq;
-
-    impi_send_t s = {
-        .src = MPIR_Process.rank,
-        .dest = peer->rank,
-        .lsrank = h->src_rank,
-        .tag = h->tag,
-        .cid = cid_to_wire(h->context_id, peer->rank),
-        .srqid = (uint64_t) (uintptr_t) sreq,
-        .buf = payload,
-        .len = data_sz,
-        .sync = (h->flags & MPIDIG_AM_SEND_FLAGS_SYNC) != 0,
-    };
-    if (impi_p2p_send(IH.p2p, &s) != ICBC_OK) {
-        sends_remove(sreq);
-        amreq->xkind = MPIDI_ICBC_XKIND_NONE;
-        MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, peer->rank, "its IMPI host connection was lost");
-    }
-fn_exit:
-    return mpi_errno;
-fn_fail:
-    goto fn_exit;
-}
-
-/* ---- arrivals ------------------------------------------------------------ */
-
-static int arrival_new(const impi_msg_t *m, int host)
-{
-    for (int i = 0; i < IH.narrivals; i++)
-        if (!IH.arrivals[i].used) {
-            memset(&IH.arrivals[i], 0, sizeof(IH.arrivals[i]));
-            IH.arrivals[i].used = 1;
-            IH.arrivals[i].msg = *m;
-            IH.arrivals[i].msg.payload = NULL;
-            IH.arrivals[i].host = host;
-            return i;
-        }
-    int n = MPL_MAX(64, 2 * IH.narrivals);
-    arrival_t *p = MPL_realloc(IH.arrivals, sizeof(*p) * n, MPL_MEM_OTHER);
-    if (p == NULL)
-        return -1;
-    memset(p + IH.narrivals, 0, sizeof(*p) * (n - IH.narrivals));
-    IH.arrivals = p;
-    IH.narrivals = n;
-    return arrival_new(m, host);
-}
-
-static void arrival_free(int i)
-{
-    MPL_free(IH.arrivals[i].head);
-    IH.arrivals[i].head = NULL;
-    IH.arrivals[i].used = 0;
-}
-
-static int cur_host = -1; /* the host whose packet is being handled */
-
-static void on_arrived(void *arg, const impi_msg_t *m)
-{
-    MPIDIG_hdr_t hdr;
-    uint32_t attr = 0;
-    int slot;
-
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.src_rank = m->lsrank;
-    hdr.tag = m->tag;
-    /* on_packet let only context ids MPICH has this far */
-    cid_from_wire(m->cid, m->tag, &hdr.context_id);
-    hdr.data_sz = (MPI_Aint) m->msglen;
-    MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
-
-    if (m->kind == IMPI_MSG_SHORT) {
-        MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, (void *) m->payload, m->len, attr, NULL);
-        return;
-    }
-    slot = arrival_new(m, cur_host);
-    if (slot < 0) {
-        host_failed(cur_host, "out of memory for an arriving message");
-        return;
-    }
-    if (m->kind == IMPI_MSG_SHORT_SYNC) {
-        /* MPIDIG answers the match with MPIDIG_SSEND_ACK to this token */
-        hdr.flags = MPIDIG_AM_SEND_FLAGS_SYNC;
-        hdr.sreq_ptr = (MPIR_Request *) (uintptr_t) (slot + 1);
-        MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, (void *) m->payload, m->len, attr, NULL);
-        return;
-    }
-
-    /* a long head: a rendezvous; its bytes wait for the match */
-    arrival_t *a = &IH.arrivals[slot];
-    MPIR_Request *rreq = NULL;
-    a->head = MPL_malloc(m->len ? m->len : 1, MPL_MEM_BUFFER);
-    if (a->head == NULL) {
-        arrival_free(slot);
-        host_failed(cur_host, "out of memory for an arriving message");
-        return;
-    }
-    memcpy(a->head, m->payload, m->len);
-    attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
-    MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, NULL, (MPI_Aint) m->msglen, attr, &rreq);
-    if (rreq == NULL) { /* nobody wants it: take it and drop its bytes */
-        impi_p2p_matched(IH.p2p, &a->msg, &a->drqid);
-        MPL_free(a->head);
-        a->head = NULL;
-        return;
-    }
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
-    amreq->xkind = MPIDI_ICBC_XKIND_IMPI;
-    amreq->xpeer = m->src;
-    amreq->xcookie = (uint64_t) slot;
-    amreq->rndv_size = m->msglen;
-    if (MPIDIG_recv_initialized(rreq))
-        MPIDI_ICBC_impi_matched(rreq);
-    /* else MPIDIG calls MPIDI_ICBC_rndv_pull -> MPIDI_ICBC_impi_matched on match */
-}
-
-int MPIDI_ICBC_impi_matched(MPIR_Request *rreq)
-{
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
-    arrival_t *a = &IH.arrivals[amreq->xcookie];
-    int is_contig, is_gpu;
-    void *p_data;
-    MPI_Aint p_data_sz;
-
-    MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
-    amreq->xplace_iov = 0;
-    amreq->xplace_off = 0;
-    MPIDI_ICBC_xrecv_striped_place(NULL, rreq, 0, a->head, a->msg.len);
-    MPL_free(a->head);
-    a->head = NULL;
-    a->rreq = rreq;
-    if (impi_p2p_matched(IH.p2p, &a->msg, &a->drqid) != ICBC_OK)
-        host_failed(a->host, "cannot answer its long message");
-    return MPI_SUCCESS;
-}
-
-static void on_data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *bytes, size_t len,
-                    int last)
-{
-    for (int i = 0; i < IH.narrivals; i++) {
-        arrival_t *a = &IH.arrivals[i];
-        if (!a->used || a->head != NULL || a->msg.kind != IMPI_MSG_LONG_HEAD || a->drqid != drqid)
-            continue;
-        if (a->rreq)
-            MPIDI_ICBC_xrecv_striped_place(NULL, a->rreq, offset, bytes, len);
-        if (last) {
-            if (a->rreq)
-                MPIDI_ICBC_xrecv_striped_complete(NULL, a->rreq, ICBC_OK, NULL);
-            arrival_free(i);
-        }
-        return;
-    }
-}
-
-static int impi_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_hdr, MPI_Aint am_hdr_sz,
-                         int src_vci, int dst_vci)
-{
-    int mpi_errno = MPI_SUCCESS;
-
-    if (handler_id != MPIDIG_SSEND_ACK) {
-        MPIDI_ICBC_ERR_PEER_CHKANDJUMP(is_lam_rank(peer->rank), mpi_errno, peer->rank,
-                                       NOT_IMPI_WHY);
-        return MPIDI_ICBC_xfer_send_hdr(peer, handler_id, am_hdr, am_hdr_sz, src_vci, dst_vci);
-    }
-    MPIR_Assert(am_hdr_sz >= (MPI_Aint) sizeof(MPIDIG_ssend_ack_msg_t));
-    uintptr_t token = (uintptr_t) ((const MPIDIG_ssend_ack_msg_t *) am_hdr)->sreq_ptr;
-    int slot = (int) token - 1;
-    MPIR_Assert(slot >= 0 && slot < IH.narrivals && IH.arrivals[slot].used &&
-                IH.arrivals[slot].msg.src == peer->rank);
-    if (impi_p2p_matched(IH.p2p, &IH.arrivals[slot].msg, NULL) != ICBC_OK)
-        mpi_errno = MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
-    arrival_free(slot);
-fn_fail:
-    return mpi_errno;
 }
 
 /* ---- ICBC messages between ICBC clients ---------------------------------- */
@@ -605,8 +214,8 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
     size_t room = l->datalen, n;
 
     *busy = 0;
-    if (is_lam_rank(peer->rank))
-        return MPIDI_ICBC_ERR_PEER(peer->rank, NOT_IMPI_WHY);
+    if (!MPIDI_ICBC_impi_speaks_icbc(peer->rank))
+        return MPIDI_ICBC_ERR_PEER(peer->rank, MPIDI_ICBC_IMPI_NOT_ICBC_WHY);
     if (peer->state == ICBC_PEER_FAILED)
         return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     MPIR_Assert(inner_len > 0 && inner_len <= sizeof(head) - IMPI_PKT_HDR_SIZE);
@@ -629,7 +238,7 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
     h.len = (uint32_t) (inner_len + n);
     impi_pkt_hdr_pack(&h, head);
     memcpy(head + IMPI_PKT_HDR_SIZE, inner, inner_len);
-    if (emit_head(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n) != ICBC_OK)
+    if (MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n) != ICBC_OK)
         return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     h.count = 0;
     for (size_t off = n; off < len; off += n) {
@@ -637,7 +246,8 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
         h.len = (uint32_t) n;
         h.seqnum = off;
         impi_pkt_hdr_pack(&h, head);
-        if (emit_head(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off, n) != ICBC_OK)
+        if (MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off,
+                                 n) != ICBC_OK)
             return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     }
     if (done_later(cb, arg) != 0)
@@ -648,7 +258,7 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
 static void icbc_in_end(icbc_in_t *in, int ok)
 {
     in->active = 0;
-    MPIDI_ICBC_xrecv_end(&in->x, ok);
+    above->recv_end(&in->x, ok);
 }
 
 /* An ICBC packet from world rank SRC of HOST (impi_pkt_hdr_parse checked
@@ -678,14 +288,14 @@ static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
     }
     if (part == h->msglen) { /* whole */
         MPIDI_ICBC_xrecv_t x;
-        if (MPIDI_ICBC_xrecv_begin(pkt->src, pkt->payload, count, part, pkt->payload + count, &x,
-                                   &dest) != 0) {
+        if (above->recv_begin(pkt->src, pkt->payload, count, part, pkt->payload + count, &x,
+                              &dest) != 0) {
             host_failed(host, "a malformed ICBC message");
             return;
         }
         if (dest)
             memcpy(dest, pkt->payload + count, part);
-        MPIDI_ICBC_xrecv_end(&x, 1);
+        above->recv_end(&x, 1);
         return;
     }
     if (IH.icbc_in == NULL) {
@@ -700,8 +310,7 @@ static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
         host_failed(host, "out of memory for an arriving message");
         return;
     }
-    if (MPIDI_ICBC_xrecv_begin(pkt->src, pkt->payload, count, h->msglen, NULL, &in->x, &dest) !=
-        0) {
+    if (above->recv_begin(pkt->src, pkt->payload, count, h->msglen, NULL, &in->x, &dest) != 0) {
         host_failed(host, "a malformed ICBC message");
         return;
     }
@@ -716,15 +325,6 @@ static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
 
 /* ---- packets in and failures ---------------------------------------------- */
 
-static const impi_p2p_ops_t p2p_ops = {
-    .emit = emit,
-    .arrived = on_arrived,
-    .data = on_data,
-    .send_done = on_send_done,
-    .cancel = NULL, /* MPIDIG cannot take an unmatched message back: CANCELNO */
-    .fini = NULL,   /* FINI is the agent's: it ends the host, not a process */
-};
-
 static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
     int host = (int) (intptr_t) arg;
@@ -732,22 +332,14 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 
     if (IH.conns[host].failed)
         return;
-    MPIR_Context_id_t cid;
-    if ((pkt->hdr->type == IMPI_PK_DATA || pkt->hdr->type == IMPI_PK_DATASYNC) &&
-        pkt->hdr->drqid == 0 && !cid_from_wire(pkt->hdr->cid, pkt->hdr->tag, &cid)) {
-        snprintf(err, sizeof(err), "a message for context %llu, which no communicator has",
-                 (unsigned long long) pkt->hdr->cid);
-        host_failed(host, err);
-        return;
-    }
     if (pkt->hdr->type == IMPI_PK_ICBC) {
         on_icbc_packet(host, pkt);
         return;
     }
-    cur_host = host;
-    if (impi_p2p_packet(IH.p2p, host, pkt, err, sizeof(err)) != ICBC_OK)
+    if (impi_up == NULL)
+        host_failed(host, "an IMPI packet before this process speaks IMPI");
+    else if (impi_up->packet(host, pkt, err, sizeof(err)) != ICBC_OK)
         host_failed(host, err);
-    cur_host = -1;
 }
 
 /* Host HOST is gone or broke the protocol (the agent closed its
@@ -770,29 +362,19 @@ static void host_failed(int host, const char *why)
                    a, h->port, why);
     }
     for (uint32_t k = 0; k < h->nprocs; k++)
-        MPIDI_ICBC_xfer_peer_failed(h->first_rank + (int) k, why);
-    for (int i = 0; i < IH.nsends;) {
-        MPIR_Request *sreq = IH.sends[i];
-        int r = MPIDI_ICBC_AMREQ(sreq).xpeer;
-        if (r >= h->first_rank && r < h->first_rank + (int) h->nprocs)
-            send_complete(sreq, 0); /* removes it from IH.sends */
-        else
-            i++;
-    }
+        above->peer_failed(h->first_rank + (int) k, why);
+    if (impi_up)
+        impi_up->host_lost(host, why);
     for (uint32_t k = 0; IH.icbc_in && k < h->nprocs; k++) {
         icbc_in_t *in = IH.icbc_in[h->first_rank + (int) k];
         if (in && in->active)
             icbc_in_end(in, 0);
     }
-    for (int i = 0; i < IH.narrivals; i++) {
-        arrival_t *a = &IH.arrivals[i];
-        if (!a->used || a->host != host)
-            continue;
-        if (a->rreq)
-            MPIDI_ICBC_xrecv_striped_complete(NULL, a->rreq, ICBC_ERR_PEER_FAILED,
-                                              "its IMPI host connection was lost");
-        arrival_free(i);
-    }
+}
+
+void MPIDI_ICBC_impi_host_failed(int host, const char *why)
+{
+    host_failed(host, why);
 }
 
 /* PMI rank 0 holds the client's connection to impi-server until FINI. The
@@ -1241,7 +823,7 @@ fn_fail:
     goto fn_exit;
 }
 
-int MPIDI_ICBC_path_impi_open(void)
+int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *above_)
 {
     int mpi_errno = MPI_SUCCESS;
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
@@ -1249,6 +831,7 @@ int MPIDI_ICBC_path_impi_open(void)
     int client;
     char why[512];
 
+    above = above_;
     IH.link = -1;
     MPIDI_ICBC_impi_where(MPIR_Process.rank, &client, &IH.self_host);
     const impi_host_t *self = &l->hosts[IH.self_host];
@@ -1279,8 +862,6 @@ int MPIDI_ICBC_path_impi_open(void)
     MPIDI_ICBC_impi.listen_fd = -1;
     if (IH.link >= 0)
         fcntl(IH.link, F_SETFL, O_NONBLOCK);
-    MPIR_ERR_CHKANDJUMP(impi_p2p_create(l, IH.self_host, &p2p_ops, NULL, &IH.p2p) != ICBC_OK,
-                        mpi_errno, MPI_ERR_OTHER, "**nomem");
     IH.open = 1;
 fn_fail:
     return mpi_errno;
@@ -1316,10 +897,6 @@ static void impi_finalize(void)
     for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
         impi_rx_free(&IH.conns[h].rx);
     impi_frames_free(&IH.frames);
-    impi_p2p_destroy(IH.p2p);
-    for (int i = 0; i < IH.narrivals; i++)
-        MPL_free(IH.arrivals[i].head);
-    MPL_free(IH.arrivals);
     for (int r = 0; IH.icbc_in && r < MPIR_Process.size; r++) {
         if (IH.icbc_in[r] && IH.icbc_in[r]->active)
             icbc_in_end(IH.icbc_in[r], 0);
@@ -1327,7 +904,6 @@ static void impi_finalize(void)
     }
     MPL_free(IH.icbc_in);
     MPL_free(IH.dones);
-    MPL_free(IH.sends);
     MPL_free(IH.conns);
     MPL_free(IH.out);
     free(IH.in); /* grown by the agent (realloc) */
@@ -1347,11 +923,8 @@ static int impi_nlanes(icbc_peer_t *peer)
 
 static void impi_dump(FILE *f)
 {
-    fprintf(f,
-            "  impi: host %d%s, %d send(s) in flight, %zu send(s) pending, %zu byte(s) to the "
-            "host%s\n",
-            IH.self_host, IH.agent ? " (its agent runs here)" : "", IH.nsends,
-            IH.p2p ? impi_p2p_sends_pending(IH.p2p) : (size_t) 0, IH.out_len - IH.out_off,
+    fprintf(f, "  impi: host %d%s, %zu byte(s) to the host%s\n", IH.self_host,
+            IH.agent ? " (its agent runs here)" : "", IH.out_len - IH.out_off,
             IH.link < 0 ? ", link closed" : "");
     for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
         if (IH.conns[h].failed)
@@ -1361,13 +934,8 @@ static void impi_dump(FILE *f)
             fprintf(f, "  impi:   ICBC message from rank %d: %llu of %llu bytes\n", r,
                     (unsigned long long) IH.icbc_in[r]->got,
                     (unsigned long long) IH.icbc_in[r]->total);
-    for (int i = 0; i < IH.narrivals; i++)
-        if (IH.arrivals[i].used)
-            fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", IH.arrivals[i].msg.src,
-                    (unsigned long long) IH.arrivals[i].msg.msglen,
-                    IH.arrivals[i].head                             ? "long, waiting for its match"
-                    : IH.arrivals[i].msg.kind == IMPI_MSG_LONG_HEAD ? "long, receiving"
-                                                                    : "synchronous, not matched");
+    if (impi_up)
+        impi_up->dump(f);
 }
 
 const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_impi_ops = {
@@ -1378,6 +946,9 @@ const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_impi_ops = {
     .progress = impi_progress,
     .dump = impi_dump,
     .finalize = impi_finalize,
-    .am_isend = impi_am_isend,
-    .send_hdr = impi_send_hdr,
 };
+
+void MPIDI_ICBC_impi_attach(const MPIDI_ICBC_impi_up_t *proto)
+{
+    impi_up = proto;
+}

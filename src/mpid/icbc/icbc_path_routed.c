@@ -21,7 +21,7 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
+#include "icbc_path.h"
 #include "core/icbc_seq.h"
 #include "mx_router/mx_client.h"
 
@@ -88,6 +88,8 @@ static struct {
     uint64_t resent;       /* ordered messages sent again */
     uint64_t unreachable;  /* UNREACHABLE received */
 } routed;
+
+static const MPIDI_ICBC_path_up_t *above; /* the layer above */
 
 /* ---- lanes -------------------------------------------------------------- */
 
@@ -298,7 +300,7 @@ static void pace_routers(void)
     }
 }
 
-void MPIDI_ICBC_path_routed_set_pacing(uint64_t bits_per_s)
+static void routed_set_pacing(uint64_t bits_per_s)
 {
     routed.pace = bits_per_s;
     pace_routers();
@@ -326,7 +328,7 @@ static void lanes_update(double now)
         if ((back >> k) & 1) {
             routed.revivals++;
             icbc_info("router %d of this cluster carries traffic again", k);
-            MPIDI_ICBC_xfer_lane_revived(k);
+            above->lane_revived(k);
         }
     }
     for (int k = 0; k < P.nrouters; k++) {
@@ -338,7 +340,7 @@ static void lanes_update(double now)
                   !mx_client_router_alive(routed.mx, k) ? "lost"
                   : routed.unreach[k]                   ? "reports a cluster unreachable"
                                                         : "sent messages back unreachable");
-        MPIDI_ICBC_xfer_lane_lost(k);
+        above->lane_lost(k);
         for (int r = 0; r < MPIDI_ICBC_global.peers.size && up; r++)
             if (icbc_seq_kept_count(routed.seq, r) > 0)
                 icbc_seq_for_each_kept(routed.seq, r, k, numbered_resend, NULL);
@@ -365,7 +367,7 @@ static void fail_all(void)
         if (peer->path != ICBC_PATH_ROUTED || peer->state == ICBC_PEER_FAILED)
             continue;
         /* one static reason: the engine keeps the pointer */
-        MPIDI_ICBC_xfer_peer_failed(r, "no router of this cluster reached its cluster for 5 s");
+        above->peer_failed(r, "no router of this cluster reached its cluster for 5 s");
         icbc_seq_peer_reset(routed.seq, r);
     }
 }
@@ -382,9 +384,9 @@ static void numbered_arrived(int src, uint32_t seq_no, const void *inner, size_t
 
     switch (icbc_seq_arrived(routed.seq, src, seq_no, now)) {
     case ICBC_SEQ_DELIVER:
-        MPIDI_ICBC_xrecv_whole(src, inner, inner_len, data, len);
+        above->recv_whole(src, inner, inner_len, data, len);
         while ((h = icbc_seq_ready(routed.seq, src, now)) != NULL) {
-            MPIDI_ICBC_xrecv_whole(src, h->hdr, h->hdr_len, h->payload, h->len);
+            above->recv_whole(src, h->hdr, h->hdr_len, h->payload, h->len);
             icbc_seq_release(routed.seq, h);
         }
         break;
@@ -473,7 +475,7 @@ static int mx_on_msg(const mx_client_msg_t *m, void *arg)
             routed.backoff_until[m->router] = icbc_clock_coarse() + UNREACHABLE_BACKOFF;
             routed.lanes_dirty = 1;
         } else {
-            MPIDI_ICBC_xfer_peer_failed((int) lost.dst_rank, "a router reports it unreachable");
+            above->peer_failed((int) lost.dst_rank, "a router reports it unreachable");
         }
         return 0;
     }
@@ -490,8 +492,8 @@ static int mx_on_msg(const mx_client_msg_t *m, void *arg)
         if (seq_no != 0)
             return numbered_receive(m, (int) rh->src_rank, seq_no);
     }
-    return MPIDI_ICBC_xrecv_ucx((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len,
-                                m->rndv) == UCS_INPROGRESS;
+    return above->recv_ucx((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len, m->rndv) ==
+           UCS_INPROGRESS;
 }
 
 static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
@@ -507,7 +509,7 @@ static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
     for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++) {
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);
         if (peer->path == ICBC_PATH_ROUTED)
-            MPIDI_ICBC_xfer_peer_failed(r, "one of the routers of this cluster died");
+            above->peer_failed(r, "one of the routers of this cluster died");
     }
 }
 
@@ -548,7 +550,7 @@ static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, voi
                 icbc_error("router %d of its cluster reports cluster %s unreachable (every "
                            "trunk there lost)",
                            router, name);
-            MPIDI_ICBC_xfer_peer_failed(r, "its cluster is unreachable through the routers");
+            above->peer_failed(r, "its cluster is unreachable through the routers");
         }
     }
 }
@@ -556,10 +558,11 @@ static void mx_on_cluster_state(int router, uint16_t cluster, int reachable, voi
 /* ---- set-up and the rest of the interface -------------------------------- */
 
 /* Registers this process with the routers of its cluster. */
-int MPIDI_ICBC_path_routed_open(void)
+int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *above_)
 {
     char err[ICBC_RF_ERR_LEN + 128];
 
+    above = above_;
     const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(P.rf, P.cluster);
     mx_client_params_t mp = {
         .worker = MPIDI_ICBC_global.worker,
@@ -697,4 +700,5 @@ const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_routed_ops = {
     .lane_for = routed_lane_for,
     .home_lane = routed_home_lane,
     .settled = routed_settled,
+    .set_pacing = routed_set_pacing,
 };

@@ -6,7 +6,8 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
-#include "icbc_xfer.h"
+#include "icbc_path.h"
+#include "core/icbc_pace.h"
 #include "bt_lib/bt_lib.h"
 
 #include <arpa/inet.h>
@@ -89,6 +90,8 @@ static struct {
     bt_opts_t opts;
     uint64_t pacing; /* bytes/s towards other clusters (icbc_pace.c); 0: opts.pacing_rate */
 } tcp;
+
+static const MPIDI_ICBC_path_up_t *above; /* the layer above */
 
 /* ---- send --------------------------------------------------------------- */
 
@@ -232,8 +235,8 @@ static bt_recv_action_t tcp_on_header(bt_conn_t *c, const void *hdr, size_t hdr_
         bt_conn_shutdown(c);
         return BT_RECV_DISCARD;
     }
-    if (MPIDI_ICBC_xrecv_begin((int) rh.src_rank, (const uint8_t *) hdr + ICBC_ROUTE_HDR_SIZE,
-                               rh.inner_len, payload_len, NULL, &tc->x, dest)) {
+    if (above->recv_begin((int) rh.src_rank, (const uint8_t *) hdr + ICBC_ROUTE_HDR_SIZE,
+                          rh.inner_len, payload_len, NULL, &tc->x, dest)) {
         bt_conn_shutdown(c);
         return BT_RECV_DISCARD;
     }
@@ -247,7 +250,7 @@ static void tcp_on_payload(bt_conn_t *c, void *arg)
 
     if (tc->in_msg) {
         tc->in_msg = 0;
-        MPIDI_ICBC_xrecv_end(&tc->x, 1);
+        above->recv_end(&tc->x, 1);
     }
 }
 
@@ -265,7 +268,7 @@ static void tcp_on_close(bt_conn_t *c, icbc_status_t status, const char *msg, vo
 
     if (tc->in_msg) {
         tc->in_msg = 0;
-        MPIDI_ICBC_xrecv_end(&tc->x, 0);
+        above->recv_end(&tc->x, 0);
     }
     if (tc->rank >= 0) {
         tcp_peer_t *t = &tcp.peers[tc->rank];
@@ -273,7 +276,7 @@ static void tcp_on_close(bt_conn_t *c, icbc_status_t status, const char *msg, vo
         t->ready = 0;
         tcp_fail_pending(tc->rank);
         if (!MPIDI_ICBC_global.finalizing)
-            MPIDI_ICBC_xfer_peer_failed(tc->rank, msg ? msg : "TCP connection closed");
+            above->peer_failed(tc->rank, msg ? msg : "TCP connection closed");
     }
     /* freed in finalize: a connection is not destroyed from its own callback */
 }
@@ -350,18 +353,22 @@ static int tcp_connect(icbc_peer_t *peer)
     return MPI_SUCCESS;
 }
 
-/* Connections to other clusters are paced at RATE bytes/s from now on (0:
- * as MPIR_CVAR_CH4_ICBC_TCP_PACING says): the kernel spreads each message
- * out, where the process's own bucket (icbc_pace.c) only spaces them. */
-void MPIDI_ICBC_path_tcp_set_pacing(uint64_t rate)
+/* Connections to other clusters are paced at BITS_PER_S from now on (0: as
+ * MPIR_CVAR_CH4_ICBC_TCP_PACING says): the kernel spreads each message out,
+ * where the process's own bucket (icbc_pace.c) only spaces them. */
+static void tcp_set_pacing(uint64_t bits_per_s)
 {
+    uint64_t rate = icbc_pace_socket_rate(bits_per_s);
+
     tcp.pacing = rate;
     for (int i = 0; i < tcp.nwan; i++)
         bt_conn_set_pacing(tcp.peers[tcp.wan_ranks[i]].conn,
                            rate > 0 ? rate : tcp.opts.pacing_rate);
 }
 
-size_t MPIDI_ICBC_path_tcp_unsent(void)
+/* Bytes the paced connections have not put on the wire yet (0 while they
+ * are not paced). */
+static size_t tcp_unsent(void)
 {
     size_t n = 0;
 
@@ -499,8 +506,9 @@ const icbc_bcard_tcp_t *MPIDI_ICBC_path_card_tcp(int *n)
     return tcp.tcp_ep;
 }
 
-int MPIDI_ICBC_path_tcp_open(int size)
+int MPIDI_ICBC_path_tcp_open(int size, const MPIDI_ICBC_path_up_t *above_)
 {
+    above = above_;
     tcp.peers = MPL_calloc(size, sizeof(*tcp.peers), MPL_MEM_OTHER);
     tcp.wan_ranks = MPL_malloc(size * sizeof(*tcp.wan_ranks), MPL_MEM_OTHER);
     return tcp.peers && tcp.wan_ranks ? MPI_SUCCESS
@@ -575,4 +583,6 @@ const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops = {
     .progress = tcp_progress,
     .dump = tcp_dump,
     .finalize = tcp_finalize,
+    .set_pacing = tcp_set_pacing,
+    .unsent = tcp_unsent,
 };

@@ -28,9 +28,13 @@ typedef struct {
     void *bounce_buf;
     size_t rndv_size;
     int handler_id;
-    /* striped message (icbc_xfer.c, icbc_xrecv.c): the other process, the
-     * sender's cookie, and where placement of a piecewise buffer stands */
-    int xkind;
+    /* a receive whose payload waits for the match: the protocol its header
+     * came by (icbc_proto.h), NULL: none or done */
+    const struct MPIDI_ICBC_proto *xproto;
+    /* a send of the IMPI protocol that ends at the receiver's SYNCACK */
+    int xsync;
+    /* striped or IMPI message: the other process, the sender's cookie (or
+     * the IMPI arrival), and where placement of a piecewise buffer stands */
     int xpeer;
     uint64_t xcookie;
     int xplace_iov;

@@ -19,8 +19,11 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
         return MPI_SUCCESS;
     if (unlikely(MPIDI_ICBC_dump_requested))
         MPIDI_ICBC_dump();
-    if (unlikely(MPIDI_ICBC_global.xpath))
+    if (unlikely(MPIDI_ICBC_global.xpath)) {
         work = (unsigned) MPIDI_ICBC_path_progress();
+        MPIDI_ICBC_pace_progress();
+        MPIDI_ICBC_xfer_progress();
+    }
     work += ucp_worker_progress(MPIDI_ICBC_global.worker);
     if (work)
         MPIDI_ICBC_global.idle_polls = 0;

@@ -13,7 +13,8 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_NM_am_request_init(MPIR_Request *req)
     amreq->rndv_desc = NULL;
     amreq->bounce_buf = NULL;
     amreq->rndv_size = 0;
-    amreq->xkind = 0;
+    amreq->xproto = NULL;
+    amreq->xsync = 0;
 }
 
 MPL_STATIC_INLINE_PREFIX void MPIDI_NM_am_request_finalize(MPIR_Request *req)

@@ -500,7 +500,7 @@ void MPIDI_ICBC_xfer_peer_failed(int rank, const char *why)
         }
     }
     peer->state = ICBC_PEER_FAILED;
-    MPIDI_ICBC_fail_posted_recvs(rank, why);
+    MPIDI_ICBC_fail_posted_recvs(rank, MPIDI_ICBC_xfer_error(rank, why));
     if (X.sync_wait && X.sync_wait[rank] != 0 && X.sync_wait[rank] == X.sync_round) {
         X.sync_wait[rank] = 0;
         X.sync_pending--;
@@ -546,3 +546,20 @@ void MPIDI_ICBC_xfer_dump(FILE *f)
             (unsigned long long) MPIDI_ICBC_path_done_slabs(),
             (unsigned long long) MPIDI_ICBC_xrecv_pull_slabs());
 }
+
+const MPIDI_ICBC_path_up_t MPIDI_ICBC_xfer_up = {
+    .recv_begin = MPIDI_ICBC_xrecv_begin,
+    .recv_end = MPIDI_ICBC_xrecv_end,
+    .recv_whole = MPIDI_ICBC_xrecv_whole,
+    .recv_ucx = MPIDI_ICBC_xrecv_ucx,
+    .peer_failed = MPIDI_ICBC_xfer_peer_failed,
+    .lane_lost = MPIDI_ICBC_xfer_lane_lost,
+    .lane_revived = MPIDI_ICBC_xfer_lane_revived,
+};
+
+const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_icbc = {
+    .name = "icbc",
+    .am_isend = MPIDI_ICBC_xfer_am_isend,
+    .send_hdr = MPIDI_ICBC_xfer_send_hdr,
+    .matched = MPIDI_ICBC_xfer_matched,
+};

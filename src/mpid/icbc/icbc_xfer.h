@@ -24,15 +24,9 @@
 
 #include "icbc_impl.h"
 #include "icbc_path.h"
+#include "icbc_proto.h"
+#include "icbc_recv.h"
 #include "core/icbc_stripe.h"
-
-/* amreq->xkind of a receive matched through an RTS */
-#define MPIDI_ICBC_XKIND_NONE 0
-#define MPIDI_ICBC_XKIND_STRIPE 1
-/* IMPI path (icbc_path_impi.c): a long message's receive, and sends */
-#define MPIDI_ICBC_XKIND_IMPI 2
-#define MPIDI_ICBC_XKIND_IMPI_SEND 3
-#define MPIDI_ICBC_XKIND_IMPI_SSEND 4
 
 typedef struct {
     icbc_stripe_t *stripe;
@@ -49,6 +43,9 @@ typedef struct {
 } MPIDI_ICBC_xfer_t;
 
 extern MPIDI_ICBC_xfer_t MPIDI_ICBC_xfer;
+
+/* What the paths hand up to this protocol (icbc_path.h). */
+extern const MPIDI_ICBC_path_up_t MPIDI_ICBC_xfer_up;
 
 /* ---- send side (icbc_xfer.c) --------------------------------------------- */
 
@@ -95,17 +92,6 @@ void MPIDI_ICBC_xfer_lane_revived(int lane);
 
 /* ---- receive side (icbc_xrecv.c) ----------------------------------------- */
 
-/* A message being received. */
-typedef struct {
-    int kind; /* what end() still has to do; 0: nothing */
-    int src_rank;
-    size_t len;
-    void *buf;              /* AM: staging of the payload (owned) */
-    icbc_stripe_rx_t chunk; /* CHUNK: the engine's receive of it */
-    icbc_am_hdr_t wh;
-    uint64_t am_hdr[4096 / 8]; /* aligned copy of the MPI header */
-} MPIDI_ICBC_xrecv_t;
-
 /* A message from SRC_RANK arrived with header INNER: parses it once and
  * acts on it. PAYLOAD: its payload when already in memory, else NULL. Sets
  * *DEST to where the PAYLOAD_LEN bytes go (NULL: nothing to receive, or
@@ -125,16 +111,6 @@ void MPIDI_ICBC_xrecv_finalize(void);
 /* UCX delivery of a routed message (from a router's endpoint). */
 ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
                                   size_t len, int is_rndv);
-
-/* MPIDIG's receive layout of RREQ, trimmed to the message (icbc_am_recv.c). */
-void MPIDI_ICBC_get_recv_layout(MPIR_Request *rreq, int *is_contig, int *is_gpu, void **p_data,
-                                MPI_Aint *p_data_sz);
-/* Receives posted for RANK (world) that no message has matched yet end with
- * the MPI error of a transfer that failed for WHY (icbc_am_recv.c). */
-void MPIDI_ICBC_fail_posted_recvs(int rank, const char *why);
-/* A long IMPI message matched a receive: SYNCACK, its first bytes in place
- * (icbc_path_impi.c). */
-int MPIDI_ICBC_impi_matched(MPIR_Request *rreq);
 
 /* CTS for a matched RTS (also MPIDIG's data-copy callback). */
 int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq);

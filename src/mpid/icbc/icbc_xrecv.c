@@ -18,15 +18,6 @@
 
 #define X MPIDI_ICBC_xfer
 
-/* A receive whose payload came through this netmod completes (see
- * icbc_am_recv.c). */
-static void recv_mark_remote(MPIR_Request *rreq)
-{
-#ifndef MPIDI_CH4_DIRECT_NETMOD
-    MPIDI_REQUEST(rreq, is_local) = 0;
-#endif
-}
-
 static void dropped(int src, const char *what)
 {
     icbc_warn("dropped %s from rank %d", what, src);
@@ -37,50 +28,17 @@ static void dropped(int src, const char *what)
 void MPIDI_ICBC_xrecv_striped_complete(void *ctx, void *user, icbc_status_t status, const char *why)
 {
     MPIR_Request *rreq = user;
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
 
-    recv_mark_remote(rreq);
-    /* sets the status count, or the truncation error of a short buffer */
-    MPIDIG_recv_setup(rreq);
-    if (status != ICBC_OK)
-        rreq->status.MPI_ERROR = MPIDI_ICBC_xfer_error(amreq->xpeer, why);
-    amreq->xkind = MPIDI_ICBC_XKIND_NONE;
-    MPIDIG_REQUEST(rreq, req->target_cmpl_cb)(rreq);
+    MPIDI_ICBC_recv_done(rreq, status == ICBC_OK
+                                   ? MPI_SUCCESS
+                                   : MPIDI_ICBC_xfer_error(MPIDI_ICBC_AMREQ(rreq).xpeer, why));
 }
 
-/* A chunk of a receive without one contiguous destination: copy it to the
- * pieces of the user's buffer that hold bytes OFFSET .. OFFSET+LEN of the
- * message. Chunks arrive nearly in order, so the walk starts from where the
- * last one began. Bytes past the buffer are dropped; MPIDIG_recv_setup
- * reports the truncation at completion. */
+/* A chunk of a receive without one contiguous destination. */
 void MPIDI_ICBC_xrecv_striped_place(void *ctx, void *user, uint64_t offset, const void *data,
                                     size_t len)
 {
-    MPIR_Request *rreq = user;
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
-    MPIDIG_rreq_async_t *p = &MPIDIG_REQUEST(rreq, req->recv_async);
-    const struct iovec *iov = p->recv_type == MPIDIG_RECV_CONTIG ? &p->iov_one : p->iov_ptr;
-    int n = p->recv_type == MPIDIG_RECV_CONTIG ? 1 : p->iov_num;
-    const char *src = data;
-    int i = 0;
-    uint64_t pos = 0; /* message offset of iov[i] */
-
-    if (amreq->xplace_off <= offset) {
-        i = amreq->xplace_iov;
-        pos = amreq->xplace_off;
-    }
-    while (i < n && pos + iov[i].iov_len <= offset)
-        pos += iov[i++].iov_len;
-    amreq->xplace_iov = i;
-    amreq->xplace_off = pos;
-    for (; len > 0 && i < n; pos += iov[i++].iov_len) {
-        size_t skip = offset - pos;
-        size_t take = MPL_MIN(len, iov[i].iov_len - skip);
-        MPIR_Typerep_copy((char *) iov[i].iov_base + skip, src, take);
-        src += take;
-        offset += take;
-        len -= take;
-    }
+    MPIDI_ICBC_recv_place(user, offset, data, len);
 }
 
 /* An RTS matched a receive: open a slot and answer with its CTS. */
@@ -94,8 +52,6 @@ int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq)
     icbc_stripe_cts_t cts;
 
     MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
-    amreq->xplace_iov = 0;
-    amreq->xplace_off = 0;
     /* in place when the buffer is contiguous host memory that holds it all;
      * else (pieces, device memory, a short buffer) chunk by chunk */
     void *dest = is_contig && !is_gpu && (size_t) p_data_sz >= amreq->rndv_size ? p_data : NULL;
@@ -142,7 +98,7 @@ static void recv_rts(MPIDI_ICBC_xrecv_t *x)
         return;
     }
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
-    amreq->xkind = MPIDI_ICBC_XKIND_STRIPE;
+    amreq->xproto = &MPIDI_ICBC_proto_icbc;
     amreq->xpeer = x->src_rank;
     amreq->xcookie = x->wh.cookie;
     amreq->rndv_size = x->wh.data_sz;
