@@ -64,7 +64,15 @@ typedef struct bt_send {
     size_t left;        /* bytes of this frame not yet written */
     int iovpos, iovcnt; /* iov[iovpos..iovcnt) still to write; iov[iovpos] advanced */
     struct iovec *iov;  /* iov[0]: frame header + header copy; then payload */
+    bool pooled;        /* from the poller's free list (bt_poller_send_new) */
 } bt_send_t;
+
+/* Frames whose entry (bt_send_t, its iovec and header copy) fits in this
+ * many bytes come from the poller's free list: a connection's frames
+ * allocate nothing once the list holds as many as are queued at once. The
+ * list is the poller's, not the connection's, because a completion may
+ * destroy the connection its frame was on. */
+#define BT_SEND_POOLED 512
 
 typedef struct bt_sendq {
     bt_send_t *head, *tail;
@@ -161,6 +169,9 @@ void bt_poller_enter(bt_poller_t *p);
 void bt_poller_leave(bt_poller_t *p);
 int bt_poller_epfd(bt_poller_t *p);
 void bt_poller_defer(bt_poller_t *p, bt_conn_t *c);
+/* A send entry of SZ bytes, and its return. */
+bt_send_t *bt_poller_send_new(bt_poller_t *p, size_t sz);
+void bt_poller_send_free(bt_poller_t *p, bt_send_t *e);
 void bt_poller_undefer(bt_poller_t *p, bt_conn_t *c);
 void bt_poller_deadline_changed(bt_poller_t *p, int delta);
 
@@ -177,7 +188,7 @@ void bt_conn_update_events(bt_conn_t *c);
 void bt_conn_fail(bt_conn_t *c, icbc_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void bt_conn_free(bt_conn_t *c);
-void bt_conn_free_sends(bt_sendq_t *q);
+void bt_conn_free_sends(bt_poller_t *p, bt_sendq_t *q);
 
 /* ---- send.c ---- */
 icbc_status_t bt_send_ctl(bt_conn_t *c, bt_frame_type_t type, const void *hdr, size_t hdr_len,

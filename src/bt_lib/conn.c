@@ -273,21 +273,21 @@ void bt_conn_shutdown(bt_conn_t *c)
         bt_conn_update_events(c);
 }
 
-void bt_conn_free_sends(bt_sendq_t *q)
+void bt_conn_free_sends(bt_poller_t *p, bt_sendq_t *q)
 {
     while (q->head != NULL) {
         bt_send_t *e = q->head;
         q->head = e->next;
-        free(e);
+        bt_poller_send_free(p, e);
     }
     q->tail = NULL;
 }
 
 void bt_conn_free(bt_conn_t *c)
 {
-    bt_conn_free_sends(&c->ctlq);
-    bt_conn_free_sends(&c->dataq);
-    bt_conn_free_sends(&c->doneq);
+    bt_conn_free_sends(c->p, &c->ctlq);
+    bt_conn_free_sends(c->p, &c->dataq);
+    bt_conn_free_sends(c->p, &c->doneq);
     bt_cfg_unref(c->cfg);
     free(c->hdrbuf);
     free(c->rxbuf);

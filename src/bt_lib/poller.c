@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "icbc_freelist.h"
 #include "icbc_log.h"
 
 #define BT_EPOLL_BATCH 64
@@ -31,6 +32,7 @@ struct bt_poller {
     bt_conn_t *defer_head, *defer_tail;
     bt_watch_t *graveyard; /* dead objects to free when depth drops to 0 */
     int n_deadlines;       /* connections with a deadline: timers are scanned */
+    icbc_freelist_t sends; /* send entries up to BT_SEND_POOLED bytes */
 };
 
 icbc_status_t bt_poller_create(bt_poller_t **out)
@@ -47,6 +49,7 @@ icbc_status_t bt_poller_create(bt_poller_t **out)
     }
     icbc_list_init(&p->conns);
     icbc_list_init(&p->listeners);
+    icbc_freelist_init(&p->sends, BT_SEND_POOLED, 64);
     *out = p;
     return ICBC_OK;
 }
@@ -100,9 +103,9 @@ void bt_poller_destroy(bt_poller_t *p)
     while (!icbc_list_empty(&p->conns)) {
         bt_conn_t *c = ICBC_CONTAINER(p->conns.next, bt_conn_t, link);
         /* no callbacks: drop the queues before destroying */
-        bt_conn_free_sends(&c->ctlq);
-        bt_conn_free_sends(&c->dataq);
-        bt_conn_free_sends(&c->doneq);
+        bt_conn_free_sends(p, &c->ctlq);
+        bt_conn_free_sends(p, &c->dataq);
+        bt_conn_free_sends(p, &c->doneq);
         c->queued = 0;
         bt_conn_destroy(c);
     }
@@ -112,6 +115,7 @@ void bt_poller_destroy(bt_poller_t *p)
         bt_poller_del_fd(p, p->fds->fd);
     p->depth = 1;
     bt_poller_leave(p);
+    icbc_freelist_destroy(&p->sends); /* every entry is back: no connection is left */
     close(p->epfd);
     free(p);
 }
@@ -364,4 +368,22 @@ void bt_poller_del_fd(bt_poller_t *p, int fd)
     *pp = f->next;
     epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
     bt_poller_retire(p, &f->w);
+}
+
+bt_send_t *bt_poller_send_new(bt_poller_t *p, size_t sz)
+{
+    bool pooled = sz <= BT_SEND_POOLED;
+    bt_send_t *e = pooled ? icbc_freelist_get(&p->sends) : malloc(sz);
+
+    if (e != NULL)
+        e->pooled = pooled;
+    return e;
+}
+
+void bt_poller_send_free(bt_poller_t *p, bt_send_t *e)
+{
+    if (e->pooled)
+        icbc_freelist_put(&p->sends, e);
+    else
+        free(e);
 }

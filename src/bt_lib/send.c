@@ -41,7 +41,7 @@ static icbc_status_t enqueue(bt_conn_t *c, bt_sendq_t *q, bt_frame_type_t type, 
 {
     size_t sz = sizeof(bt_send_t) + (size_t) (iovcnt + 1) * sizeof(struct iovec) +
                 BT_FRAME_HDR_SIZE + hdr_len;
-    bt_send_t *e = malloc(sz);
+    bt_send_t *e = bt_poller_send_new(c->p, sz);
     bt_frame_t f = { .type = type, .hdr_len = (uint32_t) hdr_len, .payload_len = payload_len };
     unsigned char *bytes;
     int n = 1;
@@ -179,12 +179,12 @@ static void advance(bt_conn_t *c, size_t w)
             break; /* partial write: resume inside E next time */
         q_pop(q);
         if (e->type == BT_FRAME_CLOSE) {
-            free(e);
+            bt_poller_send_free(c->p, e);
             close_written(c);
         } else if (e->cb != NULL) {
             q_push(&c->doneq, e);
         } else {
-            free(e);
+            bt_poller_send_free(c->p, e);
         }
     }
 }
@@ -227,18 +227,20 @@ bool bt_send_flush(bt_conn_t *c)
 
 void bt_send_complete_done(bt_conn_t *c)
 {
+    bt_poller_t *p = c->p; /* outlives C */
     bt_send_t *e;
 
     /* pop before calling: the callback may destroy C, which empties the queues */
     while ((e = q_pop(&c->doneq)) != NULL) {
         e->cb(c, ICBC_OK, e->cb_arg);
-        free(e);
+        bt_poller_send_free(p, e);
     }
 }
 
 void bt_send_fail_all(bt_conn_t *c, icbc_status_t status)
 {
     bt_sendq_t *qs[2] = { &c->ctlq, &c->dataq };
+    bt_poller_t *p = c->p;
 
     for (int i = 0; i < 2; i++) {
         bt_send_t *e;
@@ -246,7 +248,7 @@ void bt_send_fail_all(bt_conn_t *c, icbc_status_t status)
             c->queued -= e->left;
             if (e->cb != NULL)
                 e->cb(c, status, e->cb_arg);
-            free(e);
+            bt_poller_send_free(p, e);
         }
     }
 }

@@ -28,9 +28,12 @@ typedef struct pair {
     int busy, again;        /* in pair_progress; a send_done callback started another send */
 } pair_t;
 
-/* A long message being received. */
+/* A long message being received. Its drqid names its slot of the table
+ * (low 32 bits: index + 1) and the slot's use (high 32 bits), so a DATA
+ * packet finds it at once and a stale drqid finds nothing. */
 typedef struct long_recv {
-    uint64_t drqid;
+    uint64_t drqid; /* 0: a free slot */
+    uint32_t uses;
     int src, dest;
     uint64_t msglen, received;
 } long_recv_t;
@@ -43,8 +46,9 @@ struct impi_p2p {
     void *arg;
     pair_t *pairs; /* nlocal x nprocs_total */
     long_recv_t *longs;
-    size_t nlongs, longs_cap;
-    uint64_t next_drqid, next_seqnum;
+    uint32_t *longs_free; /* indices of free slots: a stack */
+    size_t nfree, longs_cap;
+    uint64_t next_seqnum;
     size_t sends_pending;
 };
 
@@ -103,7 +107,6 @@ icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_
     p->nlocal = (int) layout->hosts[self].nprocs;
     p->ops = *ops;
     p->arg = arg;
-    p->next_drqid = 1;
     p->pairs = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(pair_t));
     if (!p->pairs) {
         free(p);
@@ -128,6 +131,7 @@ void impi_p2p_destroy(impi_p2p_t *p)
     }
     free(p->pairs);
     free(p->longs);
+    free(p->longs_free);
     free(p);
 }
 
@@ -300,6 +304,45 @@ static icbc_status_t answer(impi_p2p_t *p, uint32_t type, int local, int remote,
     return emit(p, host_of(p->layout, remote), type, local, remote, &h, NULL, 0);
 }
 
+/* A free slot of the long messages' table, with its new drqid; the table
+ * grows by doubling. NULL: out of memory. */
+static long_recv_t *long_new(impi_p2p_t *p)
+{
+    if (p->nfree == 0) {
+        size_t cap = p->longs_cap ? 2 * p->longs_cap : 8;
+        long_recv_t *n = realloc(p->longs, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        p->longs = n;
+        uint32_t *f = realloc(p->longs_free, cap * sizeof(*f));
+        if (!f)
+            return NULL;
+        p->longs_free = f;
+        memset(n + p->longs_cap, 0, (cap - p->longs_cap) * sizeof(*n));
+        for (size_t i = cap; i > p->longs_cap; i--)
+            f[p->nfree++] = (uint32_t) (i - 1);
+        p->longs_cap = cap;
+    }
+    uint32_t i = p->longs_free[--p->nfree];
+    long_recv_t *lr = &p->longs[i];
+    lr->uses++;
+    lr->drqid = ((uint64_t) lr->uses << 32) | (i + 1);
+    return lr;
+}
+
+static long_recv_t *long_find(impi_p2p_t *p, uint64_t drqid)
+{
+    uint64_t i = (drqid & 0xffffffffu) - 1;
+
+    return drqid != 0 && i < p->longs_cap && p->longs[i].drqid == drqid ? &p->longs[i] : NULL;
+}
+
+static void long_free(impi_p2p_t *p, long_recv_t *lr)
+{
+    lr->drqid = 0;
+    p->longs_free[p->nfree++] = (uint32_t) (lr - p->longs);
+}
+
 icbc_status_t impi_p2p_matched(impi_p2p_t *p, const impi_msg_t *m, uint64_t *drqid)
 {
     if (!is_local(p, m->dest) || m->src < 0 || m->src >= p->layout->nprocs_total)
@@ -310,16 +353,14 @@ icbc_status_t impi_p2p_matched(impi_p2p_t *p, const impi_msg_t *m, uint64_t *drq
     if (m->kind == IMPI_MSG_LONG_HEAD) {
         if (!drqid)
             return ICBC_ERR_INVALID;
-        if (p->nlongs == p->longs_cap) {
-            size_t cap = p->longs_cap ? 2 * p->longs_cap : 8;
-            long_recv_t *n = realloc(p->longs, cap * sizeof(*n));
-            if (!n)
-                return ICBC_ERR_NO_MEMORY;
-            p->longs = n;
-            p->longs_cap = cap;
-        }
-        d = p->next_drqid++;
-        p->longs[p->nlongs++] = (long_recv_t){ d, m->src, m->dest, m->msglen, m->len };
+        long_recv_t *lr = long_new(p);
+        if (!lr)
+            return ICBC_ERR_NO_MEMORY;
+        lr->src = m->src;
+        lr->dest = m->dest;
+        lr->msglen = m->msglen;
+        lr->received = m->len;
+        d = lr->drqid;
         *drqid = d;
     }
     return answer(p, IMPI_PK_SYNCACK, m->dest, m->src, m->srqid, d);
@@ -345,35 +386,32 @@ static icbc_status_t on_data(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt, 
                              size_t errlen)
 {
     const impi_pkt_hdr_t *h = pkt->hdr;
+    long_recv_t *lr = long_find(p, h->drqid);
 
-    for (size_t i = 0; i < p->nlongs; i++) {
-        long_recv_t *lr = &p->longs[i];
-        if (lr->drqid != h->drqid)
-            continue;
-        if (lr->src != pkt->src || lr->dest != pkt->dest)
-            return refuse(err, errlen, host,
-                          "DATA for long message %llu from process %d to %d, which is "
-                          "between %d and %d",
-                          (unsigned long long) h->drqid, pkt->src, pkt->dest, lr->src, lr->dest);
-        if (pkt->len > lr->msglen - lr->received)
-            return refuse(err, errlen, host,
-                          "DATA of %zu bytes beyond the end of long message %llu (%llu of %llu "
-                          "bytes received)",
-                          pkt->len, (unsigned long long) h->drqid,
-                          (unsigned long long) lr->received, (unsigned long long) lr->msglen);
-        uint64_t offset = lr->received;
-        lr->received += pkt->len;
-        int last = lr->received == lr->msglen;
-        uint64_t drqid = lr->drqid;
-        if (last)
-            p->longs[i] = p->longs[--p->nlongs];
-        p->ops.data(p->arg, drqid, offset, pkt->payload, pkt->len, last);
-        return ICBC_OK;
-    }
-    return refuse(err, errlen, host,
-                  "DATA of a %llu-byte message for drqid %llu, which names no "
-                  "long message being received",
-                  (unsigned long long) h->msglen, (unsigned long long) h->drqid);
+    if (!lr)
+        return refuse(err, errlen, host,
+                      "DATA of a %llu-byte message for drqid %llu, which names no "
+                      "long message being received",
+                      (unsigned long long) h->msglen, (unsigned long long) h->drqid);
+    if (lr->src != pkt->src || lr->dest != pkt->dest)
+        return refuse(err, errlen, host,
+                      "DATA for long message %llu from process %d to %d, which is "
+                      "between %d and %d",
+                      (unsigned long long) h->drqid, pkt->src, pkt->dest, lr->src, lr->dest);
+    if (pkt->len > lr->msglen - lr->received)
+        return refuse(err, errlen, host,
+                      "DATA of %zu bytes beyond the end of long message %llu (%llu of %llu "
+                      "bytes received)",
+                      pkt->len, (unsigned long long) h->drqid, (unsigned long long) lr->received,
+                      (unsigned long long) lr->msglen);
+    uint64_t offset = lr->received;
+    lr->received += pkt->len;
+    int last = lr->received == lr->msglen;
+    uint64_t drqid = lr->drqid;
+    if (last)
+        long_free(p, lr);
+    p->ops.data(p->arg, drqid, offset, pkt->payload, pkt->len, last);
+    return ICBC_OK;
 }
 
 static void deliver_head(impi_p2p_t *p, const impi_rx_pkt_t *pkt, impi_msg_kind_t kind)

@@ -31,8 +31,10 @@ typedef struct {
     /* a receive whose payload waits for the match: the protocol its header
      * came by (icbc_proto.h), NULL: none or done */
     const struct MPIDI_ICBC_proto *xproto;
-    /* a send of the IMPI protocol that ends at the receiver's SYNCACK */
+    /* a send of the IMPI protocol: it ends at the receiver's SYNCACK, and
+     * its index in the protocol's table of sends in flight */
     int xsync;
+    int xslot;
     /* striped or IMPI message: the other process, the sender's cookie (or
      * the IMPI arrival), and where placement of a piecewise buffer stands */
     int xpeer;

@@ -29,6 +29,7 @@
 #include "icbc_impi.h"
 #include "icbc_impi_coll.h"
 #include "impi/impi_p2p.h"
+#include "core/icbc_hmap.h"
 
 /* Context ids with LAM/MPI 7.1.4 (docs/impi.md, LAM/MPI 7.1.4 as it
  * behaves). LAM runs the collectives it composes from point-to-point on
@@ -122,10 +123,16 @@ typedef struct {
     int host;
 } arrival_t;
 
+/* Every lookup by id is O(1): a send by its request (which knows its
+ * index), an arrival by its index (MPIDIG's token, the request's cookie) or
+ * by the drqid its DATA packets carry. */
 static struct {
     impi_p2p_t *p2p;
     arrival_t *arrivals;
     int narrivals;
+    int *arrivals_free; /* indices of free arrivals: a stack */
+    int nfree;
+    icbc_hmap_t by_drqid; /* drqid -> index + 1 of a long arrival being received */
     MPIR_Request **sends; /* in flight */
     int nsends, sends_cap;
 } msgs; /* this process's IMPI messages */
@@ -138,11 +145,11 @@ static int impi_matched(MPIR_Request *rreq);
 
 static void sends_remove(MPIR_Request *sreq)
 {
-    for (int i = 0; i < msgs.nsends; i++)
-        if (msgs.sends[i] == sreq) {
-            msgs.sends[i] = msgs.sends[--msgs.nsends];
-            return;
-        }
+    int i = MPIDI_ICBC_AMREQ(sreq).xslot;
+    MPIR_Request *last = msgs.sends[--msgs.nsends];
+
+    msgs.sends[i] = last;
+    MPIDI_ICBC_AMREQ(last).xslot = i;
 }
 
 static void send_complete(MPIR_Request *sreq, int ok)
@@ -230,6 +237,7 @@ static int impi_am_isend(icbc_peer_t *peer, int handler_id, const void *am_hdr, 
         msgs.sends = p;
         msgs.sends_cap = cap;
     }
+    amreq->xslot = msgs.nsends;
     msgs.sends[msgs.nsends++] = sreq;
 
     impi_send_t s = {
@@ -258,30 +266,54 @@ fn_fail:
 
 static int arrival_new(const impi_msg_t *m, int host)
 {
-    for (int i = 0; i < msgs.narrivals; i++)
-        if (!msgs.arrivals[i].used) {
-            memset(&msgs.arrivals[i], 0, sizeof(msgs.arrivals[i]));
-            msgs.arrivals[i].used = 1;
-            msgs.arrivals[i].msg = *m;
-            msgs.arrivals[i].msg.payload = NULL;
-            msgs.arrivals[i].host = host;
-            return i;
-        }
-    int n = MPL_MAX(64, 2 * msgs.narrivals);
-    arrival_t *p = MPL_realloc(msgs.arrivals, sizeof(*p) * n, MPL_MEM_OTHER);
-    if (p == NULL)
-        return -1;
-    memset(p + msgs.narrivals, 0, sizeof(*p) * (n - msgs.narrivals));
-    msgs.arrivals = p;
-    msgs.narrivals = n;
-    return arrival_new(m, host);
+    if (msgs.nfree == 0) {
+        int n = MPL_MAX(64, 2 * msgs.narrivals);
+        arrival_t *p = MPL_realloc(msgs.arrivals, sizeof(*p) * n, MPL_MEM_OTHER);
+        if (p == NULL)
+            return -1;
+        msgs.arrivals = p;
+        int *f = MPL_realloc(msgs.arrivals_free, sizeof(*f) * n, MPL_MEM_OTHER);
+        if (f == NULL)
+            return -1;
+        msgs.arrivals_free = f;
+        memset(p + msgs.narrivals, 0, sizeof(*p) * (n - msgs.narrivals));
+        for (int i = n; i > msgs.narrivals; i--)
+            f[msgs.nfree++] = i - 1;
+        msgs.narrivals = n;
+    }
+    int i = msgs.arrivals_free[--msgs.nfree];
+    arrival_t *a = &msgs.arrivals[i];
+    memset(a, 0, sizeof(*a));
+    a->used = 1;
+    a->msg = *m;
+    a->msg.payload = NULL;
+    a->host = host;
+    return i;
 }
 
 static void arrival_free(int i)
 {
-    MPL_free(msgs.arrivals[i].head);
-    msgs.arrivals[i].head = NULL;
-    msgs.arrivals[i].used = 0;
+    arrival_t *a = &msgs.arrivals[i];
+
+    if (a->drqid)
+        icbc_hmap_del(&msgs.by_drqid, a->drqid, 0);
+    MPL_free(a->head);
+    a->head = NULL;
+    a->drqid = 0;
+    a->used = 0;
+    msgs.arrivals_free[msgs.nfree++] = i;
+}
+
+/* A long arrival was matched: SYNCACK, and its DATA packets are found by
+ * the drqid. */
+static icbc_status_t arrival_matched(int i)
+{
+    arrival_t *a = &msgs.arrivals[i];
+    icbc_status_t st = impi_p2p_matched(msgs.p2p, &a->msg, &a->drqid);
+
+    if (st == ICBC_OK)
+        st = icbc_hmap_put(&msgs.by_drqid, a->drqid, 0, (void *) (uintptr_t) (i + 1));
+    return st;
 }
 
 static void on_arrived(void *arg, const impi_msg_t *m)
@@ -328,7 +360,8 @@ static void on_arrived(void *arg, const impi_msg_t *m)
     attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
     MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, NULL, (MPI_Aint) m->msglen, attr, &rreq);
     if (rreq == NULL) { /* nobody wants it: take it and drop its bytes */
-        impi_p2p_matched(msgs.p2p, &a->msg, &a->drqid);
+        if (arrival_matched(slot) != ICBC_OK)
+            MPIDI_ICBC_impi_host_failed(cur_host, "cannot answer its long message");
         MPL_free(a->head);
         a->head = NULL;
         return;
@@ -356,7 +389,7 @@ static int impi_matched(MPIR_Request *rreq)
     MPL_free(a->head);
     a->head = NULL;
     a->rreq = rreq;
-    if (impi_p2p_matched(msgs.p2p, &a->msg, &a->drqid) != ICBC_OK)
+    if (arrival_matched((int) amreq->xcookie) != ICBC_OK)
         MPIDI_ICBC_impi_host_failed(a->host, "cannot answer its long message");
     return MPI_SUCCESS;
 }
@@ -364,18 +397,18 @@ static int impi_matched(MPIR_Request *rreq)
 static void on_data(void *arg, uint64_t drqid, uint64_t offset, const uint8_t *bytes, size_t len,
                     int last)
 {
-    for (int i = 0; i < msgs.narrivals; i++) {
-        arrival_t *a = &msgs.arrivals[i];
-        if (!a->used || a->head != NULL || a->msg.kind != IMPI_MSG_LONG_HEAD || a->drqid != drqid)
-            continue;
+    uintptr_t v = (uintptr_t) icbc_hmap_get(&msgs.by_drqid, drqid, 0);
+    int i = (int) v - 1;
+
+    if (v == 0)
+        return; /* impi_p2p checked it: a message dropped here (host lost) */
+    arrival_t *a = &msgs.arrivals[i];
+    if (a->rreq)
+        MPIDI_ICBC_recv_place(a->rreq, offset, bytes, len);
+    if (last) {
         if (a->rreq)
-            MPIDI_ICBC_recv_place(a->rreq, offset, bytes, len);
-        if (last) {
-            if (a->rreq)
-                MPIDI_ICBC_recv_done(a->rreq, MPI_SUCCESS);
-            arrival_free(i);
-        }
-        return;
+            MPIDI_ICBC_recv_done(a->rreq, MPI_SUCCESS);
+        arrival_free(i);
     }
 }
 
@@ -483,6 +516,7 @@ int MPIDI_ICBC_proto_impi_open(void)
     int client, self_host;
 
     MPIDI_ICBC_impi_where(MPIR_Process.rank, &client, &self_host);
+    icbc_hmap_init(&msgs.by_drqid);
     if (impi_p2p_create(&MPIDI_ICBC_impi.layout, self_host, &p2p_ops, NULL, &msgs.p2p) != ICBC_OK)
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
                                     "**nomem", 0);
@@ -497,6 +531,8 @@ void MPIDI_ICBC_proto_impi_finalize(void)
     for (int i = 0; i < msgs.narrivals; i++)
         MPL_free(msgs.arrivals[i].head);
     MPL_free(msgs.arrivals);
+    MPL_free(msgs.arrivals_free);
+    icbc_hmap_free(&msgs.by_drqid);
     MPL_free(msgs.sends);
     memset(&msgs, 0, sizeof(msgs));
 }
