@@ -53,6 +53,7 @@ typedef struct {
     int src_rank;
     size_t len;
     void *buf;              /* AM: staging of the payload (owned) */
+    int buf_small;          /* BUF is one of the small staging buffers */
     icbc_stripe_rx_t chunk; /* CHUNK: the engine's receive of it */
     icbc_am_hdr_t wh;
     uint64_t am_hdr[4096 / 8]; /* aligned copy of the MPI header */

@@ -18,6 +18,19 @@
 
 #define X MPIDI_ICBC_xfer
 
+/* A whole message whose payload is streamed in (a TCP connection, pieces
+ * of IMPI packets) is staged before MPIDIG takes it: payloads up to this
+ * size in buffers from a free list, larger ones in their own. */
+#define XRECV_SMALL 4096
+static icbc_freelist_t small_bufs;
+
+static void *small_get(void)
+{
+    if (small_bufs.size == 0)
+        icbc_freelist_init(&small_bufs, XRECV_SMALL, 16);
+    return icbc_freelist_get(&small_bufs);
+}
+
 static void dropped(int src, const char *what)
 {
     icbc_warn("dropped %s from rank %d", what, src);
@@ -165,6 +178,7 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
     *dest = NULL;
     x->kind = 0;
     x->buf = NULL;
+    x->buf_small = 0;
     if (parse(src_rank, inner, inner_len, payload_len, x)) {
         dropped(src_rank, "a malformed message");
         return -1;
@@ -189,7 +203,8 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
             return 0;
         }
         if (payload_len) {
-            x->buf = MPL_malloc(payload_len, MPL_MEM_BUFFER);
+            x->buf_small = payload_len <= XRECV_SMALL;
+            x->buf = x->buf_small ? small_get() : MPL_malloc(payload_len, MPL_MEM_BUFFER);
             if (x->buf == NULL)
                 return -1;
             *dest = x->buf;
@@ -246,7 +261,10 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok)
     case ICBC_MSG_AM:
         if (ok)
             deliver_am(x, x->buf, x->len);
-        MPL_free(x->buf);
+        if (x->buf_small)
+            icbc_freelist_put(&small_bufs, x->buf);
+        else
+            MPL_free(x->buf);
         x->buf = NULL;
         break;
     case ICBC_MSG_CHUNK:
@@ -299,6 +317,8 @@ void MPIDI_ICBC_xrecv_finalize(void)
 {
     icbc_freelist_destroy(&pulls);
     memset(&pulls, 0, sizeof(pulls));
+    icbc_freelist_destroy(&small_bufs);
+    memset(&small_bufs, 0, sizeof(small_bufs));
 }
 
 static void chunk_pull_done(void *request, ucs_status_t status, size_t length, void *user_data)
