@@ -280,9 +280,20 @@ def hpcc_row(row, rundir):
 
 
 def trace_time(tb):
-    """The time_s of the last row of the WAN's trace (seconds since the
-    emulator started; rows are flushed every 100 ms)."""
+    """The emulator's clock (seconds since it started, the trace's time_s),
+    from its stats file, which it rewrites every 100 ms."""
     time.sleep(0.2)
+    try:
+        with open(os.path.join(tb.state, "wan.stats")) as f:
+            first = f.readline().split()
+        return float(first[0].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def last_trace_row(tb):
+    """The time_s of the trace's last written row (rows are written once
+    their interval ended 250 ms ago, and flushed every 100 ms)."""
     try:
         with open(os.path.join(tb.state, "wan.csv"), "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -297,6 +308,9 @@ def keep_trace(o, tb, name, t0, t1):
     """OUT/traces/NAME.csv: the trace's rows from T0 to T1, and its plot."""
     if t0 is None or t1 is None:
         return
+    deadline = time.time() + 2
+    while time.time() < deadline and (last_trace_row(tb) or 0) < t1:
+        time.sleep(0.1)
     d = os.path.join(o.out, "traces")
     os.makedirs(d, exist_ok=True)
     out = os.path.join(d, f"{name}.csv")

@@ -14,7 +14,7 @@ icbc_wanemu_LDADD = libicbc.la -lm
 bin_SCRIPTS += contrib/wanemu/icbc-wanemu-plot
 EXTRA_DIST += contrib/wanemu/icbc-wanemu-plot
 
-# Unit tests of the parsers and the link model (no network, no root).
+# Unit tests of the parsers, the link model and the trace (no network, no root).
 check_PROGRAMS += contrib/wanemu/wanemu_test
 TESTS += contrib/wanemu/wanemu_test
 contrib_wanemu_wanemu_test_CPPFLAGS = -I$(top_srcdir)/src/icbc
@@ -22,5 +22,6 @@ contrib_wanemu_wanemu_test_SOURCES = \
     contrib/wanemu/wanemu_test.c \
     contrib/wanemu/units.c \
     contrib/wanemu/frame.c \
-    contrib/wanemu/link.c
+    contrib/wanemu/link.c \
+    contrib/wanemu/trace.c
 contrib_wanemu_wanemu_test_LDADD = libicbc.la -lm

@@ -235,23 +235,26 @@ static int mac_lookup(const struct emu *e, const uint8_t *mac)
 static void offer(struct emu *e, int src, int dst, int64_t now, const uint8_t *frame,
                   uint32_t len, uint32_t payload)
 {
-    struct wanemu_dir *d = &e->dirs[e->dir_of[src][dst]];
+    int k = e->dir_of[src][dst];
+    struct wanemu_dir *d = &e->dirs[k];
+    struct wanemu_counters *row = wanemu_trace_at(&e->trace, now, k);
     int64_t due;
 
-    if (wanemu_link_offer(&d->link, now, frame, len, payload, &d->now, &due) != ICBC_OK)
+    if (wanemu_link_offer(&d->link, now, frame, len, payload, row, &due) != ICBC_OK)
         d->total.drops++;
-    if (d->now.qmax > d->total.qmax) d->total.qmax = d->now.qmax;
+    if (row->qmax > d->total.qmax) d->total.qmax = row->qmax;
 }
 
 /* Deliver every frame due at or before until, in due order across
- * directions, closing trace intervals on the way so each frame lands in its
- * own; now is the time of sending. */
+ * directions, each counted in the trace row of its due time; now is the time
+ * of sending. */
 static void deliver(struct emu *e, int64_t until, int64_t now)
 {
     for (;;) {
         int64_t best = INT64_MAX;
         int i, bi = -1;
         struct wanemu_frame f;
+        struct wanemu_counters *row;
         struct wanemu_dir *d;
 
         for (i = 0; i < e->ndirs; i++) {
@@ -263,12 +266,12 @@ static void deliver(struct emu *e, int64_t until, int64_t now)
         }
         if (bi < 0 || best > until) break;
         d = &e->dirs[bi];
-        wanemu_trace_advance(&e->trace, best, e->dirs, e->ndirs);
         if (!wanemu_link_pop(&d->link, until, &f)) break;
         if (wanemu_port_send(&e->ports[d->dst], f.data, f.len) != ICBC_OK) continue;
-        d->now.bytes += f.len;
-        d->now.pkts++;
-        d->now.payload += f.payload;
+        row = wanemu_trace_at(&e->trace, f.due_ns, bi);
+        row->bytes += f.len;
+        row->pkts++;
+        row->payload += f.payload;
         d->total.bytes += f.len;
         d->total.pkts++;
         d->total.payload += f.payload;
@@ -284,7 +287,7 @@ static int64_t sync_now(struct emu *e)
     int64_t now = mono_ns();
 
     deliver(e, now + e->batch_ns, now);
-    wanemu_trace_advance(&e->trace, now, e->dirs, e->ndirs);
+    wanemu_trace_advance(&e->trace, now);
     return now;
 }
 
@@ -299,7 +302,7 @@ static int64_t real_minus_mono(void)
 }
 
 /* Read and forward the frames waiting at port src, in arrival order, each
- * after the deliveries and trace intervals that precede its arrival. Returns
+ * after the deliveries that precede its arrival. Returns
  * 1 when frames may be left (the per-call bound was reached). */
 static int port_input(struct emu *e, int src)
 {
@@ -323,7 +326,6 @@ static int port_input(struct emu *e, int src)
             if (at < e->last_at[src]) at = e->last_at[src];
             e->last_at[src] = at;
             deliver(e, at, now);
-            wanemu_trace_advance(&e->trace, at, e->dirs, e->ndirs);
             if (lens[i] < 14) continue;
             mac_learn(e, fr + 6, src);
             payload = wanemu_frame_payload(fr, lens[i]);
@@ -349,7 +351,7 @@ static void write_stats(struct emu *e, int64_t now)
     if (e->trace.csv != NULL) fflush(e->trace.csv);
     if (e->stats_path != NULL)
         wanemu_stats_write(e->stats_path, now - e->start_ns, e->ports, e->nports, e->dirs,
-                           e->ndirs);
+                           e->ndirs, e->trace.late_rows);
 }
 
 static int run(struct emu *e)
@@ -520,7 +522,7 @@ static void teardown(struct emu *e)
 {
     int i;
 
-    wanemu_trace_close(&e->trace);
+    wanemu_trace_close(&e->trace, mono_ns());
     for (i = 0; i < e->nports; i++) wanemu_port_close(&e->ports[i]);
     for (i = 0; i < e->ndirs; i++) wanemu_link_fini(&e->dirs[i].link);
     free(e->dirs);

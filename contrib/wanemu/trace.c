@@ -10,32 +10,52 @@
  * bytes delivered). A frame is counted in the interval of its delivery time
  * in the model, so bytes_S_D never exceeds rate * interval by more than one
  * frame.
+ *
+ * The rows of the last TRACE_WINDOW_NS stay open: when the emulator was not
+ * scheduled for a while, the frames that arrived meanwhile are read late but
+ * carry their kernel arrival time, and their model delivery times fall in
+ * rows that are still open. Only a frame older than the window is counted in
+ * the oldest open row (the stats file's late_rows counts them).
  */
 #define _GNU_SOURCE
 #include "wanemu.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "icbc_log.h"
 
 #define TRACE_FLUSH_ROWS 100
+#define TRACE_WINDOW_NS 250000000LL
+
+static struct wanemu_counters *slot(struct wanemu_trace *t, uint64_t row)
+{
+    return t->ring + (size_t) (row % (uint64_t) t->nslots) * (size_t) t->ndirs;
+}
 
 icbc_status_t wanemu_trace_open(struct wanemu_trace *t, const char *path, int64_t interval_ns,
                                 int64_t now_ns, const struct wanemu_port *ports,
-                                const struct wanemu_dir *dirs, int ndirs)
+                                struct wanemu_dir *dirs, int ndirs)
 {
     static const char *cols[] = { "bytes", "drops", "pkts", "qmax", "payload" };
     size_t c;
     int i;
 
-    t->csv = NULL;
+    memset(t, 0, sizeof(*t));
     t->interval_ns = interval_ns;
     t->start_ns = now_ns;
-    t->next_ns = now_ns + interval_ns;
-    t->rows = 0;
+    t->dirs = dirs;
+    t->ndirs = ndirs;
+    t->nslots = (int) (TRACE_WINDOW_NS / interval_ns) + 2;
+    t->ring = calloc((size_t) t->nslots * (size_t) ndirs, sizeof(*t->ring));
+    if (t->ring == NULL) {
+        icbc_error("cannot allocate the trace window (%d rows)", t->nslots);
+        return ICBC_ERR_NO_MEMORY;
+    }
+    t->opened = 1; /* row 0, empty backlog */
     if (path == NULL) return ICBC_OK;
     t->csv = fopen(path, "w");
     if (t->csv == NULL) {
@@ -52,50 +72,88 @@ icbc_status_t wanemu_trace_open(struct wanemu_trace *t, const char *path, int64_
     return ICBC_OK;
 }
 
-static void write_row(struct wanemu_trace *t, struct wanemu_dir *dirs, int ndirs)
+static void write_row(struct wanemu_trace *t)
 {
-    int64_t start = t->next_ns - t->interval_ns - t->start_ns;
-    int i;
+    const struct wanemu_counters *r = slot(t, t->written);
+    int64_t start = (int64_t) t->written * t->interval_ns;
+    int i, n = t->ndirs;
 
     if (t->csv != NULL) {
         fprintf(t->csv, "%lld.%06lld", (long long) (start / 1000000000),
                 (long long) (start % 1000000000 / 1000));
-        for (i = 0; i < ndirs; i++) fprintf(t->csv, ",%llu", (unsigned long long) dirs[i].now.bytes);
-        for (i = 0; i < ndirs; i++) fprintf(t->csv, ",%llu", (unsigned long long) dirs[i].now.drops);
-        for (i = 0; i < ndirs; i++) fprintf(t->csv, ",%llu", (unsigned long long) dirs[i].now.pkts);
-        for (i = 0; i < ndirs; i++) fprintf(t->csv, ",%llu", (unsigned long long) dirs[i].now.qmax);
-        for (i = 0; i < ndirs; i++)
-            fprintf(t->csv, ",%llu", (unsigned long long) dirs[i].now.payload);
+        for (i = 0; i < n; i++) fprintf(t->csv, ",%llu", (unsigned long long) r[i].bytes);
+        for (i = 0; i < n; i++) fprintf(t->csv, ",%llu", (unsigned long long) r[i].drops);
+        for (i = 0; i < n; i++) fprintf(t->csv, ",%llu", (unsigned long long) r[i].pkts);
+        for (i = 0; i < n; i++) fprintf(t->csv, ",%llu", (unsigned long long) r[i].qmax);
+        for (i = 0; i < n; i++) fprintf(t->csv, ",%llu", (unsigned long long) r[i].payload);
         fputc('\n', t->csv);
-        if (++t->rows % TRACE_FLUSH_ROWS == 0) fflush(t->csv);
+        if ((t->written + 1) % TRACE_FLUSH_ROWS == 0) fflush(t->csv);
     }
-    /* The backlog only grows at arrivals, so the largest in the next
-     * interval is the larger of its value at the start and after each
-     * arrival. */
-    for (i = 0; i < ndirs; i++) {
-        memset(&dirs[i].now, 0, sizeof(dirs[i].now));
-        dirs[i].now.qmax = wanemu_link_backlog(&dirs[i].link, t->next_ns);
+    t->written++;
+}
+
+/* Open the rows up to the one holding time_ns, writing the rows that leave
+ * the window. A row's qmax starts at the backlog at its start: the backlog
+ * only grows at arrivals, so its largest value in the row is the larger of
+ * that and its value after each arrival. */
+static void open_rows(struct wanemu_trace *t, int64_t time_ns)
+{
+    uint64_t row = (uint64_t) ((time_ns - t->start_ns) / t->interval_ns);
+    int i;
+
+    while (t->opened <= row) {
+        struct wanemu_counters *r;
+
+        if (t->opened - t->written >= (uint64_t) t->nslots) write_row(t);
+        r = slot(t, t->opened);
+        memset(r, 0, sizeof(*r) * (size_t) t->ndirs);
+        for (i = 0; i < t->ndirs; i++)
+            r[i].qmax = wanemu_link_backlog(&t->dirs[i].link,
+                                            t->start_ns + (int64_t) t->opened * t->interval_ns);
+        t->opened++;
     }
 }
 
-void wanemu_trace_advance(struct wanemu_trace *t, int64_t now_ns, struct wanemu_dir *dirs, int ndirs)
+struct wanemu_counters *wanemu_trace_at(struct wanemu_trace *t, int64_t time_ns, int dir)
 {
-    while (t->next_ns <= now_ns) {
-        write_row(t, dirs, ndirs);
-        t->next_ns += t->interval_ns;
+    uint64_t row;
+
+    if (time_ns < t->start_ns) time_ns = t->start_ns;
+    open_rows(t, time_ns);
+    row = (uint64_t) ((time_ns - t->start_ns) / t->interval_ns);
+    if (row < t->written) {
+        row = t->written;
+        t->late_rows++;
     }
+    return slot(t, row) + dir;
 }
 
-void wanemu_trace_close(struct wanemu_trace *t)
+void wanemu_trace_advance(struct wanemu_trace *t, int64_t now_ns)
 {
-    if (t->csv == NULL) return;
-    if (fclose(t->csv) != 0) icbc_error("writing the trace failed: %s", strerror(errno));
+    if (now_ns < t->start_ns) return;
+    open_rows(t, now_ns);
+    /* Rows that ended more than the window ago are final. */
+    while (t->written < t->opened &&
+           t->start_ns + (int64_t) (t->written + 1) * t->interval_ns + TRACE_WINDOW_NS <= now_ns)
+        write_row(t);
+}
+
+void wanemu_trace_close(struct wanemu_trace *t, int64_t now_ns)
+{
+    /* Every row that has ended, the current one not. */
+    uint64_t end = (uint64_t) ((now_ns - t->start_ns) / t->interval_ns);
+
+    while (t->written < t->opened && t->written < end) write_row(t);
+    if (t->csv != NULL && fclose(t->csv) != 0)
+        icbc_error("writing the trace failed: %s", strerror(errno));
     t->csv = NULL;
+    free(t->ring);
+    t->ring = NULL;
 }
 
 icbc_status_t wanemu_stats_write(const char *path, int64_t uptime_ns,
                                  const struct wanemu_port *ports, int nports,
-                                 const struct wanemu_dir *dirs, int ndirs)
+                                 const struct wanemu_dir *dirs, int ndirs, uint64_t late_rows)
 {
     char tmp[4096];
     FILE *f;
@@ -107,7 +165,8 @@ icbc_status_t wanemu_stats_write(const char *path, int64_t uptime_ns,
         icbc_error("cannot write stats file %s: %s", tmp, strerror(errno));
         return ICBC_ERR_IO;
     }
-    fprintf(f, "uptime_s=%.3f\n", (double) uptime_ns / 1e9);
+    fprintf(f, "uptime_s=%.3f late_rows=%llu\n", (double) uptime_ns / 1e9,
+            (unsigned long long) late_rows);
     for (i = 0; i < ndirs; i++) {
         const struct wanemu_dir *d = &dirs[i];
         fprintf(f,

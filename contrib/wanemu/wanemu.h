@@ -127,7 +127,6 @@ void wanemu_port_poll_stats(struct wanemu_port *p);
 struct wanemu_dir {
     int src, dst; /* port indices */
     struct wanemu_link link;
-    struct wanemu_counters now;   /* current interval */
     struct wanemu_counters total; /* since start */
     int64_t late_max_ns;          /* largest delivery lateness */
     int64_t late_sum_ns;          /* sum of (send time - due time) */
@@ -138,20 +137,28 @@ struct wanemu_trace {
     FILE *csv;            /* NULL: no trace */
     int64_t interval_ns;
     int64_t start_ns;     /* t = 0 of the CSV */
-    int64_t next_ns;      /* end of the current interval */
-    uint64_t rows;
+    struct wanemu_dir *dirs;
+    int ndirs;
+    int nslots;                   /* rows kept open: the window plus two */
+    struct wanemu_counters *ring; /* nslots rows of ndirs counters */
+    uint64_t written;             /* rows written; the oldest open row */
+    uint64_t opened;              /* rows opened; the newest is opened - 1 */
+    uint64_t late_rows;           /* counts for rows already written */
 };
 
 icbc_status_t wanemu_trace_open(struct wanemu_trace *t, const char *path, int64_t interval_ns,
                                 int64_t now_ns, const struct wanemu_port *ports,
-                                const struct wanemu_dir *dirs, int ndirs);
-/* Write one row per interval that ended at or before now_ns. */
-void wanemu_trace_advance(struct wanemu_trace *t, int64_t now_ns, struct wanemu_dir *dirs,
-                          int ndirs);
-void wanemu_trace_close(struct wanemu_trace *t);
+                                struct wanemu_dir *dirs, int ndirs);
+/* The counters of direction dir in the row holding time_ns (the oldest open
+ * row when that one was written already). */
+struct wanemu_counters *wanemu_trace_at(struct wanemu_trace *t, int64_t time_ns, int dir);
+/* Open rows up to now_ns; write the rows that ended a window before it. */
+void wanemu_trace_advance(struct wanemu_trace *t, int64_t now_ns);
+/* Write every row ended by now_ns and close the file. */
+void wanemu_trace_close(struct wanemu_trace *t, int64_t now_ns);
 
 icbc_status_t wanemu_stats_write(const char *path, int64_t uptime_ns,
                                  const struct wanemu_port *ports, int nports,
-                                 const struct wanemu_dir *dirs, int ndirs);
+                                 const struct wanemu_dir *dirs, int ndirs, uint64_t late_rows);
 
 #endif /* ICBC_WANEMU_H */

@@ -1,12 +1,15 @@
 /*
- * Unit tests of icbc-wanemu's pure parts: unit parsing, frame inspection and
- * the link model (drop-tail buffer, serialisation, delay, ring wrap-around).
+ * Unit tests of icbc-wanemu's pure parts: unit parsing, frame inspection,
+ * the link model (drop-tail buffer, serialisation, delay, ring wrap-around)
+ * and the interval trace (rows by model time, late frames in open rows).
  * No network access; run by `make check`.
  */
 #include "wanemu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures, checks;
 
@@ -207,6 +210,86 @@ static void test_link_unlimited(void)
     wanemu_link_fini(&l);
 }
 
+/* Sum of column col (1-based) over the rows of a trace CSV; *rows gets the
+ * row count. */
+static unsigned long long column_sum(const char *path, int col, int *rows, unsigned long long *max)
+{
+    char line[512];
+    unsigned long long sum = 0;
+    FILE *f = fopen(path, "r");
+
+    *rows = 0;
+    *max = 0;
+    if (f == NULL) return 0;
+    if (fgets(line, sizeof(line), f) == NULL) {
+        fclose(f);
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *p = line;
+        unsigned long long v;
+        int i;
+
+        for (i = 0; i < col && p != NULL; i++) {
+            p = strchr(p, ',');
+            if (p != NULL) p++;
+        }
+        if (p == NULL) continue;
+        v = strtoull(p, NULL, 10);
+        sum += v;
+        if (v > *max) *max = v;
+        (*rows)++;
+    }
+    fclose(f);
+    return sum;
+}
+
+static void test_trace(void)
+{
+    struct wanemu_port ports[2] = { { .name = "a" }, { .name = "b" } };
+    struct wanemu_dir dirs[2];
+    struct wanemu_trace t;
+    char path[] = "/tmp/wanemu_trace_XXXXXX";
+    const int64_t ms = 1000000, start = 5 * ms;
+    unsigned long long sum, max;
+    int fd = mkstemp(path), rows, i;
+
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    memset(dirs, 0, sizeof(dirs));
+    dirs[0].src = 0, dirs[0].dst = 1;
+    dirs[1].src = 1, dirs[1].dst = 0;
+    for (i = 0; i < 2; i++)
+        CHECK(wanemu_link_init(&dirs[i].link, &(struct wanemu_link_conf) { 100000000, 5 * ms, 65536, 0, 64u << 20 },
+                               start) == ICBC_OK);
+    CHECK(wanemu_trace_open(&t, path, ms, start, ports, dirs, 2) == ICBC_OK);
+    /* On time: 1000 bytes due in row 3. */
+    wanemu_trace_advance(&t, start + 3 * ms);
+    wanemu_trace_at(&t, start + 3 * ms + 10, 0)->bytes += 1000;
+    /* The emulator was away for 40 ms: frames due in rows 4..43 are counted
+     * at once, each in its own row, not all in the current one. */
+    wanemu_trace_advance(&t, start + 44 * ms);
+    for (i = 4; i < 44; i++) wanemu_trace_at(&t, start + i * ms + 500, 0)->bytes += 12500;
+    CHECK(t.late_rows == 0);
+    /* A second later the early rows are written; a count for one of them
+     * goes to the oldest open row and is counted as late. */
+    wanemu_trace_advance(&t, start + 1000 * ms);
+    CHECK(t.written >= 700 && t.written <= 760);
+    wanemu_trace_at(&t, start + 10 * ms, 1)->bytes += 7;
+    CHECK(t.late_rows == 1);
+    wanemu_trace_close(&t, start + 1001 * ms);
+    /* Column 1: bytes_a_b; column 2: bytes_b_a. */
+    sum = column_sum(path, 1, &rows, &max);
+    CHECK(rows == 1001);
+    CHECK(sum == 1000 + 40 * 12500ULL);
+    CHECK(max == 12500);
+    sum = column_sum(path, 2, &rows, &max);
+    CHECK(sum == 7);
+    unlink(path);
+    for (i = 0; i < 2; i++) wanemu_link_fini(&dirs[i].link);
+}
+
 int main(void)
 {
     test_units();
@@ -215,6 +298,7 @@ int main(void)
     test_link_droptail();
     test_link_ring();
     test_link_unlimited();
+    test_trace();
     printf("%s: wanemu unit tests: %d checks, %d failed\n", failures ? "FAIL" : "PASS", checks,
            failures);
     return failures ? 1 : 0;
