@@ -21,8 +21,9 @@ Usage:
                          --reps, --out, --build, --testbed-name
 
 Output (--out): builds_<part>_<policy>_R<r>.{csv,png} (per-size medians of each
-build, ratios to the first), builds_summary.txt (command, machine, each run's CPU
-use and duration, the tables), runs/<label>-rep<k>/ (every routed.py output).
+build, ratios to the first), builds_summary.txt (command, machine, each run's host
+CPU use before it and duration, the tables, and the CPU seconds of the jobs'
+processes per GB of payload), runs/<label>-rep<k>/ (every routed.py output).
 """
 
 import glob
@@ -136,6 +137,42 @@ def raw_series(out, builds):
     return found
 
 
+def cpu_table(out, builds):
+    """CPU of the jobs' processes per payload byte sent, per part and
+    policy, from each run's routed_traffic.csv (runs that were ok)."""
+    acc = {}
+    for label, _ in builds:
+        for path in glob.glob(os.path.join(out, "runs", f"{label}-rep*", "routed_traffic.csv")):
+            with open(path) as f:
+                head = f.readline().rstrip("\n").split(",")
+                if "job_cpu_s" not in head:
+                    continue
+                col = {h: i for i, h in enumerate(head)}
+                for line in f:
+                    c = line.rstrip("\n").split(",")
+                    if c[col["status"]] != "ok" or not c[col["payload_sent"]]:
+                        continue
+                    key = (c[col["part"]], c[col["series"]], c[col["routers"]])
+                    a = acc.setdefault(key, {}).setdefault(label, [0.0, 0])
+                    a[0] += float(c[col["job_cpu_s"]])
+                    a[1] += int(c[col["payload_sent"]])
+    if not acc:
+        return []
+    ref = builds[0][0]
+    lines = [f"== CPU seconds of the job's processes (mpiexec, ranks) per GB of payload sent; "
+             f"ratio = build / {ref}",
+             f"{'part':<10}{'policy':<11}{'R':>3}" +
+             "".join(f"{lab + ' (s/GB)':>16}" for lab, _ in builds) + f"{'ratio':>9}"]
+    for (part, pol, r), per in sorted(acc.items()):
+        vals = [per[lab][0] / per[lab][1] * 1e9 if lab in per and per[lab][1] else None
+                for lab, _ in builds]
+        ratio = (f"{vals[-1] / vals[0]:9.3f}" if vals[0] and vals[-1] else f"{'-':>9}")
+        lines.append(f"{part:<10}{pol:<11}{r:>3}" +
+                     "".join(f"{v:16.2f}" if v is not None else f"{'-':>16}" for v in vals) +
+                     ratio)
+    return lines + [""]
+
+
 def main(argv):
     builds, reps, out, work, rest = parse(argv)
     os.makedirs(out, exist_ok=True)
@@ -188,6 +225,7 @@ def main(argv):
                        f"{'lower' if lower else 'higher'} is better)")
         summary.append(res.stdout.rstrip() or res.stderr.rstrip())
         summary.append("")
+    summary += cpu_table(out, builds)
     with open(os.path.join(out, "builds_summary.txt"), "w") as f:
         f.write("\n".join(summary) + "\n")
     print("\n".join(summary))

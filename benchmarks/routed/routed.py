@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -131,7 +132,8 @@ MPIR_CVAR_CH4_ICBC_UCX_TLS=tcp, MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0,
 UCX_NET_DEVICES=fab0. Every run must move at least its payload (p2p, mbw) or the
 cross-cluster share of it (alltoall) through the WAN emulator, else it is rejected as
 'no-wan'. The external NIC bytes of every node are recorded per run (routed_traffic.csv),
-which shows how a policy spread the traffic over the routers.
+which shows how a policy spread the traffic over the routers, with the CPU seconds of the
+job's processes (mpiexec and the ranks, not the router daemons) and the payload it sent.
 
 Output (--out): routed_{latency,bw,mbw,alltoall}.{csv,png} (per-size medians, ratios),
 routed_stripe.{csv,png}, routed_summary.txt (tables, ratios, verdicts, router stats),
@@ -350,7 +352,8 @@ class Routed:
             f.write(f"# router stats, run started {self.start_date}: {self.cmdline}\n")
         with open(self.traffic, "w") as f:
             f.write("run,part,series,routers,rep,try,status," +
-                    ",".join(f"ext0_tx_{n}" for n in self.nodes) + ",wan_payload\n")
+                    ",".join(f"ext0_tx_{n}" for n in self.nodes) +
+                    ",wan_payload,job_cpu_s,payload_sent\n")
         self.run_no = 0
         self._compile()
         self.tb_args = ["--clusters", "2", "--nodes", str(o.nodes), "--routers", str(o.routers),
@@ -617,7 +620,12 @@ class Routed:
         argv = launcher + ["-n", str(np), "-hosts", hosts] + \
             engine.genv(self.series_env(s, r, np)) + [self.bins[(kind, prog)]] + opts.split()
         done_csv = r"^(paths (succeeded|FAILED)|No Errors|Found [0-9]+ errors)$"
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         rc, secs, hung, timed_out = self.runner.mpiexec(argv, csv, err, done_csv)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU of the job's processes (mpiexec, its proxies and the ranks, each
+        # waited for by its parent), not of the router daemons
+        job_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         w1 = self.wan_payload()
         tx1 = [self.bed.tx_bytes(n, "ext0") for n in self.nodes]
         done, device, sent = engine.program_lines(err, f"icbc_{prog}")
@@ -643,7 +651,8 @@ class Routed:
                 t.status = "ok"
         with open(self.traffic, "a") as f:
             f.write(f"{self.run_no},{part},{s},{r},{rep},{try_no},{t.status}," +
-                    ",".join(str(b - a) for a, b in zip(tx0, tx1)) + f",{wan}\n")
+                    ",".join(str(b - a) for a, b in zip(tx0, tx1)) +
+                    f",{wan},{job_cpu:.3f},{sent if sent is not None else ''}\n")
         t.detail = (t.detail + "; " if t.detail else "") + \
             f"WAN payload {wan} B for {sent if sent is not None else '?'} B sent"
         return t

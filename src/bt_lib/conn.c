@@ -62,21 +62,9 @@ icbc_status_t bt_connect(bt_poller_t *p, const struct sockaddr *addr, socklen_t 
     icbc_status_t st;
     int fd, rc;
 
-    if (p == NULL || addr == NULL || out == NULL ||
-        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
-        icbc_error("bt_lib: bt_connect needs a poller and an IPv4 or IPv6 address");
-        return ICBC_ERR_INVALID;
-    }
-    st = bt_cfg_create(opts, &cfg);
-    if (st != ICBC_OK)
+    fd = bt_sock_open("bt_connect", p && out ? addr : NULL, opts, &cfg, text, &st);
+    if (fd < 0)
         return st;
-    bt_sock_addr_text(addr, text, sizeof(text));
-    fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        icbc_error("bt_lib: socket for %s: %s", text, strerror(errno));
-        bt_cfg_unref(cfg);
-        return ICBC_ERR_IO;
-    }
     bt_sock_tune(fd, &cfg->o, text);
     rc = connect(fd, addr, addrlen);
     if (rc != 0 && errno != EINPROGRESS) {

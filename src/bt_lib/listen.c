@@ -53,21 +53,9 @@ icbc_status_t bt_listen(bt_poller_t *p, const struct sockaddr *addr, socklen_t a
     int fd, one = 1;
     char text[64];
 
-    if (p == NULL || addr == NULL || out == NULL ||
-        (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
-        icbc_error("bt_lib: bt_listen needs a poller and an IPv4 or IPv6 address");
-        return ICBC_ERR_INVALID;
-    }
-    st = bt_cfg_create(opts, &cfg);
-    if (st != ICBC_OK)
+    fd = bt_sock_open("bt_listen", p && out ? addr : NULL, opts, &cfg, text, &st);
+    if (fd < 0)
         return st;
-    bt_sock_addr_text(addr, text, sizeof(text));
-    fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        icbc_error("bt_lib: socket for listening on %s: %s", text, strerror(errno));
-        bt_cfg_unref(cfg);
-        return ICBC_ERR_IO;
-    }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     /* buffer sizes before listen(): accepted sockets inherit them, and the
      * window scale of the handshake depends on the receive buffer */

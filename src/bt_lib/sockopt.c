@@ -74,3 +74,26 @@ void bt_conn_set_pacing(bt_conn_t *c, uint64_t rate)
     if (fd >= 0)
         set_pacing(fd, rate > 0 ? rate : ~(uint64_t) 0, bt_conn_peer_text(c));
 }
+
+int bt_sock_open(const char *what, const struct sockaddr *addr, const bt_opts_t *opts,
+                 bt_cfg_t **cfg, char *text, icbc_status_t *st)
+{
+    int fd;
+
+    if (addr == NULL || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+        icbc_error("bt_lib: %s needs a poller and an IPv4 or IPv6 address", what);
+        *st = ICBC_ERR_INVALID;
+        return -1;
+    }
+    *st = bt_cfg_create(opts, cfg);
+    if (*st != ICBC_OK)
+        return -1;
+    bt_sock_addr_text(addr, text, 64);
+    fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        icbc_error("bt_lib: %s: socket for %s: %s", what, text, strerror(errno));
+        bt_cfg_unref(*cfg);
+        *st = ICBC_ERR_IO;
+    }
+    return fd;
+}

@@ -1,6 +1,7 @@
 /*
  * Network-order fields of ICBC's wire formats (business card, wire header,
- * route header): unaligned loads and stores of 16, 32 and 64 bits.
+ * route header): unaligned loads and stores of 16, 32 and 64 bits, and the
+ * filling of a fixed-size part from a stream.
  */
 #ifndef ICBC_BYTES_H
 #define ICBC_BYTES_H
@@ -51,6 +52,23 @@ static inline uint64_t icbc_get64(const uint8_t *p)
     uint64_t v;
     memcpy(&v, p, 8);
     return icbc_hton64(v);
+}
+
+/* Moves what fits of *SRC (*LEN bytes, both advanced) into DST[*HAVE ..
+ * WANT); 1 when DST then holds WANT bytes. For parsers of a stream that
+ * comes in pieces of any size. */
+static inline int icbc_fill(uint8_t *dst, size_t *have, size_t want, const uint8_t **src,
+                            size_t *len)
+{
+    size_t n = want - *have;
+
+    if (n > *len)
+        n = *len;
+    memcpy(dst + *have, *src, n);
+    *have += n;
+    *src += n;
+    *len -= n;
+    return *have == want;
 }
 
 #endif /* ICBC_BYTES_H */

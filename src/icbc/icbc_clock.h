@@ -13,11 +13,17 @@
 extern "C" {
 #endif
 
-static inline double icbc_clock_now(void)
+/* Seconds of clock ID. */
+static inline double icbc_clock_of(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+static inline double icbc_clock_now(void)
+{
+    return icbc_clock_of(CLOCK_MONOTONIC);
 }
 
 static inline double icbc_clock_ms(void)
@@ -27,9 +33,7 @@ static inline double icbc_clock_ms(void)
 
 static inline double icbc_clock_coarse(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+    return icbc_clock_of(CLOCK_MONOTONIC_COARSE);
 }
 
 static inline double icbc_clock_coarse_ms(void)

@@ -46,14 +46,7 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 
     while (len > 0) {
         if (!f->in_body) {
-            size_t n = IMPI_FRAME_HDR_SIZE - f->have;
-            if (n > len)
-                n = len;
-            memcpy(f->hdr + f->have, p, n);
-            f->have += n;
-            p += n;
-            len -= n;
-            if (f->have < IMPI_FRAME_HDR_SIZE)
+            if (!icbc_fill(f->hdr, &f->have, IMPI_FRAME_HDR_SIZE, &p, &len))
                 break;
             f->kind = icbc_get32(f->hdr);
             f->host = icbc_get32(f->hdr + 4);
@@ -66,13 +59,7 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
             f->in_body = 1;
             f->have = 0;
         } else {
-            size_t n = f->len - f->have;
-            if (n > len)
-                n = len;
-            memcpy(f->body + f->have, p, n);
-            f->have += n;
-            p += n;
-            len -= n;
+            icbc_fill(f->body, &f->have, f->len, &p, &len);
         }
         if (f->in_body && f->have == f->len) {
             f->in_body = 0;

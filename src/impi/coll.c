@@ -150,27 +150,47 @@ static int rooted_num(const impi_coll_group_t *g, int rank, int root)
     return impi_coll_master_num(g, rank);
 }
 
-int impi_coll_bcast(const impi_coll_group_t *g, int rank, int root, impi_coll_step_t *steps)
+/* The start of a rooted collective (bcast, reduce) among the masters: -1 on
+ * bad ranks, 0 when RANK takes no part, else 1 with its master number *ME,
+ * the number of masters *NM and the root's *ROOTNUM. */
+static int rooted_start(const impi_coll_group_t *g, int rank, int root, int *me, int *nm,
+                        int *rootnum)
+{
+    if (rank < 0 || rank >= g->size || root < 0 || root >= g->size)
+        return -1;
+    *me = rooted_num(g, rank, root);
+    if (*me < 0)
+        return 0;
+    *nm = impi_coll_nmasters(g);
+    *rootnum = impi_coll_master_num(g, impi_coll_local_master(g, root));
+    return 1;
+}
+
+/* Few masters: the root does AT_ROOT with every other master, each of them
+ * AT_MASTER with the root. */
+static int rooted_linear(const impi_coll_group_t *g, int rank, int root, int nm, int rootnum,
+                         impi_coll_op_t at_root, impi_coll_op_t at_master, impi_coll_step_t *steps)
 {
     int n = 0;
 
-    if (rank < 0 || rank >= g->size || root < 0 || root >= g->size)
-        return -1;
-    int me = rooted_num(g, rank, root);
-    if (me < 0)
-        return 0;
-    int nm = impi_coll_nmasters(g);
-    int rootnum = impi_coll_master_num(g, impi_coll_local_master(g, root));
-    if (linear(g, nm)) {
-        if (rank == root) {
-            for (int k = 0; k < nm; k++)
-                if (k != rootnum)
-                    add(steps, &n, IMPI_COLL_SEND, impi_coll_master_rank(g, k));
-        } else {
-            add(steps, &n, IMPI_COLL_RECV, root);
-        }
+    if (rank != root) {
+        add(steps, &n, at_master, root);
         return n;
     }
+    for (int k = 0; k < nm; k++)
+        if (k != rootnum)
+            add(steps, &n, at_root, impi_coll_master_rank(g, k));
+    return n;
+}
+
+int impi_coll_bcast(const impi_coll_group_t *g, int rank, int root, impi_coll_step_t *steps)
+{
+    int n = 0, me, nm, rootnum, st = rooted_start(g, rank, root, &me, &nm, &rootnum);
+
+    if (st <= 0)
+        return st;
+    if (linear(g, nm))
+        return rooted_linear(g, rank, root, nm, rootnum, IMPI_COLL_SEND, IMPI_COLL_RECV, steps);
     int vnum = (me - rootnum + nm) % nm, dim = cube_dim(nm), hibit = high_bit(vnum, dim);
     if (vnum > 0)
         add(steps, &n, IMPI_COLL_RECV, tree_rank(g, vnum & ~(1 << hibit), rootnum, nm, root));
@@ -182,25 +202,13 @@ int impi_coll_bcast(const impi_coll_group_t *g, int rank, int root, impi_coll_st
 
 int impi_coll_reduce(const impi_coll_group_t *g, int rank, int root, impi_coll_step_t *steps)
 {
-    int n = 0;
+    int n = 0, me, nm, rootnum, st = rooted_start(g, rank, root, &me, &nm, &rootnum);
 
-    if (rank < 0 || rank >= g->size || root < 0 || root >= g->size)
-        return -1;
-    int me = rooted_num(g, rank, root);
-    if (me < 0)
-        return 0;
-    int nm = impi_coll_nmasters(g);
-    int rootnum = impi_coll_master_num(g, impi_coll_local_master(g, root));
-    if (linear(g, nm)) {
-        if (rank == root) {
-            for (int k = 0; k < nm; k++)
-                if (k != rootnum)
-                    add(steps, &n, IMPI_COLL_RECV_REDUCE, impi_coll_master_rank(g, k));
-        } else {
-            add(steps, &n, IMPI_COLL_SEND, root);
-        }
-        return n;
-    }
+    if (st <= 0)
+        return st;
+    if (linear(g, nm))
+        return rooted_linear(g, rank, root, nm, rootnum, IMPI_COLL_RECV_REDUCE, IMPI_COLL_SEND,
+                             steps);
     int vnum = (me - rootnum + nm) % nm, dim = cube_dim(nm);
     for (int i = 0; i < dim; i++) {
         int mask = 1 << i;

@@ -1,5 +1,6 @@
 /* IMPI packets from another host, each held to the layout; see impi_rx.h. */
 #include "impi_rx.h"
+#include "icbc_bytes.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,27 +91,14 @@ icbc_status_t impi_rx_feed(impi_rx_t *rx, const void *bytes, size_t len, impi_rx
         return fail(rx, err, errlen, "the connection failed earlier");
     while (len > 0) {
         if (!rx->in_payload) {
-            size_t n = IMPI_PKT_HDR_SIZE - rx->have;
-            if (n > len)
-                n = len;
-            memcpy(rx->hdr_bytes + rx->have, p, n);
-            rx->have += n;
-            p += n;
-            len -= n;
-            if (rx->have < IMPI_PKT_HDR_SIZE)
+            if (!icbc_fill(rx->hdr_bytes, &rx->have, IMPI_PKT_HDR_SIZE, &p, &len))
                 break;
             if (check_header(rx, err, errlen) != ICBC_OK)
                 return ICBC_ERR_INVALID;
             rx->in_payload = 1;
             rx->have = 0;
         } else {
-            size_t n = rx->hdr.len - rx->have;
-            if (n > len)
-                n = len;
-            memcpy(rx->payload + rx->have, p, n);
-            rx->have += n;
-            p += n;
-            len -= n;
+            icbc_fill(rx->payload, &rx->have, rx->hdr.len, &p, &len);
         }
         if (rx->in_payload && rx->have == rx->hdr.len) {
             impi_rx_pkt_t pkt = { &rx->hdr, rx->src, rx->dest, rx->payload, rx->hdr.len };

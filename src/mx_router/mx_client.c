@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "icbc_bytes.h"
+#include "mx_ucx.h"
 #include "icbc_log.h"
 #include "icbc_clock.h"
 
@@ -141,16 +142,11 @@ static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const vo
                           size_t len)
 {
     mx_client_t *c = rt->client;
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = send_cb,
-        .user_data = req,
-        .flags = UCP_AM_SEND_FLAG_REPLY |
-                 (len > c->p.rndv_thresh ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
-    };
     void *ureq =
-        ucp_am_send_nbx(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len, &param);
+        mx_ucx_am_send(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len,
+                       UCP_AM_SEND_FLAG_REPLY | (len > c->p.rndv_thresh ? UCP_AM_SEND_FLAG_RNDV
+                                                                        : UCP_AM_SEND_FLAG_EAGER),
+                       send_cb, req);
 
     if (ureq == NULL) {
         send_done(req, ICBC_OK);
@@ -809,14 +805,7 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
         return ICBC_ERR_NO_MEMORY;
     req->cb = cb;
     req->arg = arg;
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
-        .cb.recv_am = pull_cb,
-        .user_data = req,
-        .datatype = ucp_dt_make_contig(1),
-    };
-    ureq = ucp_am_recv_data_nbx(c->p.worker, desc, buf, len, &param);
+    ureq = mx_ucx_am_recv(c->p.worker, desc, buf, len, pull_cb, req);
     if (ureq == NULL) {
         req_done(req, ICBC_OK);
     } else if (UCS_PTR_IS_ERR(ureq)) {

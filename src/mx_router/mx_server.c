@@ -449,19 +449,14 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
                              size_t len, void *send_arg)
 {
     mx_server_t *s = p->server;
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = send_cb,
-        .user_data = send_arg,
-        .flags = UCP_AM_SEND_FLAG_REPLY |
-                 (len > s->rndv_thresh ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
-    };
     void *req;
 
     if (p->state != PEER_OPEN)
         return ICBC_ERR_PEER_FAILED;
-    req = ucp_am_send_nbx(p->ep, ICBC_UCX_AM_ROUTE, hdr, hdr_len, payload, len, &param);
+    req = mx_ucx_am_send(p->ep, ICBC_UCX_AM_ROUTE, hdr, hdr_len, payload, len,
+                         UCP_AM_SEND_FLAG_REPLY | (len > s->rndv_thresh ? UCP_AM_SEND_FLAG_RNDV
+                                                                        : UCP_AM_SEND_FLAG_EAGER),
+                         send_cb, send_arg);
     if (req == NULL) {
         s->cbs.on_sent(send_arg, ICBC_OK);
     } else if (UCS_PTR_IS_ERR(req)) {
@@ -478,14 +473,7 @@ icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, cons
 
 icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t len, void *recv_arg)
 {
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
-        .cb.recv_am = pull_cb,
-        .user_data = recv_arg,
-        .datatype = ucp_dt_make_contig(1),
-    };
-    void *req = ucp_am_recv_data_nbx(s->worker, desc, buf, len, &param);
+    void *req = mx_ucx_am_recv(s->worker, desc, buf, len, pull_cb, recv_arg);
 
     if (req == NULL) {
         s->cbs.on_pulled(recv_arg, ICBC_OK);

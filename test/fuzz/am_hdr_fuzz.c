@@ -6,7 +6,7 @@
  *     check of version, kind, handler and rank bounds, the length rule and
  *     the per-kind rules; the sequence number may take any value);
  *   - the MPI header it announces ends exactly at the end of the buffer;
- *   - AM headers have zero rendezvous fields;
+ *   - every field a kind does not carry is zero (each field one meaning);
  *   - an accepted header packs back to the same ICBC_WIRE_HDR_LEN bytes and
  *     parses again (with the same MPI header bytes) to the same fields.
  */
@@ -21,12 +21,24 @@
 
 #define PARAMS_SIZE 6
 
+/* Size of each kind's own part and its bytes that must be zero, as
+ * icbc_wire.h lists them (an independent table, not the header's macro). */
+static const struct {
+    size_t ext, zero_from, zero_to;
+} kinds[] = {
+    [ICBC_MSG_AM] = { 0, 0, 0 },         [ICBC_MSG_RTS] = { 8, 0, 0 },
+    [ICBC_MSG_CTS] = { 24, 20, 24 },     [ICBC_MSG_CHUNK] = { 24, 18, 24 },
+    [ICBC_MSG_SYNC] = { 8, 0, 0 },       [ICBC_MSG_SYNC_ACK] = { 8, 0, 0 },
+    [ICBC_MSG_CONFIRM] = { 8, 0, 0 },    [ICBC_MSG_ACK] = { 8, 4, 8 },
+    [ICBC_MSG_DELIVERED] = { 16, 2, 8 },
+};
+
 /* What icbc_wire.h says a valid header is. */
 static int expect_valid(const uint8_t *p, size_t len, unsigned max_handler, uint32_t world_size)
 {
     uint8_t kind;
     uint16_t mpi_hdr;
-    size_t want;
+    size_t want, i;
 
     if (len < ICBC_WIRE_AM_HDR_SIZE || p[0] != ICBC_WIRE_VERSION)
         return 0;
@@ -36,8 +48,13 @@ static int expect_valid(const uint8_t *p, size_t len, unsigned max_handler, uint
     if (icbc_get16(p + 2) >= max_handler || icbc_get32(p + 8) >= world_size)
         return 0;
     mpi_hdr = icbc_get16(p + 6);
-    want = (kind == ICBC_MSG_AM ? 24 : 48) + (size_t) mpi_hdr;
+    want = 24 + kinds[kind].ext + (size_t) mpi_hdr;
     if (len != want)
+        return 0;
+    for (i = kinds[kind].zero_from; i < kinds[kind].zero_to; i++)
+        if (p[24 + i] != 0)
+            return 0;
+    if (kind == ICBC_MSG_DELIVERED && icbc_get16(p + 24) == 0xffff)
         return 0;
     if (kind != ICBC_MSG_AM && kind != ICBC_MSG_RTS && mpi_hdr != 0)
         return 0;
@@ -53,7 +70,9 @@ static int same_hdr(const icbc_am_hdr_t *a, const icbc_am_hdr_t *b)
     return a->kind == b->kind && a->handler_id == b->handler_id && a->src_vci == b->src_vci &&
            a->dst_vci == b->dst_vci && a->am_hdr_sz == b->am_hdr_sz && a->src_rank == b->src_rank &&
            a->seq == b->seq && a->data_sz == b->data_sz && a->cookie == b->cookie &&
-           a->slot == b->slot && a->gen == b->gen && a->offset == b->offset;
+           a->slot == b->slot && a->gen == b->gen && a->offset == b->offset &&
+           a->chunk_size == b->chunk_size && a->lane == b->lane && a->bytes == b->bytes &&
+           a->acked == b->acked;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -91,8 +110,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(h.src_rank < world_size);
     hlen = ICBC_WIRE_HDR_LEN(h.kind);
     FUZZ_CHECK(hlen + h.am_hdr_sz == len);
-    if (h.kind == ICBC_MSG_AM)
-        FUZZ_CHECK(h.cookie == 0 && h.slot == 0 && h.gen == 0 && h.offset == 0);
+    {
+        int k = h.kind, has_cookie = k == ICBC_MSG_RTS || k == ICBC_MSG_CTS || k == ICBC_MSG_SYNC ||
+                                     k == ICBC_MSG_SYNC_ACK || k == ICBC_MSG_CONFIRM;
+        int has_slot = k == ICBC_MSG_CTS || k == ICBC_MSG_CHUNK;
+        FUZZ_CHECK(has_cookie || h.cookie == 0);
+        FUZZ_CHECK(has_slot || (h.slot == 0 && h.gen == 0));
+        FUZZ_CHECK(k == ICBC_MSG_CTS || h.chunk_size == 0);
+        FUZZ_CHECK(k == ICBC_MSG_CHUNK || h.offset == 0);
+        FUZZ_CHECK(k == ICBC_MSG_CHUNK || k == ICBC_MSG_DELIVERED || h.lane == 0);
+        FUZZ_CHECK(k == ICBC_MSG_DELIVERED || h.bytes == 0);
+        FUZZ_CHECK(k == ICBC_MSG_ACK || h.acked == 0);
+    }
     if (ICBC_MSG_KIND_BARE(h.kind))
         FUZZ_CHECK(h.am_hdr_sz == 0 && h.data_sz == 0);
     if (h.kind == ICBC_MSG_CHUNK)

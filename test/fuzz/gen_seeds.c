@@ -88,11 +88,25 @@ static void am_seed(const char *seed, uint8_t kind, uint16_t mpi_hdr, uint64_t d
     };
     size_t hlen = ICBC_WIRE_HDR_LEN(kind);
 
-    if (kind != ICBC_MSG_AM) {
+    switch (kind) {
+    case ICBC_MSG_RTS: h.cookie = 0xc00c1e; break;
+    case ICBC_MSG_CTS:
         h.cookie = 0xc00c1e;
         h.slot = 3;
         h.gen = 9;
-        h.offset = kind == ICBC_MSG_CHUNK ? 65536 : 0;
+        h.chunk_size = 1 << 20;
+        break;
+    case ICBC_MSG_CHUNK:
+        h.slot = 3;
+        h.gen = 9;
+        h.offset = 65536;
+        h.lane = 2;
+        break;
+    case ICBC_MSG_ACK: h.acked = 41; break;
+    case ICBC_MSG_DELIVERED:
+        h.lane = 1;
+        h.bytes = 1 << 22;
+        break;
     }
     memset(buf, 0x33, sizeof(buf));
     icbc_put16(buf, 64);
@@ -107,6 +121,8 @@ static void am_seeds(void)
     am_seed("rts", ICBC_MSG_RTS, 8, 1 << 20);
     am_seed("cts", ICBC_MSG_CTS, 0, 0);
     am_seed("chunk", ICBC_MSG_CHUNK, 0, 65536);
+    am_seed("ack", ICBC_MSG_ACK, 0, 0);
+    am_seed("delivered", ICBC_MSG_DELIVERED, 0, 0);
 }
 
 /* ---- business card --------------------------------------------------------- */

@@ -81,8 +81,23 @@ bool wire_bytes_valid(const std::vector<uint8_t> &b, unsigned max_handler, uint3
         get32(8) >= world)
         return false;
     size_t am_hdr_sz = get16(6);
-    size_t hdr = ICBC_WIRE_AM_HDR_SIZE + (kind == ICBC_MSG_AM ? 0 : ICBC_WIRE_RNDV_EXT_SIZE);
+    /* each kind's own part: its size and the bytes in it that are zero */
+    struct {
+        size_t ext, zero_from, zero_to;
+    } part[10] = {};
+    part[ICBC_MSG_RTS] = part[ICBC_MSG_SYNC] = part[ICBC_MSG_SYNC_ACK] =
+        part[ICBC_MSG_CONFIRM] = { 8, 0, 0 };
+    part[ICBC_MSG_CTS] = { 24, 20, 24 };
+    part[ICBC_MSG_CHUNK] = { 24, 18, 24 };
+    part[ICBC_MSG_ACK] = { 8, 4, 8 };
+    part[ICBC_MSG_DELIVERED] = { 16, 2, 8 };
+    size_t hdr = 24 + part[kind].ext;
     if (b.size() != hdr + am_hdr_sz)
+        return false;
+    for (size_t i = part[kind].zero_from; i < part[kind].zero_to; i++)
+        if (b[24 + i] != 0)
+            return false;
+    if (kind == ICBC_MSG_DELIVERED && get16(24) == 0xffff)
         return false;
     if (kind != ICBC_MSG_AM && kind != ICBC_MSG_RTS && am_hdr_sz != 0)
         return false;
@@ -112,10 +127,26 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
         h.am_hdr_sz =
             (h.kind == ICBC_MSG_AM || h.kind == ICBC_MSG_RTS) ? (uint16_t) (rng() % 64) : 0;
         h.data_sz = ICBC_MSG_KIND_BARE(h.kind) ? 0 : ((uint64_t) rng() << 20 | rng());
-        h.cookie = (uint64_t) rng() << 32 | rng();
-        h.slot = rng();
-        h.gen = rng();
-        h.offset = (uint64_t) rng() << 32 | rng();
+        uint8_t k = h.kind;
+        if (k == ICBC_MSG_RTS || k == ICBC_MSG_CTS || k == ICBC_MSG_SYNC ||
+            k == ICBC_MSG_SYNC_ACK || k == ICBC_MSG_CONFIRM)
+            h.cookie = (uint64_t) rng() << 32 | rng();
+        if (k == ICBC_MSG_CTS || k == ICBC_MSG_CHUNK) {
+            h.slot = rng();
+            h.gen = rng();
+        }
+        if (k == ICBC_MSG_CTS)
+            h.chunk_size = rng();
+        if (k == ICBC_MSG_CHUNK) {
+            h.offset = (uint64_t) rng() << 32 | rng();
+            h.lane = rng() % 2 ? ICBC_WIRE_NO_LANE : (uint16_t) (rng() % 64);
+        }
+        if (k == ICBC_MSG_DELIVERED) {
+            h.lane = (uint16_t) (rng() % 64);
+            h.bytes = (uint64_t) rng() << 20 | rng();
+        }
+        if (k == ICBC_MSG_ACK)
+            h.acked = rng();
         std::vector<uint8_t> buf(ICBC_WIRE_HDR_LEN(h.kind) + h.am_hdr_sz, 0x5a);
         icbc_am_hdr_pack(&h, buf.data());
         ASSERT_TRUE(wire_bytes_valid(buf, max_handler, world)) << "sample " << i;
@@ -126,7 +157,7 @@ TEST(WireHeader, MutatedHeadersParseExactlyWhenValid)
             case 1: buf.push_back((uint8_t) rng()); break;
             default:
                 if (!buf.empty())
-                    buf[rng() % std::min<size_t>(buf.size(), ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS))] ^=
+                    buf[rng() % std::min<size_t>(buf.size(), ICBC_WIRE_HDR_MAX)] ^=
                         (uint8_t) (1u << (rng() % 8));
             }
         }
@@ -171,9 +202,10 @@ TEST(WireHeader, RendezvousKindsRoundTrip)
     h.kind = ICBC_MSG_RTS;
     h.cookie = 0x0102030405060708ull;
     h.am_hdr_sz = 8;
-    buf.assign(ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 8, 0xab);
+    buf.assign(ICBC_WIRE_HDR_MAX + 8, 0xab);
     icbc_am_hdr_pack(&h, buf.data());
-    ASSERT_EQ(ICBC_OK, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+    ASSERT_EQ(ICBC_OK,
+              icbc_am_hdr_parse(buf.data(), ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 8, 64, 16, &out));
     EXPECT_EQ(h.cookie, out.cookie);
     EXPECT_EQ(8, out.am_hdr_sz);
 
@@ -181,7 +213,8 @@ TEST(WireHeader, RendezvousKindsRoundTrip)
     h.kind = ICBC_MSG_CTS;
     h.data_sz = 0;
     icbc_am_hdr_pack(&h, buf.data());
-    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_am_hdr_parse(buf.data(), ICBC_WIRE_HDR_LEN(ICBC_MSG_CTS) + 8, 64, 16, &out));
     h.am_hdr_sz = 0;
     h.data_sz = 1;
     icbc_am_hdr_pack(&h, buf.data());
@@ -193,6 +226,77 @@ TEST(WireHeader, RendezvousKindsRoundTrip)
     icbc_am_hdr_pack(&h, buf.data());
     EXPECT_EQ(ICBC_ERR_INVALID,
               icbc_am_hdr_parse(buf.data(), ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS), 64, 16, &out));
+}
+
+/* Each field has one meaning: a CTS's chunk size, a CHUNK's lane,
+ * DELIVERED's lane and bytes and ACK's sequence number travel in fields of
+ * their own and come back as they went. */
+TEST(WireHeader, EveryKindKeepsItsOwnFields)
+{
+    icbc_am_hdr_t h = {}, out;
+    std::vector<uint8_t> buf;
+    auto round = [&](const icbc_am_hdr_t &in) {
+        buf.assign(ICBC_WIRE_HDR_LEN(in.kind), 0x77);
+        icbc_am_hdr_pack(&in, buf.data());
+        return icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out);
+    };
+
+    h.kind = ICBC_MSG_CTS;
+    h.cookie = 5;
+    h.slot = 6;
+    h.gen = 7;
+    h.chunk_size = 1u << 20;
+    ASSERT_EQ(ICBC_OK, round(h));
+    EXPECT_EQ(1u << 20, out.chunk_size);
+    EXPECT_EQ(0u, out.offset);
+    EXPECT_EQ(5u, out.cookie);
+
+    h = {};
+    h.kind = ICBC_MSG_CHUNK;
+    h.data_sz = 4096;
+    h.offset = 1u << 20;
+    h.lane = 3;
+    ASSERT_EQ(ICBC_OK, round(h));
+    EXPECT_EQ(3, out.lane);
+    EXPECT_EQ(0u, out.seq);
+    EXPECT_EQ(1u << 20, out.offset);
+    h.lane = ICBC_WIRE_NO_LANE;
+    ASSERT_EQ(ICBC_OK, round(h));
+    EXPECT_EQ(ICBC_WIRE_NO_LANE, out.lane);
+    buf[24 + 20] = 1; /* a zero byte that is not */
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 16, &out));
+
+    h = {};
+    h.kind = ICBC_MSG_DELIVERED;
+    h.lane = 9;
+    h.bytes = 3ull << 32;
+    ASSERT_EQ(ICBC_OK, round(h));
+    EXPECT_EQ(9, out.lane);
+    EXPECT_EQ(3ull << 32, out.bytes);
+    EXPECT_EQ(0u, out.cookie);
+    h.lane = ICBC_WIRE_NO_LANE; /* a report names a lane */
+    EXPECT_EQ(ICBC_ERR_INVALID, round(h));
+
+    h = {};
+    h.kind = ICBC_MSG_ACK;
+    h.acked = 0xfffffff0u;
+    ASSERT_EQ(ICBC_OK, round(h));
+    EXPECT_EQ(0xfffffff0u, out.acked);
+    EXPECT_EQ(0u, out.cookie);
+    EXPECT_EQ(0u, out.seq);
+}
+
+/* A header of the first version (which overloaded fields) is refused. */
+TEST(WireHeader, VersionOneIsRefused)
+{
+    icbc_am_hdr_t h = sample(), out;
+    auto buf = packed(h);
+    ASSERT_EQ(2, ICBC_WIRE_VERSION);
+    buf[0] = 1;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_parse(buf.data(), buf.size(), 64, 2000000, &out));
+    uint8_t kind;
+    uint32_t seq;
+    EXPECT_EQ(ICBC_ERR_INVALID, icbc_am_hdr_peek(buf.data(), buf.size(), &kind, &seq));
 }
 
 } // namespace

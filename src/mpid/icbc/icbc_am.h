@@ -41,24 +41,6 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_send_hdr_cb(void *request, ucs_statu
     ucp_request_free(request);
 }
 
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_pack_wire(void *buf, int rank_self, int handler_id,
-                                                   const void *am_hdr, MPI_Aint am_hdr_sz,
-                                                   MPI_Aint data_sz, int src_vci, int dst_vci)
-{
-    icbc_am_hdr_t wh = {
-        .kind = ICBC_MSG_AM,
-        .handler_id = (uint16_t) handler_id,
-        .src_vci = (uint8_t) src_vci,
-        .dst_vci = (uint8_t) dst_vci,
-        .am_hdr_sz = (uint16_t) am_hdr_sz,
-        .src_rank = (uint32_t) rank_self,
-        .data_sz = (uint64_t) data_sz,
-    };
-    icbc_am_hdr_pack(&wh, buf);
-    if (am_hdr_sz)
-        memcpy((char *) buf + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
-}
-
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int handler_id,
                                                const void *am_hdr, MPI_Aint am_hdr_sz,
                                                const void *data, MPI_Aint count,
@@ -121,16 +103,12 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
         payload = amreq->pack_buf;
     }
 
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = MPIDI_ICBC_am_isend_cb,
-        .user_data = sreq,
-        .flags = (data_sz == 0 || (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit)
-                     ? UCP_AM_SEND_FLAG_EAGER
-                     : UCP_AM_SEND_FLAG_RNDV,
-    };
-    ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, payload, data_sz, &param);
+    ucp_req = mx_ucx_am_send(
+        ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, payload, data_sz,
+        (data_sz == 0 || (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit)
+            ? UCP_AM_SEND_FLAG_EAGER
+            : UCP_AM_SEND_FLAG_RNDV,
+        MPIDI_ICBC_am_isend_cb, sreq);
     if (ucp_req == NULL) {
         MPIDI_ICBC_am_isend_done(sreq, UCS_OK);
     } else if (UCS_PTR_IS_ERR(ucp_req)) {

@@ -69,13 +69,8 @@ static int ucx_matched(MPIR_Request *rreq)
         dest = amreq->bounce_buf;
     }
 
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = rndv_pull_cb,
-        .user_data = rreq,
-    };
-    ucp_req = ucp_am_recv_data_nbx(MPIDI_ICBC_global.worker, amreq->rndv_desc, dest,
-                                   amreq->rndv_size, &param);
+    ucp_req = mx_ucx_am_recv(MPIDI_ICBC_global.worker, amreq->rndv_desc, dest, amreq->rndv_size,
+                             rndv_pull_cb, rreq);
     if (ucp_req == NULL) {
         rndv_complete(rreq, UCS_OK);
     } else if (UCS_PTR_IS_ERR(ucp_req)) {

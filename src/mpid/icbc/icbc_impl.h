@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <ucp/api/ucp.h>
+#include "mx_router/mx_ucx.h"
 
 #include "core/icbc_peer.h"
 #include "core/icbc_clock.h"
@@ -142,6 +143,25 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm *comm, int ran
         return MPI_SUCCESS;
     }
     return MPIDI_ICBC_peer_connect(peer, ep_p);
+}
+
+/* An AM's wire header followed by its MPI header, at BUF. */
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_pack_wire(void *buf, int rank_self, int handler_id,
+                                                   const void *am_hdr, MPI_Aint am_hdr_sz,
+                                                   MPI_Aint data_sz, int src_vci, int dst_vci)
+{
+    icbc_am_hdr_t wh = {
+        .kind = ICBC_MSG_AM,
+        .handler_id = (uint16_t) handler_id,
+        .src_vci = (uint8_t) src_vci,
+        .dst_vci = (uint8_t) dst_vci,
+        .am_hdr_sz = (uint16_t) am_hdr_sz,
+        .src_rank = (uint32_t) rank_self,
+        .data_sz = (uint64_t) data_sz,
+    };
+    icbc_am_hdr_pack(&wh, buf);
+    if (am_hdr_sz)
+        memcpy((char *) buf + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
 }
 
 #endif /* ICBC_IMPL_H_INCLUDED */

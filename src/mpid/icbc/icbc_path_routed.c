@@ -210,7 +210,7 @@ static void send_ack(int rank, uint32_t upto)
     icbc_am_hdr_t wh = {
         .kind = ICBC_MSG_ACK,
         .src_rank = (uint32_t) MPIR_Process.rank,
-        .cookie = upto,
+        .acked = upto,
     };
     icbc_route_hdr_t rh;
     int router = fixed_router(peer);
@@ -485,8 +485,8 @@ static int mx_on_msg(const mx_client_msg_t *m, void *arg)
             icbc_am_hdr_t wh;
             if (icbc_am_hdr_parse(m->inner, m->inner_len, 1, MPIDI_ICBC_global.peers.size, &wh) ==
                     ICBC_OK &&
-                wh.src_rank == rh->src_rank && wh.cookie <= UINT32_MAX)
-                icbc_seq_acked(routed.seq, (int) rh->src_rank, (uint32_t) wh.cookie);
+                wh.src_rank == rh->src_rank)
+                icbc_seq_acked(routed.seq, (int) rh->src_rank, wh.acked);
             return 0;
         }
         if (seq_no != 0)
@@ -610,7 +610,7 @@ int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *above_)
     if (mi < ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 256)
         return MPIDI_ICBC_path_cfg_error("the routers' UCX header limit is too small");
     MPIDI_ICBC_global.max_am_header =
-        MPL_MIN(MPIDI_ICBC_global.max_am_header, mi - ICBC_WIRE_RNDV_EXT_SIZE);
+        MPL_MIN(MPIDI_ICBC_global.max_am_header, mi - ICBC_WIRE_EXT_MAX);
     return MPI_SUCCESS;
 }
 

@@ -117,7 +117,7 @@ static icbc_status_t stripe_send_chunk(void *ctx, int rank, int lane, const icbc
     icbc_am_hdr_t wh = {
         .kind = ICBC_MSG_CHUNK,
         .src_rank = (uint32_t) MPIR_Process.rank,
-        .seq = X.feedback ? (uint32_t) lane + 1 : 0, /* the receiver reports it DELIVERED */
+        .lane = X.feedback ? (uint16_t) lane : ICBC_WIRE_NO_LANE, /* reported in DELIVERED */
         .data_sz = c->len,
         .slot = c->slot,
         .gen = c->gen,
@@ -282,7 +282,7 @@ int MPIDI_ICBC_xfer_am_isend(icbc_peer_t *peer, int handler_id, const void *am_h
     MPIR_Datatype *dt_ptr;
     const char *payload;
     int striped;
-    uint64_t inner[(ICBC_WIRE_AM_HDR_SIZE + ICBC_WIRE_RNDV_EXT_SIZE) / 8 + 512];
+    uint64_t inner[ICBC_WIRE_HDR_MAX / 8 + 512];
     size_t inner_len;
 
     MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
@@ -352,20 +352,12 @@ int MPIDI_ICBC_xfer_send_hdr(icbc_peer_t *peer, int handler_id, const void *am_h
 {
     int mpi_errno = MPI_SUCCESS;
     uint64_t inner[ICBC_WIRE_AM_HDR_SIZE / 8 + 512];
-    icbc_am_hdr_t wh = {
-        .kind = ICBC_MSG_AM,
-        .handler_id = (uint16_t) handler_id,
-        .src_vci = (uint8_t) src_vci,
-        .dst_vci = (uint8_t) dst_vci,
-        .am_hdr_sz = (uint16_t) am_hdr_sz,
-        .src_rank = (uint32_t) MPIR_Process.rank,
-    };
 
     MPIDI_ICBC_ERR_PEER_CHKANDJUMP(peer->state == ICBC_PEER_FAILED, mpi_errno, peer->rank,
                                    "failed earlier");
     MPIR_Assert(am_hdr_sz <= 4096);
-    icbc_am_hdr_pack(&wh, inner);
-    memcpy((char *) inner + ICBC_WIRE_AM_HDR_SIZE, am_hdr, am_hdr_sz);
+    MPIDI_ICBC_pack_wire(inner, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
+                         dst_vci);
     mpi_errno = MPIDI_ICBC_xfer_send_ordered(peer, inner, ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz, NULL,
                                              0, NULL, NULL);
 fn_fail:
@@ -516,8 +508,8 @@ void MPIDI_ICBC_xfer_send_delivered(int rank, int lane, size_t bytes)
     icbc_am_hdr_t wh = {
         .kind = ICBC_MSG_DELIVERED,
         .src_rank = (uint32_t) MPIR_Process.rank,
-        .cookie = (uint64_t) lane,
-        .offset = bytes,
+        .lane = (uint16_t) lane,
+        .bytes = bytes,
     };
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, rank);
     int busy;

@@ -86,7 +86,7 @@ void MPIDI_ICBC_xfer_send_cts(int src, uint64_t cookie, const icbc_stripe_cts_t 
         .cookie = cookie,
         .slot = cts->slot,
         .gen = cts->gen,
-        .offset = cts->chunk_size, /* a CTS's offset field: the chunk size */
+        .chunk_size = (uint32_t) cts->chunk_size,
     };
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, src);
 
@@ -125,7 +125,7 @@ static void recv_cts(MPIDI_ICBC_xrecv_t *x)
     icbc_stripe_cts_t cts = {
         .slot = x->wh.slot,
         .gen = x->wh.gen,
-        .chunk_size = x->wh.offset,
+        .chunk_size = x->wh.chunk_size,
     };
 
     if (icbc_stripe_cts(X.stripe, x->src_rank, x->wh.cookie, &cts, icbc_clock_coarse()) != ICBC_OK)
@@ -226,9 +226,8 @@ int MPIDI_ICBC_xrecv_begin(int src_rank, const void *inner, size_t inner_len, ui
         return 0;
     case ICBC_MSG_ACK: return 0; /* the routed path takes them before they get here */
     case ICBC_MSG_DELIVERED:
-        if (x->wh.cookie < ICBC_STRIPE_LANES_MAX)
-            icbc_stripe_lane_delivered(X.stripe, (int) x->wh.cookie, x->wh.offset,
-                                       icbc_clock_coarse());
+        if (x->wh.lane < ICBC_STRIPE_LANES_MAX)
+            icbc_stripe_lane_delivered(X.stripe, x->wh.lane, x->wh.bytes, icbc_clock_coarse());
         return 0;
     case ICBC_MSG_CHUNK: {
         icbc_stripe_chunk_t c = {
@@ -270,8 +269,8 @@ void MPIDI_ICBC_xrecv_end(MPIDI_ICBC_xrecv_t *x, int ok)
     case ICBC_MSG_CHUNK:
         icbc_stripe_chunk_end(X.stripe, &x->chunk, ok, icbc_clock_coarse());
         /* the sender's adaptive placement: this lane delivered it */
-        if (ok && x->wh.seq != 0)
-            MPIDI_ICBC_xfer_send_delivered(x->src_rank, (int) x->wh.seq - 1, x->len);
+        if (ok && x->wh.lane != ICBC_WIRE_NO_LANE)
+            MPIDI_ICBC_xfer_send_delivered(x->src_rank, x->wh.lane, x->len);
         break;
     }
     x->kind = 0;
@@ -355,12 +354,8 @@ ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_
         pull_free(x);
         return UCS_OK;
     }
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = chunk_pull_done,
-        .user_data = x,
-    };
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(MPIDI_ICBC_global.worker, data, dest, len, &param);
+    ucs_status_ptr_t r =
+        mx_ucx_am_recv(MPIDI_ICBC_global.worker, data, dest, len, chunk_pull_done, x);
     if (r == NULL || UCS_PTR_IS_ERR(r)) {
         MPIDI_ICBC_xrecv_end(x, r == NULL);
         pull_free(x);
