@@ -5,8 +5,9 @@
                         [--only NAME,...] [--list] [--prefix DIR] [--build DIR]
                         [--npb DIR] [--logs DIR]
 
-default   what protects a user, in about 25 minutes on 2 cores: format, unit
-          tests (normal and ASan+UBSan), fuzz smoke, testbed, one cluster,
+default   what protects a user, in about 28 minutes on 2 cores: format, unit
+          tests (normal and ASan+UBSan), fuzz smoke, benchmark tools,
+          testbed, one cluster,
           first contact, trust boundary, the two-cluster quick set under
           every policy, failover (short), IMPI clients, LAM interop (a
           representative subset), mpi4py once across clusters, MPICH's CI
@@ -89,6 +90,9 @@ def default_suites(a):
               "GoogleTest, normal and ASan+UBSan builds"),
         Suite("fuzz", [os.path.join(TOP, "test", "fuzz", "run.sh"), "--build", a.build,
                        "--seconds", "4"], "each libFuzzer target 4 s over its corpus"),
+        Suite("bench-tools", [os.path.join(TOP, "benchmarks", "routed", "selftest.sh")],
+              "the benchmark runners' option checks, comparison tables and verdicts (no "
+              "testbed)"),
         Suite("testbed", [os.path.join(TOP, "test", "testbed", "run.sh")],
               "the emulated testbed's own tests"),
         Suite("one-cluster", pytest("test_one_cluster.py", extra=p),

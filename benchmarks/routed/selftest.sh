@@ -1,6 +1,7 @@
 #!/bin/bash
-# Self-test of the inter-cluster runner's pieces that need no testbed: stripe.py (ceilings,
-# ratios, verdicts, bad input) and run.sh's option checks. Prints PASS/FAIL per check and
+# Self-test of the benchmark runners' pieces that need no testbed: stripe.py (ceilings,
+# ratios, verdicts, bad input), run.sh's and builds.py's option checks, and the comparison
+# tables of benchmarks/common (test_compare.py). Prints PASS/FAIL per check and
 # "N passed, N failed"; exit status 1 if any failed. Run: benchmarks/routed/selftest.sh
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -68,6 +69,25 @@ done <<'EOF'
 EOF
 out=$("$HERE/run.sh" --help 2>&1)
 check "run.sh --help" "$(grep -q 'Usage: benchmarks/routed/run.sh' <<< "$out"; echo $?)"
+
+# builds.py: bad usage is refused before anything runs (exit 2, the reason named)
+B=$(cd "$HERE/../.." && pwd)/_install
+while IFS='|' read -r args want; do
+    out=$(/usr/bin/python3 "$HERE/builds.py" $args 2>&1); rc=$?
+    check "builds.py $args: exit $rc, '$want'" "$([ $rc = 2 ] && grep -qF -- "$want" <<< "$out"; echo $?)"
+done <<EOF
+--build only=/nonexistent|/nonexistent/bin/icbc-router not found
+--build a=$B|give at least two --build
+--build a=$B --build a=$B|build labels must differ
+--build a=$B --build b=$B --prefix /x|--prefix is set per build here
+--build a=$B --build b=$B --reps 0|--reps: a positive integer
+EOF
+
+# The comparison tables, ratios and verdicts (benchmarks/common/test_compare.py)
+out=$(/usr/bin/python3 "$HERE/../common/test_compare.py" 2>&1)
+echo "$out" | grep -E '^(PASS|FAIL)'
+read -r p f < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' <<< "$out" | tail -1)
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
