@@ -69,9 +69,20 @@ if [ ! -f "$src/maint/version.m4" ]; then
     tar -xf "$tarball" -C "$src" --strip-components=1
     grep -q '4\.0\.2' "$src/maint/version.m4" || { echo "build-stock: $tarball is not MPICH 4.0.2" >&2; exit 1; }
 fi
+# MPICH's configure adds `pkg-config --static --libs libfabric` to the link
+# line, and Debian's libfabric.pc lists static-only dependencies there (psm,
+# psm2, rdmacm, verbs, efa) whose development files are not installed; a
+# shared build needs none of them. Configure sees a copy without them.
+pcdir=$builddir/pkgconfig
+if [ "$device" = ch4:ofi ]; then
+    pc=$(pkg-config --variable=pcfiledir libfabric)/libfabric.pc
+    mkdir -p "$pcdir"
+    sed 's/^Libs.private:.*/Libs.private:/' "$pc" > "$pcdir/libfabric.pc"
+fi
 rm -rf "$builddir/build" && mkdir -p "$builddir/build"
 cd "$builddir/build"
-run_logged configure "$src/configure" CC="$cc" CXX="$cxx" "${args[@]}"
+run_logged configure env PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+    "$src/configure" CC="$cc" CXX="$cxx" "${args[@]}"
 run_logged make make -j"$jobs"
 run_logged install make install
 echo "${args[*]}" > "$stamp"

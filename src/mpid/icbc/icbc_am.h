@@ -178,14 +178,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
     MPIR_ERR_CHKANDJUMP(hdr == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
                          dst_vci);
-    ucp_request_param_t param = {
-        .op_attr_mask =
-            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
-        .cb.send = MPIDI_ICBC_am_send_hdr_cb,
-        .user_data = hdr,
-        .flags = UCP_AM_SEND_FLAG_EAGER,
-    };
-    ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0, &param);
+    ucp_req = mx_ucx_am_send(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0,
+                             UCP_AM_SEND_FLAG_EAGER, MPIDI_ICBC_am_send_hdr_cb, hdr);
     if (ucp_req == NULL) {
         MPL_free(hdr);
     } else if (UCS_PTR_IS_ERR(ucp_req)) {
