@@ -38,3 +38,7 @@ test_unit_icbc_unit_tests_SOURCES += test/unit/impi_server_test.cc test/unit/imp
 test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/impi \
     -DIMPI_SERVER_BIN='"$(abs_top_builddir)/impi-server"'
 endif
+if HAVE_GTEST
+# The fabric transport on UCX and on libfabric.
+test_unit_icbc_unit_tests_SOURCES += test/unit/fabric_test.cc
+endif

@@ -1,0 +1,60 @@
+/*
+ * What every implementation of mx_fabric.h provides: the common head of
+ * its fabric and endpoint structures and its operations table.
+ */
+#ifndef MX_FABRIC_IMPL_H
+#define MX_FABRIC_IMPL_H
+
+#include "mx_fabric.h"
+
+#define MX_FABRIC_RNDV_THRESH_DEFAULT 8192
+
+typedef struct mx_fabric_ops {
+    icbc_status_t (*create)(const mx_fabric_params_t *params, mx_fabric_t **out, char *err,
+                            size_t errlen);
+    void (*destroy)(mx_fabric_t *f);
+    int (*efd)(mx_fabric_t *f);
+    unsigned (*progress)(mx_fabric_t *f);
+    icbc_status_t (*arm)(mx_fabric_t *f);
+    icbc_status_t (*address)(mx_fabric_t *f, void *buf, size_t *len);
+    size_t (*address_max)(const mx_fabric_t *f);
+    icbc_status_t (*connect)(mx_fabric_t *f, const struct sockaddr *sa, socklen_t salen,
+                             mx_fabric_ep_t **out);
+    icbc_status_t (*connect_address)(mx_fabric_t *f, const void *address, size_t len,
+                                     mx_fabric_ep_t **out);
+    void (*ep_close)(mx_fabric_ep_t *ep, int flush);
+    icbc_status_t (*am_send)(mx_fabric_ep_t *ep, unsigned id, const void *hdr, size_t hdr_len,
+                             const void *payload, size_t len, int rndv, mx_fabric_done_cb_t on_done,
+                             void *arg);
+    icbc_status_t (*am_recv)(mx_fabric_t *f, void *desc, void *buf, size_t len,
+                             mx_fabric_done_cb_t on_done, void *arg);
+    void (*release)(mx_fabric_t *f, void *data);
+    size_t (*max_hdr)(const mx_fabric_t *f);
+} mx_fabric_ops_t;
+
+/* The first member of each implementation's fabric. */
+struct mx_fabric {
+    const mx_fabric_ops_t *ops;
+    mx_fabric_api_t api;
+    mx_fabric_cbs_t cbs;
+    void *arg;
+    size_t rndv_thresh; /* set by create */
+    char describe[160];
+};
+
+/* The first member of each implementation's endpoint. */
+struct mx_fabric_ep {
+    mx_fabric_t *fabric;
+    void *arg;
+    char peer[64];
+};
+
+extern const mx_fabric_ops_t mx_fabric_ucx_ops;
+#ifdef ICBC_HAVE_OFI
+extern const mx_fabric_ops_t mx_fabric_ofi_ops;
+#endif
+
+/* "a.b.c.d:port" of SA into BUF. */
+void mx_fabric_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+
+#endif /* MX_FABRIC_IMPL_H */

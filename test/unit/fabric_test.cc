@@ -1,0 +1,384 @@
+// The fabric transport (mx_fabric.h) on each API this build has: two real
+// fabrics in one process on 127.0.0.1, a listener and a connecting one, or
+// two workers reaching each other by address.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "mx_fabric.h"
+}
+
+namespace
+{
+
+struct Received {
+    unsigned id = 0;
+    std::string hdr;
+    std::vector<char> data;
+    void *desc = nullptr; // a kept rendezvous descriptor or eager data
+    size_t len = 0;
+    bool rndv = false;
+    mx_fabric_ep_t *ep = nullptr;
+};
+
+// One fabric and what reached it.
+struct Side {
+    mx_fabric_t *f = nullptr;
+    std::vector<Received> got;
+    std::vector<mx_fabric_ep_t *> accepted;
+    std::vector<std::string> failed;
+    int keep = 0; // on_am keeps data (1) or not (0)
+};
+
+int on_am(mx_fabric_t *, const mx_fabric_am_t *am, void *arg)
+{
+    Side *s = static_cast<Side *>(arg);
+    Received r;
+    r.id = am->id;
+    r.hdr.assign(static_cast<const char *>(am->hdr), am->hdr_len);
+    r.len = am->len;
+    r.rndv = am->rndv != 0;
+    r.ep = am->ep;
+    if (!am->rndv)
+        r.data.assign(static_cast<const char *>(am->data),
+                      static_cast<const char *>(am->data) + am->len);
+    if (s->keep)
+        r.desc = am->data;
+    s->got.push_back(r);
+    return s->keep;
+}
+
+void on_accept(mx_fabric_t *, mx_fabric_ep_t *ep, void *arg)
+{
+    static_cast<Side *>(arg)->accepted.push_back(ep);
+}
+
+void on_ep_failed(mx_fabric_ep_t *ep, icbc_status_t, const char *why, void *arg)
+{
+    static_cast<Side *>(arg)->failed.push_back(why ? why : "");
+}
+
+const mx_fabric_cbs_t cbs = { on_am, on_accept, on_ep_failed };
+
+struct Done {
+    int n = 0;
+    icbc_status_t st = ICBC_OK;
+};
+
+void done_cb(void *arg, icbc_status_t st)
+{
+    Done *d = static_cast<Done *>(arg);
+    d->n++;
+    d->st = st;
+}
+
+sockaddr_in loopback(uint16_t port)
+{
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return sa;
+}
+
+uint16_t free_port()
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = loopback(0);
+    socklen_t len = sizeof(sa);
+    bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa));
+    getsockname(fd, reinterpret_cast<sockaddr *>(&sa), &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+class Fabric : public ::testing::TestWithParam<mx_fabric_api_t>
+{
+  protected:
+    Side server, client;
+    sockaddr_in server_sa{};
+
+    void SetUp() override
+    {
+        if (!mx_fabric_api_available(GetParam()))
+            GTEST_SKIP() << mx_fabric_api_name(GetParam()) << " is not part of this build";
+    }
+
+    void TearDown() override
+    {
+        mx_fabric_destroy(client.f);
+        mx_fabric_destroy(server.f);
+    }
+
+    mx_fabric_t *make(Side *s, const sockaddr_in *sa, int listen)
+    {
+        mx_fabric_params_t p{};
+        char err[256] = "";
+        p.api = GetParam();
+        p.addr = reinterpret_cast<const sockaddr *>(sa);
+        p.addrlen = sizeof(*sa);
+        p.listen = listen;
+        p.peers_may_fail = 1;
+        p.ucx_tls = "tcp";
+        p.ucx_devices = "lo";
+        EXPECT_EQ(ICBC_OK, mx_fabric_create(&p, &cbs, s, &s->f, err, sizeof(err))) << err;
+        return s->f;
+    }
+
+    // A listener on 127.0.0.1 and a client bound there.
+    void listen_and_client()
+    {
+        server_sa = loopback(free_port());
+        sockaddr_in any = loopback(0);
+        ASSERT_NE(nullptr, make(&server, &server_sa, 1));
+        ASSERT_NE(nullptr, make(&client, &any, 0));
+    }
+
+    bool progress_until(const std::function<bool()> &cond, double seconds = 10)
+    {
+        auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        while (!cond()) {
+            if (std::chrono::steady_clock::now() > end)
+                return false;
+            if (server.f)
+                mx_fabric_progress(server.f);
+            if (client.f)
+                mx_fabric_progress(client.f);
+        }
+        return true;
+    }
+
+    mx_fabric_ep_t *connect()
+    {
+        mx_fabric_ep_t *ep = nullptr;
+        EXPECT_EQ(ICBC_OK,
+                  mx_fabric_connect(client.f, reinterpret_cast<const sockaddr *>(&server_sa),
+                                    sizeof(server_sa), &client, &ep));
+        return ep;
+    }
+};
+
+std::vector<char> pattern(size_t n, unsigned seed)
+{
+    std::vector<char> v(n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = static_cast<char>((i * 131 + seed) >> 3);
+    return v;
+}
+
+TEST_P(Fabric, EagerMessagesBothWaysOverAnAcceptedEndpoint)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    EXPECT_EQ(&client, mx_fabric_ep_arg(ep));
+    std::vector<char> payload = pattern(1000, 7);
+    Done d;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 3, "head", 4, payload.data(), payload.size(),
+                                         MX_FABRIC_SEND_EAGER, done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 1 && d.n == 1; }));
+    EXPECT_EQ(ICBC_OK, d.st);
+    ASSERT_EQ(1u, server.accepted.size());
+    const Received &r = server.got[0];
+    EXPECT_EQ(3u, r.id);
+    EXPECT_EQ("head", r.hdr);
+    EXPECT_FALSE(r.rndv);
+    EXPECT_EQ(payload, r.data);
+    EXPECT_EQ(server.accepted[0], r.ep);
+    EXPECT_STRNE("", mx_fabric_ep_peer(server.accepted[0]));
+
+    // The reply on the accepted endpoint arrives on the connecting one.
+    Done d2;
+    ASSERT_EQ(ICBC_OK,
+              mx_fabric_am_send(server.accepted[0], 5, "re", 2, "xyz", 3, 0, done_cb, &d2));
+    ASSERT_TRUE(progress_until([&] { return client.got.size() == 1 && d2.n == 1; }));
+    EXPECT_EQ(5u, client.got[0].id);
+    EXPECT_EQ("re", client.got[0].hdr);
+    EXPECT_EQ(std::string("xyz"),
+              std::string(client.got[0].data.begin(), client.got[0].data.end()));
+    EXPECT_EQ(ep, client.got[0].ep);
+    mx_fabric_ep_close(ep, 1);
+}
+
+TEST_P(Fabric, MessagesOfOnePairArriveInOrder)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    const int n = 500;
+    std::vector<int> seq(n);
+    std::vector<char> big = pattern(20000, 1);
+    Done d;
+    for (int i = 0; i < n; i++) {
+        seq[i] = i;
+        // every tenth by rendezvous: those must not overtake the eager ones
+        bool rndv = i % 10 == 9;
+        ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 1, &seq[i], sizeof(int), rndv ? big.data() : "e",
+                                             rndv ? big.size() : 1, 0, done_cb, &d));
+    }
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == (size_t) n && d.n == n; }));
+    for (int i = 0; i < n; i++) {
+        int v;
+        memcpy(&v, server.got[i].hdr.data(), sizeof(v));
+        ASSERT_EQ(i, v);
+        ASSERT_EQ(i % 10 == 9, server.got[i].rndv);
+    }
+    EXPECT_EQ(ICBC_OK, d.st);
+}
+
+TEST_P(Fabric, RendezvousPayloadIsPulledIntoTheReceiversBuffer)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    std::vector<char> payload = pattern(4 << 20, 3);
+    Done sent;
+    server.keep = 1;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 2, "rts", 3, payload.data(), payload.size(),
+                                         MX_FABRIC_SEND_RNDV, done_cb, &sent));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 1; }));
+    ASSERT_TRUE(server.got[0].rndv);
+    EXPECT_EQ(payload.size(), server.got[0].len);
+    EXPECT_EQ("rts", server.got[0].hdr);
+    EXPECT_EQ(0, sent.n); // the sender waits for the pull
+    std::vector<char> buf(payload.size());
+    Done pulled;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_recv(server.f, server.got[0].desc, buf.data(), buf.size(),
+                                         done_cb, &pulled));
+    ASSERT_TRUE(progress_until([&] { return pulled.n == 1 && sent.n == 1; }));
+    EXPECT_EQ(ICBC_OK, pulled.st);
+    EXPECT_EQ(ICBC_OK, sent.st);
+    EXPECT_TRUE(buf == payload);
+}
+
+TEST_P(Fabric, KeptEagerDataAndDroppedRendezvousAreGivenBack)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    std::vector<char> payload = pattern(100000, 9);
+    server.keep = 1;
+    Done d;
+    // More kept messages than a receiver posts buffers for at a time.
+    for (int i = 0; i < 200; i++)
+        ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "k", 1, payload.data(), 100, 0, done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() >= 64; })) << server.got.size();
+    for (size_t i = 0; i < server.got.size(); i++)
+        mx_fabric_release(server.f, server.got[i].desc);
+    server.keep = 0; // the rest are used inside on_am
+    size_t released = server.got.size();
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 200 && d.n == 200; }))
+        << server.got.size() << " received, " << d.n << " sent";
+    for (size_t i = 0; i < server.got.size(); i++)
+        EXPECT_EQ(0, memcmp(server.got[i].data.data(), payload.data(), 100)) << i;
+    EXPECT_GE(released, 64u);
+    server.keep = 1;
+    // A rendezvous the receiver drops completes at the sender.
+    Done r;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "drop", 4, payload.data(), payload.size(),
+                                         MX_FABRIC_SEND_RNDV, done_cb, &r));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 201; }));
+    mx_fabric_release(server.f, server.got[200].desc);
+    ASSERT_TRUE(progress_until([&] { return r.n == 1; }));
+}
+
+TEST_P(Fabric, WorkersReachEachOtherByAddress)
+{
+    sockaddr_in any = loopback(0);
+    ASSERT_NE(nullptr, make(&server, &any, 0));
+    ASSERT_NE(nullptr, make(&client, &any, 0));
+    std::vector<char> addr(mx_fabric_address_max(server.f));
+    size_t len = addr.size();
+    ASSERT_EQ(ICBC_OK, mx_fabric_address(server.f, addr.data(), &len));
+    mx_fabric_ep_t *ep = nullptr;
+    ASSERT_EQ(ICBC_OK, mx_fabric_connect_address(client.f, addr.data(), len, nullptr, &ep));
+    std::vector<char> payload = pattern(1 << 20, 5);
+    Done d;
+    server.keep = 1;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 4, "direct", 6, payload.data(), payload.size(), 0,
+                                         done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 1; }));
+    ASSERT_TRUE(server.got[0].rndv);
+    EXPECT_TRUE(server.accepted.empty()); // no listener: nothing announced
+    std::vector<char> buf(payload.size());
+    Done pulled;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_recv(server.f, server.got[0].desc, buf.data(), buf.size(),
+                                         done_cb, &pulled));
+    ASSERT_TRUE(progress_until([&] { return pulled.n == 1 && d.n == 1; }));
+    EXPECT_TRUE(buf == payload);
+}
+
+TEST_P(Fabric, APeerThatGoesAwayFailsItsEndpoint)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    Done d;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "h", 1, "x", 1, 0, done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.accepted.size() == 1 && d.n == 1; }));
+    mx_fabric_destroy(client.f);
+    client.f = nullptr;
+    ASSERT_TRUE(progress_until([&] { return server.failed.size() == 1; }));
+    Done after;
+    // Sends on a failed endpoint fail, at once or by their completion.
+    icbc_status_t st = mx_fabric_am_send(server.accepted[0], 0, "h", 1, "x", 1, 0, done_cb, &after);
+    if (st == ICBC_OK) {
+        ASSERT_TRUE(progress_until([&] { return after.n == 1; }));
+        EXPECT_NE(ICBC_OK, after.st);
+    }
+    mx_fabric_ep_close(server.accepted[0], 0);
+}
+
+TEST_P(Fabric, TheEventDescriptorWakesForAPeer)
+{
+    listen_and_client();
+    int efd = mx_fabric_efd(server.f);
+    ASSERT_GE(efd, 0);
+    // The server goes to sleep before anything reaches it.
+    icbc_status_t armed;
+    for (int i = 0; (armed = mx_fabric_arm(server.f)) == ICBC_ERR_BUSY && i < 1000; i++)
+        mx_fabric_progress(server.f);
+    ASSERT_EQ(ICBC_OK, armed);
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    Done d;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "h", 1, "x", 1, 0, done_cb, &d));
+    pollfd pfd = { efd, POLLIN, 0 };
+    int woke = 0;
+    for (int i = 0; i < 5000 && !woke; i++) {
+        mx_fabric_progress(client.f);
+        woke = poll(&pfd, 1, 1);
+    }
+    ASSERT_EQ(1, woke);
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 1; }));
+}
+
+TEST(FabricApi, NamesParse)
+{
+    mx_fabric_api_t a;
+    EXPECT_EQ(ICBC_OK, mx_fabric_api_parse("ucx", &a));
+    EXPECT_EQ(MX_FABRIC_UCX, a);
+    EXPECT_EQ(ICBC_OK, mx_fabric_api_parse("ofi", &a));
+    EXPECT_EQ(MX_FABRIC_OFI, a);
+    EXPECT_EQ(ICBC_ERR_INVALID, mx_fabric_api_parse("verbs", &a));
+    EXPECT_EQ(ICBC_ERR_INVALID, mx_fabric_api_parse(nullptr, &a));
+    EXPECT_STREQ("ofi", mx_fabric_api_name(MX_FABRIC_OFI));
+}
+
+INSTANTIATE_TEST_SUITE_P(Apis, Fabric, ::testing::Values(MX_FABRIC_UCX, MX_FABRIC_OFI),
+                         [](const ::testing::TestParamInfo<mx_fabric_api_t> &i) {
+                             return std::string(mx_fabric_api_name(i.param));
+                         });
+
+} // namespace
