@@ -73,7 +73,13 @@ typedef struct {
     int fabric_line;                    /* line of the 'fabric' entry; 0: none */
     struct sockaddr_storage fabric_net; /* its network address (port 0, host bits 0) */
     int fabric_prefix;                  /* its prefix length */
+    int fabric_api;                     /* ICBC_RF_FABRIC_UCX (default) or _OFI */
+    int fabric_api_line;                /* line of the 'fabric-api' entry; 0: none */
 } icbc_rf_cluster_t;
+
+/* The fabric API a cluster's processes and routers speak ('fabric-api'). */
+#define ICBC_RF_FABRIC_UCX 0
+#define ICBC_RF_FABRIC_OFI 1
 
 typedef struct {
     const char *name;

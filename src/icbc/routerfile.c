@@ -826,6 +826,23 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
     return ICBC_OK;
 }
 
+static icbc_status_t kw_fabric_api(struct rf_parser *p, char **tok, int ntok)
+{
+    struct rf_cluster *c;
+
+    if (p->cur < 0)
+        return rf_outside(p, "fabric-api");
+    if (ntok != 2 || (strcmp(tok[1], "ucx") != 0 && strcmp(tok[1], "ofi") != 0))
+        return rf_fail_at(p, p->line, "'fabric-api' takes ucx or ofi");
+    c = &p->rf->clusters[p->cur];
+    if (c->pub.fabric_api_line)
+        return rf_fail_at(p, p->line, "cluster '%s' has a 'fabric-api' line already (line %d)",
+                          c->pub.name, c->pub.fabric_api_line);
+    c->pub.fabric_api = strcmp(tok[1], "ofi") == 0 ? ICBC_RF_FABRIC_OFI : ICBC_RF_FABRIC_UCX;
+    c->pub.fabric_api_line = p->line;
+    return ICBC_OK;
+}
+
 static icbc_status_t kw_router(struct rf_parser *p, char **tok, int ntok)
 {
     static const char *const names[] = { "fabric", "wan" };
@@ -1009,6 +1026,8 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
         return kw_router(p, tok, ntok);
     if (strcmp(tok[0], "fabric") == 0)
         return kw_fabric(p, tok, ntok);
+    if (strcmp(tok[0], "fabric-api") == 0)
+        return kw_fabric_api(p, tok, ntok);
     if (strcmp(tok[0], "impi") == 0)
         return kw_impi(p, tok, ntok);
     return rf_fail_at(p, p->line, "unknown keyword '%.*s%s'", RF_Q(tok[0]));

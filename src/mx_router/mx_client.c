@@ -1,4 +1,4 @@
-/* The compute process's half of the fabric transport; see mx_client.h. */
+/* The compute process's half of the routed transport; see mx_client.h. */
 #include "mx_client.h"
 
 #include <stdarg.h>
@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "icbc_bytes.h"
-#include "mx_ucx.h"
 #include "icbc_log.h"
 #include "icbc_clock.h"
 
@@ -26,7 +25,7 @@ typedef struct mx_creq mx_creq_t;
 typedef struct {
     mx_client_t *client;
     int index;
-    ucp_ep_h ep;
+    mx_fabric_ep_t *ep;
     int rndv_out;         /* rendezvous sends posted, not complete */
     size_t eager_window;  /* from REGISTER_ACK; 0: the router gives no credit */
     size_t eager_out;     /* eager bytes posted and not credited by the router */
@@ -34,8 +33,8 @@ typedef struct {
     mx_creq_t *wait_tail;
     int flushing;
     router_state_t state;
-    ucs_status_t ep_status; /* why the endpoint failed */
-    double heard_ms;        /* last message of any kind from the router */
+    char why[96];    /* why the endpoint failed */
+    double heard_ms; /* last message of any kind from the router */
     int registered_once;
     int was_ready;      /* registered at some point: worth reconnecting */
     int reconnecting;   /* a new endpoint is registering (from mx_client_watch) */
@@ -46,7 +45,7 @@ typedef struct {
     uint64_t pace; /* bits/s told with PACE (again after a new registration) */
 } router_t;
 
-/* One send in flight: owns the AM header until UCX is done with it. */
+/* One send in flight: owns the AM header until the fabric is done with it. */
 struct mx_creq {
     mx_client_t *client;
     mx_client_cb_t cb;
@@ -125,16 +124,14 @@ static void send_done(mx_creq_t *r, icbc_status_t st)
         flush_waiting(rt);
 }
 
-static void send_cb(void *request, ucs_status_t status, void *user_data)
+static void send_cb(void *arg, icbc_status_t st)
 {
-    ucp_request_free(request);
-    send_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
+    send_done(arg, st);
 }
 
-static void pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+static void pull_cb(void *arg, icbc_status_t st)
 {
-    ucp_request_free(request);
-    req_done(user_data, status == UCS_OK ? ICBC_OK : ICBC_ERR_PEER_FAILED);
+    req_done(arg, st);
 }
 
 /* Posts one route message on R's endpoint; the request owns REQ->hdr. */
@@ -142,15 +139,11 @@ static icbc_status_t post(router_t *rt, mx_creq_t *req, size_t hdr_len, const vo
                           size_t len)
 {
     mx_client_t *c = rt->client;
-    void *ureq =
-        mx_ucx_am_send(rt->ep, ICBC_UCX_AM_ROUTE, req->hdr, hdr_len, payload, len,
-                       UCP_AM_SEND_FLAG_REPLY | (len > c->p.rndv_thresh ? UCP_AM_SEND_FLAG_RNDV
-                                                                        : UCP_AM_SEND_FLAG_EAGER),
-                       send_cb, req);
+    icbc_status_t st = mx_fabric_am_send(
+        rt->ep, MX_AM_ROUTE, req->hdr, hdr_len, payload, len,
+        len > c->p.rndv_thresh ? MX_FABRIC_SEND_RNDV : MX_FABRIC_SEND_EAGER, send_cb, req);
 
-    if (ureq == NULL) {
-        send_done(req, ICBC_OK);
-    } else if (UCS_PTR_IS_ERR(ureq)) {
+    if (st != ICBC_OK) {
         req_put(req);
         return ICBC_ERR_PEER_FAILED;
     }
@@ -261,17 +254,17 @@ static icbc_status_t send_control(router_t *rt, uint8_t type, const void *inner,
     return post(rt, req, ICBC_ROUTE_HDR_SIZE + inner_len, NULL, 0);
 }
 
-static router_t *router_of_ep(mx_client_t *c, ucp_ep_h ep)
+/* The router a message came from: its current endpoint's, or none. */
+static router_t *router_of_ep(mx_fabric_ep_t *ep)
 {
-    for (size_t i = 0; i < c->p.nrouters; i++)
-        if (c->routers[i].ep == ep)
-            return &c->routers[i];
-    return NULL;
+    router_t *rt = ep ? mx_fabric_ep_arg(ep) : NULL;
+
+    return rt && rt->ep == ep ? rt : NULL;
 }
 
 /* RT is gone: sends to it fail from now on, and the owner hears of it
  * once, if RT was registered. */
-static void router_lost(router_t *rt, ucs_status_t status, const char *why)
+static void router_lost(router_t *rt, const char *why)
 {
     mx_client_t *c = rt->client;
     router_state_t was = rt->state;
@@ -279,7 +272,7 @@ static void router_lost(router_t *rt, ucs_status_t status, const char *why)
     if (was == RT_LOST)
         return;
     rt->state = RT_LOST;
-    rt->ep_status = status;
+    snprintf(rt->why, sizeof(rt->why), "%s", why);
     rt->retry_ms = 0;
     if (was == RT_READY) {
         icbc_warn("router %s (fabric %s) lost: %s", rt->rf->host, rt->rf->fabric.text, why);
@@ -289,37 +282,32 @@ static void router_lost(router_t *rt, ucs_status_t status, const char *why)
     fail_waiting(rt);
 }
 
-static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+static void ep_failed_cb(mx_fabric_ep_t *ep, icbc_status_t status, const char *why, void *arg)
 {
     router_t *rt = arg;
 
+    (void) status;
     if (ep != rt->ep)
         return; /* an endpoint replaced by a reconnection */
-    router_lost(rt, status, ucs_status_string(status));
+    router_lost(rt, why);
 }
 
 /* A new endpoint to RT; the router answers with CHALLENGE. */
 static void connect_router(router_t *rt)
 {
     mx_client_t *c = rt->client;
-    ucp_ep_params_t ep_params = {
-        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-        .sockaddr = { .addr = (const struct sockaddr *) &rt->rf->fabric.sa,
-                      .addrlen = rt->rf->fabric.salen },
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-        .err_handler = { .cb = ep_error_cb, .arg = rt },
-    };
-    ucs_status_t st;
+    icbc_status_t st;
 
     rt->state = RT_CONNECTING;
-    st = ucp_ep_create(c->p.worker, &ep_params, &rt->ep);
-    if (st != UCS_OK) {
+    st = mx_fabric_connect(c->p.fabric, (const struct sockaddr *) &rt->rf->fabric.sa,
+                           rt->rf->fabric.salen, rt, &rt->ep);
+    if (st != ICBC_OK) {
         rt->ep = NULL;
         rt->state = RT_LOST;
-        rt->ep_status = st;
+        snprintf(rt->why, sizeof(rt->why), "%s", icbc_status_str(st));
+        return;
     }
+    mx_fabric_ep_set_failed_cb(rt->ep, ep_failed_cb);
 }
 
 /* RT sent its CHALLENGE: REGISTER with the proof. */
@@ -332,27 +320,19 @@ static void answer_challenge(router_t *rt)
             ICBC_OK ||
         send_control(rt, ICBC_ROUTE_REGISTER, mac, sizeof(mac)) != ICBC_OK) {
         rt->state = RT_LOST;
-        rt->ep_status = UCS_ERR_IO_ERROR;
+        snprintf(rt->why, sizeof(rt->why), "REGISTER could not be sent");
     } else {
         rt->state = RT_REGISTERING;
         rt->registered_once = 1;
     }
 }
 
-/* Drops RT's failed endpoint (UCX completes what it held with errors). */
+/* Drops RT's failed endpoint (the fabric completes what it held with errors). */
 static void drop_endpoint(router_t *rt)
 {
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-    };
-    void *r;
-
     if (rt->ep == NULL)
         return;
-    r = ucp_ep_close_nbx(rt->ep, &param);
-    if (r != NULL && !UCS_PTR_IS_ERR(r))
-        ucp_request_free(r);
+    mx_fabric_ep_close(rt->ep, 0);
     rt->ep = NULL;
 }
 
@@ -420,7 +400,7 @@ void mx_client_watch(mx_client_t *c)
         return;
     }
     if (t - c->watched_ms > 1000) {
-        /* not polled for a while: messages may wait unread in UCX */
+        /* not polled for a while: messages may wait unread in the fabric */
         for (size_t i = 0; i < c->p.nrouters; i++)
             if (c->routers[i].heard_ms < t)
                 c->routers[i].heard_ms = t;
@@ -432,22 +412,20 @@ void mx_client_watch(mx_client_t *c)
             continue;
         snprintf(why, sizeof(why), "silent for %.0f s (a live router speaks every %.0f s)",
                  (t - rt->heard_ms) / 1e3, MX_ROUTER_KEEPALIVE_MS / 1e3);
-        router_lost(rt, UCS_ERR_TIMED_OUT, why);
+        router_lost(rt, why);
     }
 }
 
-static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
-                               size_t length, const ucp_am_recv_param_t *param)
+static int am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg)
 {
     mx_client_t *c = arg;
-    int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    int persistent = rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA);
-    ucs_status_t drop = rndv ? UCS_ERR_CANCELED : UCS_OK;
-    router_t *rt = NULL;
+    const void *header = am->hdr;
+    size_t header_length = am->hdr_len, length = am->len;
+    const int drop = 0;
+    router_t *rt = router_of_ep(am->ep);
     icbc_route_hdr_t h;
 
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-        rt = router_of_ep(c, param->reply_ep);
+    (void) f;
     if (rt == NULL || icbc_route_hdr_parse(header, header_length, &h) != ICBC_OK ||
         h.inner_len != header_length - ICBC_ROUTE_HDR_SIZE || h.payload_len != length) {
         icbc_debug("router message dropped: unknown sender or malformed header");
@@ -490,16 +468,14 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
             .route = h,
             .inner = (const uint8_t *) header + ICBC_ROUTE_HDR_SIZE,
             .inner_len = h.inner_len,
-            .data = data,
+            .data = am->data,
             .len = length,
-            .rndv = rndv,
+            .rndv = am->rndv,
             .router = rt->index,
         };
         if (rt->state != RT_READY || c->p.on_msg == NULL)
             return drop;
-        if (c->p.on_msg(&m, c->p.arg) && persistent)
-            return UCS_INPROGRESS;
-        return UCS_OK;
+        return c->p.on_msg(&m, c->p.arg);
     }
     default: return drop;
     }
@@ -526,10 +502,10 @@ static void explain(const router_t *rt, int timeout_ms, char *err, size_t errlen
             icbc_err(ICBC_ERR_INVALID, err, errlen,
                      "router %s (fabric %s) closed the connection after REGISTER: "
                      "refused (%s)",
-                     host, addr, ucs_status_string(rt->ep_status));
+                     host, addr, rt->why);
         else
             icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s (fabric %s) unreachable: %s", host,
-                     addr, ucs_status_string(rt->ep_status));
+                     addr, rt->why);
         break;
     default:
         icbc_err(ICBC_ERR_INVALID, err, errlen,
@@ -543,15 +519,13 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
                                size_t errlen)
 {
     mx_client_t *c;
-    ucp_worker_attr_t wattr = { .field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
     icbc_status_t ret = ICBC_OK;
     double deadline;
-    ucs_status_t st;
 
-    if (params->worker == NULL || params->nrouters == 0 || params->key == NULL ||
+    if (params->fabric == NULL || params->nrouters == 0 || params->key == NULL ||
         params->keylen == 0) {
         icbc_err(ICBC_ERR_INVALID, err, errlen,
-                 "mx_client: a worker, at least one router and the key are required");
+                 "mx_client: a fabric, at least one router and the key are required");
         return ICBC_ERR_INVALID;
     }
     c = calloc(1, sizeof(*c));
@@ -577,26 +551,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         free(c);
         return ICBC_ERR_NO_MEMORY;
     }
-    if (ucp_worker_query(params->worker, &wattr) != UCS_OK)
-        wattr.max_am_header = 0;
-    c->max_am_header = wattr.max_am_header;
-
-    ucp_am_handler_param_t hparams = {
-        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-        .id = ICBC_UCX_AM_ROUTE,
-        .cb = am_recv_cb,
-        .arg = c,
-        .flags = UCP_AM_FLAG_WHOLE_MSG,
-    };
-    st = ucp_worker_set_am_recv_handler(params->worker, &hparams);
-    if (st != UCS_OK) {
-        icbc_err(ICBC_ERR_INVALID, err, errlen,
-                 "mx_client: cannot install the route message handler: %s", ucs_status_string(st));
-        free(c->routers);
-        free(c);
-        return ICBC_ERR_UNREACHABLE;
-    }
+    c->max_am_header = mx_fabric_max_hdr(params->fabric);
+    mx_fabric_set_am_handler(params->fabric, MX_AM_ROUTE, am_recv_cb, c);
 
     for (size_t i = 0; i < params->nrouters; i++) {
         router_t *rt = &c->routers[i];
@@ -606,7 +562,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         connect_router(rt);
     }
 
-    /* Drive the worker until every router answered or the deadline passed. */
+    /* Drive the fabric until every router answered or the deadline passed. */
     deadline = icbc_clock_coarse_ms() + c->p.timeout_ms;
     for (;;) {
         int pending = 0;
@@ -620,7 +576,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         }
         if (pending == 0 || icbc_clock_coarse_ms() > deadline)
             break;
-        if (ucp_worker_progress(params->worker) == 0)
+        if (mx_fabric_progress(params->fabric) == 0)
             idle_pause();
     }
     for (size_t i = 0; i < params->nrouters; i++) {
@@ -646,13 +602,12 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
 
 void mx_client_destroy(mx_client_t *c)
 {
-    ucp_worker_h w;
-    void **close_reqs;
+    mx_fabric_t *f;
     double deadline;
 
     if (c == NULL)
         return;
-    w = c->p.worker;
+    f = c->p.fabric;
     for (size_t i = 0; i < c->p.nrouters; i++) {
         if (c->routers[i].wait_head == NULL)
             continue;
@@ -663,56 +618,24 @@ void mx_client_destroy(mx_client_t *c)
     for (size_t i = 0; i < c->p.nrouters; i++)
         if (c->routers[i].state == RT_READY)
             send_control(&c->routers[i], ICBC_ROUTE_DEREGISTER, NULL, 0);
-    /* Close gracefully where the router is alive (DEREGISTER goes out first),
-     * by force where the endpoint failed; bounded wait either way. */
-    close_reqs = calloc(c->p.nrouters, sizeof(void *));
+    /* DEREGISTER and what is still in flight go out first (bounded wait);
+     * then live routers' endpoints close after their queued sends, failed
+     * ones at once. */
+    deadline = icbc_clock_coarse_ms() + 2000;
+    while (c->reqs_out > 0 && icbc_clock_coarse_ms() <= deadline)
+        if (mx_fabric_progress(f) == 0)
+            idle_pause();
     for (size_t i = 0; i < c->p.nrouters; i++) {
         router_t *rt = &c->routers[i];
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = rt->state == RT_READY ? 0 : UCP_EP_CLOSE_FLAG_FORCE,
-        };
-        void *r;
-
         if (rt->ep == NULL)
             continue;
-        r = ucp_ep_close_nbx(rt->ep, &param);
-        if (r != NULL && !UCS_PTR_IS_ERR(r) && close_reqs)
-            close_reqs[i] = r;
-        else if (r != NULL && !UCS_PTR_IS_ERR(r))
-            ucp_request_free(r);
+        mx_fabric_ep_close(rt->ep, rt->state == RT_READY);
         rt->ep = NULL;
     }
-    deadline = icbc_clock_coarse_ms() + 2000;
-    for (;;) {
-        int open = 0;
-        for (size_t i = 0; close_reqs && i < c->p.nrouters; i++) {
-            if (close_reqs[i] == NULL)
-                continue;
-            if (ucp_request_check_status(close_reqs[i]) != UCS_INPROGRESS) {
-                ucp_request_free(close_reqs[i]);
-                close_reqs[i] = NULL;
-            } else {
-                open++;
-            }
-        }
-        if ((open == 0 && c->reqs_out == 0) || icbc_clock_coarse_ms() > deadline)
-            break;
-        if (ucp_worker_progress(w) == 0)
-            idle_pause();
-    }
-    for (size_t i = 0; close_reqs && i < c->p.nrouters; i++)
-        if (close_reqs[i])
-            ucp_request_free(close_reqs[i]); /* UCX finishes it later */
-    free(close_reqs);
-
-    ucp_am_handler_param_t hparams = {
-        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
-        .id = ICBC_UCX_AM_ROUTE,
-        .cb = NULL,
-    };
-    ucp_worker_set_am_recv_handler(w, &hparams);
-    /* Requests still out belong to UCX callbacks that can no longer run
+    for (int i = 0; i < 100; i++)
+        mx_fabric_progress(f);
+    mx_fabric_set_am_handler(f, MX_AM_ROUTE, NULL, NULL);
+    /* Requests still out belong to fabric callbacks that can no longer run
      * into this client only if they completed; leak them otherwise. */
     if (c->reqs_out == 0) {
         while (c->free_reqs) {
@@ -799,16 +722,12 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
                                   mx_client_cb_t cb, void *arg)
 {
     mx_creq_t *req = req_get(c);
-    void *ureq;
 
     if (req == NULL)
         return ICBC_ERR_NO_MEMORY;
     req->cb = cb;
     req->arg = arg;
-    ureq = mx_ucx_am_recv(c->p.worker, desc, buf, len, pull_cb, req);
-    if (ureq == NULL) {
-        req_done(req, ICBC_OK);
-    } else if (UCS_PTR_IS_ERR(ureq)) {
+    if (mx_fabric_am_recv(c->p.fabric, desc, buf, len, pull_cb, req) != ICBC_OK) {
         req_put(req);
         return ICBC_ERR_PEER_FAILED;
     }
@@ -817,7 +736,7 @@ icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t 
 
 void mx_client_data_release(mx_client_t *c, void *data)
 {
-    ucp_am_data_release(c->p.worker, data);
+    mx_fabric_release(c->p.fabric, data);
 }
 
 size_t mx_client_max_inner(const mx_client_t *c)

@@ -1,38 +1,39 @@
 /*
- * mx_client: the compute process's half of the fabric transport to the
- * routers of its cluster. It runs on a UCX worker the caller owns (the
- * netmod's), needs no MPI, never blocks inside a callback, and leaves
- * progress to the caller (ucp_worker_progress), except in mx_client_create
- * and mx_client_destroy, which drive the worker until registration or
- * shutdown finish or their deadline passes.
+ * mx_client: the compute process's half of the routed transport to the
+ * routers of its cluster. It runs on a fabric the caller owns (the
+ * netmod's; mx_fabric.h, UCX or libfabric), needs no MPI, never blocks
+ * inside a callback, and leaves progress to the caller
+ * (mx_fabric_progress), except in mx_client_create and mx_client_destroy,
+ * which drive the fabric until registration or shutdown finish or their
+ * deadline passes.
  *
  * mx_client_create connects to every router given, answers each CHALLENGE
  * with a REGISTER proof and waits for every REGISTER_ACK; it fails with one
  * message naming the router and the cause (unreachable, refused, timeout).
  *
  * Messages from the routers (MSG, UNREACHABLE) arrive through on_msg. The
- * payload is either eager data or, if m->rndv, a UCX rendezvous descriptor.
+ * payload is either eager data or, if m->rndv, a rendezvous descriptor.
  * Return 0 from on_msg when done with eager data (it is gone after the
  * call), or 1 to keep m->data: then give eager data back with
  * mx_client_data_release, and pull a descriptor with mx_client_recv_data
  * (or drop it with mx_client_data_release) after on_msg returned. A
- * descriptor on_msg does not keep (return 0) is dropped by UCX, and the
+ * descriptor on_msg does not keep (return 0) is dropped by the fabric, and the
  * router's send of it completes; never release it and return 0 as well.
  * UNREACHABLE carries the lost message's route header as its inner header
  * and no payload. CLUSTER_STATE (a router lost, or regained, every trunk to
  * another cluster) arrives through on_cluster_state.
  *
  * Back-pressure: the router can refuse neither eager data nor a rendezvous
- * announcement once UCX delivered it, so two windows per router bound what
+ * announcement once the fabric delivered it, so two windows per router bound what
  * one process can make it hold. At most rndv_window rendezvous sends are
- * posted at a time (the router holds a UCX descriptor for each until it
+ * posted at a time (the router holds a descriptor for each until it
  * pulls the payload), and eager sends stay within the eager window the
  * router gave in REGISTER_ACK, the router returning CREDIT as it hands
  * them on. Later sends to that router wait in the client in order and are
- * posted as earlier ones complete or credit comes back (from UCX
+ * posted as earlier ones complete or credit comes back (from fabric
  * callbacks); losing the router fails them.
  *
- * One client per worker: it installs the handler of ICBC_UCX_AM_ROUTE.
+ * One client per fabric: it installs the handler of MX_AM_ROUTE.
  */
 #ifndef MX_CLIENT_H
 #define MX_CLIENT_H
@@ -41,11 +42,10 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#include <ucp/api/ucp.h>
-
 #include "icbc_route.h"
 #include "icbc_routerfile.h"
 #include "icbc_status.h"
+#include "mx_fabric.h"
 #include "mx_router.h"
 
 #ifdef __cplusplus
@@ -68,7 +68,7 @@ typedef struct mx_client_msg {
 typedef void (*mx_client_cb_t)(void *arg, icbc_status_t status);
 
 typedef struct mx_client_params {
-    ucp_worker_h worker;
+    mx_fabric_t *fabric;
     const icbc_rf_router_t *routers; /* the routers of this process's cluster */
     size_t nrouters;
     uint16_t cluster; /* this process's cluster index */
@@ -78,7 +78,7 @@ typedef struct mx_client_params {
     size_t keylen;
     int timeout_ms;     /* registration deadline; 0: 10000 */
     size_t rndv_thresh; /* larger payloads go by rendezvous; 0: default */
-    /* Rendezvous sends in flight per router (the router holds a UCX
+    /* Rendezvous sends in flight per router (the router holds a
      * descriptor for each until it pulls the payload); later sends to that
      * router wait here, in order. 0: MX_RNDV_WINDOW_DEFAULT. */
     int rndv_window;

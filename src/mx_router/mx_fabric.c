@@ -56,6 +56,19 @@ void mx_fabric_format_addr(const struct sockaddr *sa, char *buf, size_t len)
     }
 }
 
+void mx_fabric_ep_set_peer(mx_fabric_ep_t *ep, const void *sa, size_t len)
+{
+    memset(&ep->peer_sa, 0, sizeof(ep->peer_sa));
+    if (len >= sizeof(struct sockaddr_in) && len <= sizeof(ep->peer_sa))
+        memcpy(&ep->peer_sa, sa, len);
+    if (ep->peer_sa.ss_family != AF_INET && ep->peer_sa.ss_family != AF_INET6) {
+        ep->peer_sa.ss_family = 0;
+        snprintf(ep->peer, sizeof(ep->peer), "(address of %zu bytes)", len);
+        return;
+    }
+    mx_fabric_format_addr((const struct sockaddr *) &ep->peer_sa, ep->peer, sizeof(ep->peer));
+}
+
 icbc_status_t mx_fabric_create(const mx_fabric_params_t *params, const mx_fabric_cbs_t *cbs,
                                void *arg, mx_fabric_t **out, char *err, size_t errlen)
 {
@@ -87,6 +100,14 @@ void mx_fabric_destroy(mx_fabric_t *f)
 mx_fabric_api_t mx_fabric_api(const mx_fabric_t *f)
 {
     return f->api;
+}
+
+void mx_fabric_set_am_handler(mx_fabric_t *f, unsigned id, mx_fabric_am_cb_t cb, void *arg)
+{
+    if (id < MX_FABRIC_AM_IDS) {
+        f->handlers[id].cb = cb;
+        f->handlers[id].arg = arg;
+    }
 }
 
 const char *mx_fabric_describe(const mx_fabric_t *f)
@@ -149,6 +170,11 @@ void mx_fabric_ep_set_arg(mx_fabric_ep_t *ep, void *arg)
     ep->arg = arg;
 }
 
+void mx_fabric_ep_set_failed_cb(mx_fabric_ep_t *ep, mx_fabric_ep_failed_cb_t cb)
+{
+    ep->on_failed = cb;
+}
+
 void *mx_fabric_ep_arg(const mx_fabric_ep_t *ep)
 {
     return ep->arg;
@@ -159,22 +185,32 @@ const char *mx_fabric_ep_peer(const mx_fabric_ep_t *ep)
     return ep->peer;
 }
 
+const struct sockaddr *mx_fabric_ep_peer_sockaddr(const mx_fabric_ep_t *ep)
+{
+    return (const struct sockaddr *) &ep->peer_sa;
+}
+
 icbc_status_t mx_fabric_am_send(mx_fabric_ep_t *ep, unsigned id, const void *hdr, size_t hdr_len,
                                 const void *payload, size_t len, unsigned flags,
                                 mx_fabric_done_cb_t on_done, void *arg)
 {
     mx_fabric_t *f = ep->fabric;
-    int rndv;
+    unsigned how;
 
     if (id >= MX_FABRIC_AM_IDS || hdr_len > f->ops->max_hdr(f))
         return ICBC_ERR_INVALID;
-    if (flags & MX_FABRIC_SEND_RNDV)
-        rndv = 1;
-    else if (flags & MX_FABRIC_SEND_EAGER)
-        rndv = 0;
-    else
-        rndv = len > f->rndv_thresh;
-    return f->ops->am_send(ep, id, hdr, hdr_len, payload, len, rndv, on_done, arg);
+    if (flags & MX_FABRIC_SEND_IMMEDIATE) {
+        if (len > 0)
+            return ICBC_ERR_INVALID;
+        how = MX_FABRIC_SEND_EAGER | MX_FABRIC_SEND_IMMEDIATE;
+    } else if (flags & MX_FABRIC_SEND_RNDV) {
+        how = MX_FABRIC_SEND_RNDV;
+    } else if (flags & MX_FABRIC_SEND_EAGER) {
+        how = MX_FABRIC_SEND_EAGER;
+    } else {
+        how = len > f->rndv_thresh ? MX_FABRIC_SEND_RNDV : MX_FABRIC_SEND_EAGER;
+    }
+    return f->ops->am_send(ep, id, hdr, hdr_len, payload, len, how, on_done, arg);
 }
 
 icbc_status_t mx_fabric_am_recv(mx_fabric_t *f, void *desc, void *buf, size_t len,

@@ -13,7 +13,9 @@
  * pulled into a buffer the receiver chose; a file descriptor for event
  * loops. Protocols live above this interface; it knows none of them.
  *
- * Received messages: on_am gets eager data or, if am->rndv, a descriptor.
+ * Received messages: the handler of their id (mx_fabric_set_am_handler)
+ * gets eager data or, if am->rndv, a descriptor; a message of an id
+ * without a handler is dropped.
  * Return 0 when done (eager data is gone after the call, an unkept
  * descriptor is dropped and the sender's send completes), or 1 to keep
  * am->data: give eager data back with mx_fabric_release, pull a descriptor
@@ -56,9 +58,13 @@ typedef struct mx_fabric_ep mx_fabric_ep_t;
 #define MX_FABRIC_AM_IDS 8
 
 /* Send flags: how the payload travels. Neither: rendezvous above the
- * fabric's threshold (params.rndv_thresh), eager below. */
+ * fabric's threshold (params.rndv_thresh), eager below. IMMEDIATE (eager,
+ * no payload): done when the call returns, HDR need not outlive it, no
+ * completion callback; ICBC_ERR_BUSY when the transport would have to
+ * queue it. */
 #define MX_FABRIC_SEND_EAGER 0x1u
 #define MX_FABRIC_SEND_RNDV 0x2u
+#define MX_FABRIC_SEND_IMMEDIATE 0x4u
 
 typedef struct mx_fabric_am {
     unsigned id;
@@ -72,14 +78,19 @@ typedef struct mx_fabric_am {
 
 typedef void (*mx_fabric_done_cb_t)(void *arg, icbc_status_t status);
 
+/* An active message arrived; see above for the return value. */
+typedef int (*mx_fabric_am_cb_t)(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg);
+
+/* EP failed (peer gone or closed): sends on it fail from now on; its owner
+ * still closes it. WHY says what the transport saw. ARG: the callback's. */
+typedef void (*mx_fabric_ep_failed_cb_t)(mx_fabric_ep_t *ep, icbc_status_t status, const char *why,
+                                         void *arg);
+
 typedef struct mx_fabric_cbs {
-    /* An active message arrived; see above for the return value. */
-    int (*on_am)(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg);
     /* The listener accepted EP (its arg is NULL until mx_fabric_ep_set_arg). */
     void (*on_accept)(mx_fabric_t *f, mx_fabric_ep_t *ep, void *arg);
-    /* EP failed (peer gone or closed): sends on it fail from now on; its
-     * owner still closes it. WHY says what the transport saw. */
-    void (*on_ep_failed)(mx_fabric_ep_t *ep, icbc_status_t status, const char *why, void *arg);
+    /* An endpoint without a failure callback of its own failed. */
+    mx_fabric_ep_failed_cb_t on_ep_failed;
 } mx_fabric_cbs_t;
 
 typedef struct mx_fabric_params {
@@ -93,12 +104,24 @@ typedef struct mx_fabric_params {
     /* Peers may die while this fabric runs (routers, processes talking to
      * routers): the transport's settings for failing peers. */
     int peers_may_fail;
+    /* Endpoints to worker addresses report a failed peer (else a dead peer
+     * may go unnoticed, which UCX repays with faster sends); those of a
+     * listener and to one always do. */
+    int peer_errors;
+    /* The owner waits on mx_fabric_efd. */
+    int wakeup;
+    /* Several threads call in, one at a time. */
+    int serialized;
+    size_t estimated_eps; /* endpoints expected; 0: unknown */
     /* UCX: UCX_TLS when the environment sets none (NULL: UCX's choice),
      * UCX_NET_DEVICES (NULL: UCX's choice). */
     const char *ucx_tls;
     const char *ucx_devices;
     /* libfabric: the provider when FI_PROVIDER is not set; NULL: "tcp;ofi_rxm". */
     const char *ofi_provider;
+    /* libfabric without ADDR: bind to the (first IPv4) address of this
+     * network interface; NULL: the provider's choice. */
+    const char *ofi_iface;
 } mx_fabric_params_t;
 
 icbc_status_t mx_fabric_create(const mx_fabric_params_t *params, const mx_fabric_cbs_t *cbs,
@@ -107,6 +130,9 @@ icbc_status_t mx_fabric_create(const mx_fabric_params_t *params, const mx_fabric
 void mx_fabric_destroy(mx_fabric_t *f);
 
 mx_fabric_api_t mx_fabric_api(const mx_fabric_t *f);
+
+/* Messages of ID (< MX_FABRIC_AM_IDS) go to CB(f, am, ARG); NULL: dropped. */
+void mx_fabric_set_am_handler(mx_fabric_t *f, unsigned id, mx_fabric_am_cb_t cb, void *arg);
 /* One line for logs and dumps: API, provider or transports, address. */
 const char *mx_fabric_describe(const mx_fabric_t *f);
 
@@ -133,9 +159,13 @@ icbc_status_t mx_fabric_connect_address(mx_fabric_t *f, const void *address, siz
 void mx_fabric_ep_close(mx_fabric_ep_t *ep, int flush);
 
 void mx_fabric_ep_set_arg(mx_fabric_ep_t *ep, void *arg);
+/* EP's failure goes to CB (with EP's arg) instead of cbs.on_ep_failed. */
+void mx_fabric_ep_set_failed_cb(mx_fabric_ep_t *ep, mx_fabric_ep_failed_cb_t cb);
 void *mx_fabric_ep_arg(const mx_fabric_ep_t *ep);
-/* The peer's address as "a.b.c.d:port" (its connection or endpoint name). */
+/* The peer's address as "a.b.c.d:port" (its connection or endpoint name),
+ * and as a socket address (family 0 when the transport did not tell). */
 const char *mx_fabric_ep_peer(const mx_fabric_ep_t *ep);
+const struct sockaddr *mx_fabric_ep_peer_sockaddr(const mx_fabric_ep_t *ep);
 
 /* Active message ID (< MX_FABRIC_AM_IDS) on EP: HDR and PAYLOAD stay valid
  * until ON_DONE(ARG). */

@@ -5,6 +5,8 @@
 #ifndef MX_FABRIC_IMPL_H
 #define MX_FABRIC_IMPL_H
 
+#include <sys/socket.h>
+
 #include "mx_fabric.h"
 
 #define MX_FABRIC_RNDV_THRESH_DEFAULT 8192
@@ -23,9 +25,10 @@ typedef struct mx_fabric_ops {
     icbc_status_t (*connect_address)(mx_fabric_t *f, const void *address, size_t len,
                                      mx_fabric_ep_t **out);
     void (*ep_close)(mx_fabric_ep_t *ep, int flush);
+    /* FLAGS: exactly one of MX_FABRIC_SEND_EAGER and _RNDV, maybe _IMMEDIATE. */
     icbc_status_t (*am_send)(mx_fabric_ep_t *ep, unsigned id, const void *hdr, size_t hdr_len,
-                             const void *payload, size_t len, int rndv, mx_fabric_done_cb_t on_done,
-                             void *arg);
+                             const void *payload, size_t len, unsigned flags,
+                             mx_fabric_done_cb_t on_done, void *arg);
     icbc_status_t (*am_recv)(mx_fabric_t *f, void *desc, void *buf, size_t len,
                              mx_fabric_done_cb_t on_done, void *arg);
     void (*release)(mx_fabric_t *f, void *data);
@@ -39,6 +42,10 @@ struct mx_fabric {
     mx_fabric_cbs_t cbs;
     void *arg;
     size_t rndv_thresh; /* set by create */
+    struct {
+        mx_fabric_am_cb_t cb;
+        void *arg;
+    } handlers[MX_FABRIC_AM_IDS];
     char describe[160];
 };
 
@@ -46,8 +53,30 @@ struct mx_fabric {
 struct mx_fabric_ep {
     mx_fabric_t *fabric;
     void *arg;
+    mx_fabric_ep_failed_cb_t on_failed; /* NULL: the fabric's cbs.on_ep_failed */
     char peer[64];
+    struct sockaddr_storage peer_sa; /* family 0: unknown */
 };
+
+/* An implementation hands a received message to its handler: 1 when the
+ * handler keeps am->data. */
+static inline int mx_fabric_deliver(mx_fabric_t *f, const mx_fabric_am_t *am)
+{
+    if (am->id >= MX_FABRIC_AM_IDS || f->handlers[am->id].cb == NULL)
+        return 0;
+    return f->handlers[am->id].cb(f, am, f->handlers[am->id].arg);
+}
+
+/* An implementation tells the owner that EP failed. */
+static inline void mx_fabric_ep_failed(mx_fabric_ep_t *ep, icbc_status_t st, const char *why)
+{
+    mx_fabric_t *f = ep->fabric;
+
+    if (ep->on_failed)
+        ep->on_failed(ep, st, why, ep->arg);
+    else if (f->cbs.on_ep_failed)
+        f->cbs.on_ep_failed(ep, st, why, f->arg);
+}
 
 extern const mx_fabric_ops_t mx_fabric_ucx_ops;
 #ifdef ICBC_HAVE_OFI
@@ -56,5 +85,7 @@ extern const mx_fabric_ops_t mx_fabric_ofi_ops;
 
 /* "a.b.c.d:port" of SA into BUF. */
 void mx_fabric_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+/* EP's peer is at SA (LEN bytes): its text and socket address. */
+void mx_fabric_ep_set_peer(mx_fabric_ep_t *ep, const void *sa, size_t len);
 
 #endif /* MX_FABRIC_IMPL_H */

@@ -21,8 +21,11 @@
  */
 #include "mx_fabric_impl.h"
 
+#ifdef ICBC_HAVE_OFI /* compiled into libmpi whether or not libfabric is there */
+
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "icbc_bytes.h"
+#include "icbc_clock.h"
 #include "icbc_hmap.h"
 #include "icbc_list.h"
 #include "icbc_log.h"
@@ -45,11 +49,17 @@
 #define OFI_BUF_SIZE 16384 /* one receive or send buffer */
 #define OFI_RECV_BUFS 64   /* posted at a time */
 #define OFI_SEND_SLAB 64   /* send buffers added at a time */
-#define OFI_MAX_HDR 2048
+#define OFI_MAX_HDR (4096 + 128)
 #define OFI_NAME_MAX 64
 #define OFI_CQ_BATCH 16
 
-enum { K_HELLO = 1, K_HELLO_ACK, K_AM, K_RTS, K_CTS, K_FIN, K_BYE };
+enum { K_HELLO = 1, K_HELLO_ACK, K_AM, K_RTS, K_CTS, K_FIN, K_BYE, K_PING };
+
+/* An endpoint with rendezvous under way hears from its peer, or sends it a
+ * PING, this often: libfabric fails the send to a dead peer, which fails
+ * the endpoint and what waits on it (a pull from a dead process would
+ * otherwise wait for ever). */
+#define OFI_PROBE_MS 1000
 
 /* Every message starts with this (host order: a fabric joins one cluster's
  * nodes, all of one architecture). */
@@ -96,6 +106,7 @@ typedef struct ofi_op {
     uint64_t cookie;       /* OP_RTS, OP_TSEND */
     int kept;              /* OP_RECV: the owner holds the buffer */
     int pending;           /* OP_RTS: its message's completion and the FIN (or payload) */
+    int aborted;           /* OP_READ, OP_TRECV: failed with its endpoint, still libfabric's */
     icbc_list_t link;      /* ep->waiting, ep->rts, fabric->recv_retry or the free list */
 } ofi_op_t;
 
@@ -118,6 +129,7 @@ struct ofi_ep {
     size_t inflight;     /* operations libfabric holds, descriptors the owner holds */
     icbc_list_t waiting; /* operations not posted yet, in order */
     icbc_list_t rts;     /* rendezvous sends waiting for FIN or CTS */
+    icbc_list_t pulls;   /* rendezvous pulls libfabric holds */
     int close_flush;     /* closed by the owner before HELLO_ACK: BYE after the sends */
     icbc_list_t link;    /* in fabric->eps */
     icbc_list_t backlog; /* in fabric->backlog while operations wait for libfabric */
@@ -151,6 +163,7 @@ struct ofi_fabric {
     icbc_list_t eps;     /* endpoints kept until their operations return */
     icbc_list_t backlog; /* endpoints with operations waiting for libfabric */
     icbc_hmap_t rts_by_cookie;
+    double next_probe_ms;
 };
 
 typedef struct {
@@ -319,6 +332,8 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
     e->inflight++;
     if (op->kind == OP_RTS)
         icbc_list_push(&e->rts, &op->link);
+    else if (op->kind == OP_READ || op->kind == OP_TRECV)
+        icbc_list_push(&e->pulls, &op->link);
     return ICBC_OK;
 }
 
@@ -425,6 +440,7 @@ static ofi_ep_t *ep_new(ofi_fabric_t *f, fi_addr_t addr)
     e->addr = addr;
     icbc_list_init(&e->waiting);
     icbc_list_init(&e->rts);
+    icbc_list_init(&e->pulls);
     icbc_list_init(&e->backlog);
     icbc_list_push(&f->eps, &e->link);
     return e;
@@ -511,19 +527,28 @@ static void ep_fail_sends(ofi_ep_t *e, icbc_status_t st)
     icbc_list_del(&e->backlog);
     while (!icbc_list_empty(&e->rts))
         rts_finish(f, ICBC_CONTAINER(e->rts.next, ofi_op_t, link), st);
+    /* Pulls fail now; libfabric returns their operations later, or never
+     * (a dead peer's connection), and keeps their buffers registered. */
+    while (!icbc_list_empty(&e->pulls)) {
+        ofi_op_t *op = ICBC_CONTAINER(e->pulls.next, ofi_op_t, link);
+        icbc_list_del(&op->link);
+        op->aborted = 1;
+        free(op->desc);
+        op->desc = NULL;
+        e->inflight--; /* the descriptor's hold */
+        op->on_done(op->arg, st);
+    }
 }
 
 static void ep_fail(ofi_ep_t *e, const char *why)
 {
-    ofi_fabric_t *f = fab_of(e);
-
     if (e->state == EP_FAILED || e->state == EP_CLOSED)
         return;
     e->state = EP_FAILED;
     icbc_debug("fabric peer %s: %s", e->base.peer, why);
     ep_fail_sends(e, ICBC_ERR_PEER_FAILED);
-    if (e->announced && f->base.cbs.on_ep_failed)
-        f->base.cbs.on_ep_failed(&e->base, ICBC_ERR_PEER_FAILED, why, f->base.arg);
+    if (e->announced)
+        mx_fabric_ep_failed(&e->base, ICBC_ERR_PEER_FAILED, why);
 }
 
 /* Frees a closed endpoint once libfabric and the owner hold nothing of it. */
@@ -550,21 +575,6 @@ static void ep_send_bye(ofi_ep_t *e)
     send_ctrl(e, &h);
 }
 
-static void ep_name_text(const void *name, size_t len, char *buf, size_t buflen)
-{
-    struct sockaddr_storage ss;
-
-    if (len >= sizeof(struct sockaddr_in) && len <= sizeof(ss)) {
-        memset(&ss, 0, sizeof(ss));
-        memcpy(&ss, name, len);
-        if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
-            mx_fabric_format_addr((const struct sockaddr *) &ss, buf, buflen);
-            return;
-        }
-    }
-    snprintf(buf, buflen, "(endpoint name of %zu bytes)", len);
-}
-
 /* ---- receiving ---- */
 
 static void on_hello(ofi_fabric_t *f, const ofi_hdr_t *h, const char *name, size_t n)
@@ -586,7 +596,7 @@ static void on_hello(ofi_fabric_t *f, const ofi_hdr_t *h, const char *name, size
         fi_av_remove(f->av, &addr, 1, 0);
         return;
     }
-    ep_name_text(name, h->hdr_len, e->base.peer, sizeof(e->base.peer));
+    mx_fabric_ep_set_peer(&e->base, name, h->hdr_len);
     e->peer_slot = h->aux;
     e->peer_token = (uint32_t) h->len;
     e->state = EP_OPEN;
@@ -620,7 +630,7 @@ static void deliver_am(ofi_fabric_t *f, ofi_ep_t *e, const ofi_hdr_t *h, const c
             return;
         am.data = (char *) body + h->hdr_len;
         am.len = h->len;
-        if (f->base.cbs.on_am(&f->base, &am, f->base.arg))
+        if (mx_fabric_deliver(&f->base, &am))
             recv_op->kept = 1;
         return;
     }
@@ -635,7 +645,7 @@ static void deliver_am(ofi_fabric_t *f, ofi_ep_t *e, const ofi_hdr_t *h, const c
     am.data = d;
     am.len = h->len;
     am.rndv = 1;
-    if (!f->base.cbs.on_am(&f->base, &am, f->base.arg))
+    if (!mx_fabric_deliver(&f->base, &am))
         mx_fabric_release(&f->base, d);
 }
 
@@ -709,6 +719,7 @@ static void on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
     case K_FIN:
     case K_CTS: on_fin(f, e, h, h->kind == K_CTS); break;
     case K_BYE: ep_fail(e, "closed by the peer"); break;
+    case K_PING: break;
     default:
         icbc_debug("fabric peer %s: message of unknown kind %u dropped", e->base.peer, h->kind);
     }
@@ -747,6 +758,13 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
         break;
     case OP_READ:
     case OP_TRECV:
+        if (op->aborted) {
+            if (op->mr)
+                fi_close(&op->mr->fid);
+            free(op);
+            break;
+        }
+        icbc_list_del(&op->link); /* out of e->pulls before the endpoint may fail */
         if (op->kind == OP_READ && e->state == EP_OPEN) {
             ofi_hdr_t h;
             hdr_to(&h, e, K_FIN);
@@ -770,6 +788,25 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
     default: break;
     }
     ep_maybe_free(e);
+}
+
+/* PINGs to the peers of endpoints that wait on them (OFI_PROBE_MS). */
+static void probe(ofi_fabric_t *f)
+{
+    double now = icbc_clock_coarse_ms();
+
+    if (now < f->next_probe_ms)
+        return;
+    f->next_probe_ms = now + OFI_PROBE_MS;
+    for (icbc_list_t *l = f->eps.next, *next; l != &f->eps; l = next) {
+        ofi_ep_t *e = ICBC_CONTAINER(l, ofi_ep_t, link);
+        next = l->next;
+        if (e->state == EP_OPEN && (!icbc_list_empty(&e->pulls) || !icbc_list_empty(&e->rts))) {
+            ofi_hdr_t h;
+            hdr_to(&h, e, K_PING);
+            send_ctrl(e, &h);
+        }
+    }
 }
 
 static unsigned ofi_progress(mx_fabric_t *base)
@@ -803,6 +840,7 @@ static unsigned ofi_progress(mx_fabric_t *base)
             op_completed(f, ev[i].op_context, ev[i].len, ICBC_OK, NULL);
         n += (unsigned) k;
     }
+    probe(f);
     /* What libfabric refused before, in order; an endpoint may leave the
      * list while it is flushed. */
     for (icbc_list_t *l = f->backlog.next, *next; l != &f->backlog; l = next) {
@@ -824,11 +862,12 @@ static unsigned ofi_progress(mx_fabric_t *base)
 /* ---- operations ---- */
 
 static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *hdr, size_t hdr_len,
-                                 const void *payload, size_t len, int rndv,
+                                 const void *payload, size_t len, unsigned flags,
                                  mx_fabric_done_cb_t on_done, void *arg)
 {
     ofi_ep_t *e = (ofi_ep_t *) base;
     ofi_fabric_t *f = fab_of(e);
+    int rndv = (flags & MX_FABRIC_SEND_RNDV) != 0;
     ofi_hdr_t h;
     ofi_op_t *op;
 
@@ -871,7 +910,8 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
         op->cookie = rts.cookie;
         op->pending = 2;
     }
-    op->on_done = on_done;
+    /* An eager message is a copy: the sender's buffers are free at once. */
+    op->on_done = rndv ? on_done : NULL;
     op->arg = arg;
     if (ep_submit(e, op) != ICBC_OK) {
         op->on_done = NULL; /* an error return: no completion */
@@ -879,6 +919,8 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
         ep_fail(e, "send failed");
         return ICBC_ERR_PEER_FAILED;
     }
+    if (!rndv && on_done)
+        on_done(arg, ICBC_OK);
     return ICBC_OK;
 }
 
@@ -972,7 +1014,7 @@ static icbc_status_t ep_start(ofi_fabric_t *f, const void *name, size_t namelen,
     }
     e->announced = 1;
     e->state = EP_HELLO;
-    ep_name_text(name, namelen, e->base.peer, sizeof(e->base.peer));
+    mx_fabric_ep_set_peer(&e->base, name, namelen);
     memset(&h, 0, sizeof(h));
     h.kind = K_HELLO;
     h.hdr_len = (uint16_t) f->namelen;
@@ -1139,6 +1181,22 @@ static struct fi_info *find_info(const char *prov, const char *node, const char 
     return info;
 }
 
+/* The first IPv4 address of interface IFACE as text; 0 if it has none. */
+static int iface_address(const char *iface, char *buf, size_t len)
+{
+    struct ifaddrs *all, *i;
+    int found = 0;
+
+    if (getifaddrs(&all) != 0)
+        return 0;
+    for (i = all; i && !found; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, iface) == 0)
+            found = inet_ntop(AF_INET, &((struct sockaddr_in *) i->ifa_addr)->sin_addr, buf,
+                              (socklen_t) len) != NULL;
+    freeifaddrs(all);
+    return found;
+}
+
 static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **out, char *err,
                                 size_t errlen)
 {
@@ -1146,7 +1204,8 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     const char *prov = getenv("FI_PROVIDER");
     char node[64] = "", service[16] = "0", where[80] = "any address", why[128] = "";
     const char *what = "fi_getinfo";
-    struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_FD };
+    struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG,
+                                  .wait_obj = params->wakeup ? FI_WAIT_FD : FI_WAIT_NONE };
     struct fi_av_attr av_attr = { .type = FI_AV_UNSPEC };
     int family = 0, rc = 0;
 
@@ -1178,6 +1237,11 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
             inet_ntop(AF_INET6, &in6->sin6_addr, node, sizeof(node));
             snprintf(service, sizeof(service), "%u", params->listen ? ntohs(in6->sin6_port) : 0);
         }
+    }
+    if (!params->addr && params->ofi_iface &&
+        iface_address(params->ofi_iface, node, sizeof(node))) {
+        snprintf(where, sizeof(where), "%s (%s)", node, params->ofi_iface);
+        family = AF_INET;
     }
     f->info = find_info(prov, node[0] ? node : NULL, node[0] ? service : NULL, family,
                         FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ, why, sizeof(why));
@@ -1241,7 +1305,8 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     f->base.rndv_thresh = params->rndv_thresh ? params->rndv_thresh : MX_FABRIC_RNDV_THRESH_DEFAULT;
     if (f->base.rndv_thresh > OFI_BUF_SIZE - sizeof(ofi_hdr_t) - OFI_MAX_HDR)
         f->base.rndv_thresh = OFI_BUF_SIZE - sizeof(ofi_hdr_t) - OFI_MAX_HDR;
-    ep_name_text(f->name, f->namelen, where, sizeof(where));
+    if (f->namelen >= sizeof(struct sockaddr_in) && f->namelen <= sizeof(struct sockaddr_in6))
+        mx_fabric_format_addr((const struct sockaddr *) f->name, where, sizeof(where));
     snprintf(f->base.describe, sizeof(f->base.describe), "%s %s on %s (%s rendezvous)",
              params->listen ? "ofi-listener" : "ofi", f->info->fabric_attr->prov_name, where,
              f->rma ? "RMA read" : "tagged");
@@ -1268,7 +1333,8 @@ static icbc_status_t ofi_arm(mx_fabric_t *base)
     struct fid *fids[1] = { &f->cq->fid };
     int rc;
 
-    if (f->efd < 0)
+    /* Operations libfabric refused wait for progress, not for an event. */
+    if (f->efd < 0 || !icbc_list_empty(&f->backlog) || !icbc_list_empty(&f->recv_retry))
         return ICBC_ERR_BUSY;
     rc = fi_trywait(f->fabric, fids, 1);
     if (rc == 0)
@@ -1318,3 +1384,5 @@ const mx_fabric_ops_t mx_fabric_ofi_ops = {
     .release = ofi_release,
     .max_hdr = ofi_max_hdr,
 };
+
+#endif /* ICBC_HAVE_OFI */

@@ -2,6 +2,7 @@
  * sockaddr listener and endpoints in peer error handling mode. */
 #include "mx_fabric_impl.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ struct ucx_fabric {
     ucp_worker_h worker;
     ucp_listener_h listener;
     int efd;
+    ucp_err_handling_mode_t err_mode;
     size_t max_hdr;
     ucx_am_id_t ids[MX_FABRIC_AM_IDS];
     icbc_hmap_t by_ep;  /* ucp_ep_h -> endpoint not closing */
@@ -72,7 +74,8 @@ static icbc_status_t req_posted(ucx_fabric_t *f, void *req, mx_fabric_done_cb_t 
     ucx_req_t *r;
 
     if (req == NULL) {
-        on_done(arg, ICBC_OK);
+        if (on_done)
+            on_done(arg, ICBC_OK);
         return ICBC_OK;
     }
     if (UCS_PTR_IS_ERR(req)) {
@@ -88,7 +91,8 @@ static icbc_status_t req_posted(ucx_fabric_t *f, void *req, mx_fabric_done_cb_t 
     ucs_status_t status = r->status;
     r->done = 0;
     ucp_request_free(req);
-    on_done(arg, from_ucs(status));
+    if (on_done)
+        on_done(arg, from_ucs(status));
     return ICBC_OK;
 }
 
@@ -105,7 +109,8 @@ static void req_completed(void *request, ucs_status_t status, void *user_data)
     r->fabric = NULL;
     r->on_done = NULL;
     ucp_request_free(request);
-    on_done(user_data, from_ucs(status));
+    if (on_done)
+        on_done(user_data, from_ucs(status));
 }
 
 static void send_cb(void *request, ucs_status_t status, void *user_data)
@@ -176,15 +181,13 @@ static void ep_schedule_close(ucx_ep_t *e, int flush)
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     ucx_ep_t *e = arg;
-    mx_fabric_t *f = e->base.fabric;
 
     (void) ep;
     if (e->state != EP_OPEN)
         return;
     e->state = EP_FAILED;
     icbc_debug("fabric peer %s: endpoint error: %s", e->base.peer, ucs_status_string(status));
-    if (f->cbs.on_ep_failed)
-        f->cbs.on_ep_failed(&e->base, ICBC_ERR_PEER_FAILED, ucs_status_string(status), f->arg);
+    mx_fabric_ep_failed(&e->base, ICBC_ERR_PEER_FAILED, ucs_status_string(status));
 }
 
 static ucx_ep_t *ep_new(ucx_fabric_t *f)
@@ -226,8 +229,10 @@ static void conn_request_cb(ucp_conn_request_h req, void *arg)
         return;
     }
     if (ucp_conn_request_query(req, &attr) == UCS_OK)
-        mx_fabric_format_addr((const struct sockaddr *) &attr.client_address, e->base.peer,
-                              sizeof(e->base.peer));
+        mx_fabric_ep_set_peer(&e->base, (const struct sockaddr *) &attr.client_address,
+                              attr.client_address.ss_family == AF_INET6
+                                  ? sizeof(struct sockaddr_in6)
+                                  : sizeof(struct sockaddr_in));
     ucp_ep_params_t ep_params = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -261,7 +266,7 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
         .rndv = rndv,
         .ep = e && e->state == EP_OPEN ? &e->base : NULL,
     };
-    if (f->base.cbs.on_am(&f->base, &am, f->base.arg) && persistent)
+    if (mx_fabric_deliver(&f->base, &am) && persistent)
         return UCS_INPROGRESS;
     return UCS_OK;
 }
@@ -307,6 +312,7 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
     icbc_list_init(&f->eps);
     icbc_hmap_init(&f->by_ep);
     f->efd = -1;
+    f->err_mode = params->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     f->base.rndv_thresh = params->rndv_thresh ? params->rndv_thresh : MX_FABRIC_RNDV_THRESH_DEFAULT;
     if (params->addr)
         mx_fabric_format_addr(params->addr, addr, sizeof(addr));
@@ -319,7 +325,7 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
     if (params->peers_may_fail)
         mx_ucx_env_peers_may_fail();
     st = ucp_config_read(NULL, NULL, &config);
-    if (st == UCS_OK && params->ucx_tls && getenv("UCX_TLS") == NULL)
+    if (st == UCS_OK && params->ucx_tls)
         st = ucp_config_modify(config, "TLS", params->ucx_tls);
     if (st == UCS_OK && params->ucx_devices)
         st = ucp_config_modify(config, "NET_DEVICES", params->ucx_devices);
@@ -328,11 +334,13 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
 
     what = "context";
     ucp_params_t uparams = {
-        .field_mask =
-            UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_REQUEST_INIT,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                      UCP_PARAM_FIELD_REQUEST_INIT |
+                      (params->estimated_eps ? UCP_PARAM_FIELD_ESTIMATED_NUM_EPS : 0),
+        .features = UCP_FEATURE_AM | (params->wakeup ? UCP_FEATURE_WAKEUP : 0),
         .request_size = sizeof(ucx_req_t),
         .request_init = req_init,
+        .estimated_num_eps = params->estimated_eps,
     };
     st = ucp_init(&uparams, config, &f->context);
     ucp_config_release(config);
@@ -343,7 +351,7 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
     what = "worker";
     ucp_worker_params_t wparams = {
         .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SINGLE,
+        .thread_mode = params->serialized ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE,
     };
     st = ucp_worker_create(f->context, &wparams, &f->worker);
     if (st != UCS_OK)
@@ -370,10 +378,12 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
             goto fail;
     }
 
-    what = "event descriptor";
-    st = ucp_worker_get_efd(f->worker, &f->efd);
-    if (st != UCS_OK)
-        goto fail;
+    if (params->wakeup) {
+        what = "event descriptor";
+        st = ucp_worker_get_efd(f->worker, &f->efd);
+        if (st != UCS_OK)
+            goto fail;
+    }
 
     if (params->listen) {
         what = "listener";
@@ -467,13 +477,13 @@ static icbc_status_t ucx_connect(mx_fabric_t *base, const struct sockaddr *sa, s
 
     if (e == NULL)
         return ICBC_ERR_NO_MEMORY;
-    mx_fabric_format_addr(sa, e->base.peer, sizeof(e->base.peer));
+    mx_fabric_ep_set_peer(&e->base, sa, salen);
     ucp_ep_params_t ep_params = {
         .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
         .sockaddr = { .addr = sa, .addrlen = salen },
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER, /* a listener's peers may go */
         .err_handler = { .cb = ep_error_cb, .arg = e },
     };
     st = ep_created(f, e, ucp_ep_create(f->worker, &ep_params, &e->ep), "connect to");
@@ -497,7 +507,7 @@ static icbc_status_t ucx_connect_address(mx_fabric_t *base, const void *address,
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = address,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = f->err_mode,
         .err_handler = { .cb = ep_error_cb, .arg = e },
     };
     st = ep_created(f, e, ucp_ep_create(f->worker, &ep_params, &e->ep), "connect to");
@@ -512,7 +522,7 @@ static void ucx_ep_close(mx_fabric_ep_t *base, int flush)
 }
 
 static icbc_status_t ucx_am_send(mx_fabric_ep_t *base, unsigned id, const void *hdr, size_t hdr_len,
-                                 const void *payload, size_t len, int rndv,
+                                 const void *payload, size_t len, unsigned flags,
                                  mx_fabric_done_cb_t on_done, void *arg)
 {
     ucx_ep_t *e = (ucx_ep_t *) base;
@@ -520,10 +530,21 @@ static icbc_status_t ucx_am_send(mx_fabric_ep_t *base, unsigned id, const void *
 
     if (e->state != EP_OPEN)
         return ICBC_ERR_PEER_FAILED;
-    req = mx_ucx_am_send(e->ep, id, hdr, hdr_len, payload, len,
-                         UCP_AM_SEND_FLAG_REPLY |
-                             (rndv ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
-                         send_cb, arg);
+    if (flags & MX_FABRIC_SEND_IMMEDIATE) {
+        ucp_request_param_t imm = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+            .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
+        };
+        req = ucp_am_send_nbx(e->ep, id, hdr, hdr_len, NULL, 0, &imm);
+        if (req == NULL)
+            return ICBC_OK;
+        return UCS_PTR_STATUS(req) == UCS_ERR_NO_RESOURCE ? ICBC_ERR_BUSY : ICBC_ERR_PEER_FAILED;
+    }
+    req = mx_ucx_am_send(
+        e->ep, id, hdr, hdr_len, payload, len,
+        UCP_AM_SEND_FLAG_REPLY |
+            ((flags & MX_FABRIC_SEND_RNDV) ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+        send_cb, arg);
     return req_posted((ucx_fabric_t *) base->fabric, req, on_done, arg);
 }
 

@@ -3,7 +3,7 @@
  * (mx_server.h) and the compute processes (mx_client.h).
  *
  * On the fabric a route message is one UCX active message with id
- * ICBC_UCX_AM_ROUTE: the AM header is the route header (icbc_route.h, 40
+ * MX_AM_ROUTE: the AM header is the route header (icbc_route.h, 40
  * bytes) followed by the inner header; the AM data is the payload. Both sides
  * send with UCP_AM_SEND_FLAG_REPLY so the receiver learns the sending
  * endpoint. The netmod's direct path uses AM id 0 on the same worker.
@@ -16,7 +16,7 @@
 #include "icbc_route.h"
 
 /* UCX active-message id of route messages (process <-> router). */
-#define ICBC_UCX_AM_ROUTE 1
+#define MX_AM_ROUTE 1
 
 /* Payloads up to this size are sent eagerly by default, larger ones with
  * UCX rendezvous (the receiver pulls them when it has memory). */

@@ -1,16 +1,15 @@
 /*
- * mx_server: the router's half of the fabric transport. One UCX context and
- * worker of its own, a listener on the router's fabric address, and one
- * endpoint per connected compute process (a "peer"), created in
- * UCP_ERR_HANDLING_MODE_PEER so that a dead process is reported.
+ * mx_server: the router's half of the routed transport. A fabric of its own
+ * (mx_fabric.h: UCX or libfabric) listening on the router's fabric address,
+ * and one endpoint per connected compute process (a "peer"); a dead
+ * process is reported.
  *
  * Event loop integration: mx_server_efd() is a descriptor to wait on; the
  * owner calls mx_server_progress() until it returns 0, then mx_server_arm();
  * ICBC_ERR_BUSY from arm means "progress again", ICBC_OK that it may block.
  *
- * Receive: every route message (AM id ICBC_UCX_AM_ROUTE) arrives through
- * cbs.on_recv. Eager data is persistent (UCP_AM_FLAG_PERSISTENT_DATA): the
- * owner may keep it (return 1) and later give it back with
+ * Receive: every route message (AM id MX_AM_ROUTE) arrives through
+ * cbs.on_recv. The owner may keep eager data (return 1) and later give it back with
  * mx_server_data_release. Rendezvous data is a descriptor: keep it (return 1)
  * and later pull it with mx_server_recv_data or drop it with
  * mx_server_data_release.
@@ -24,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "icbc_status.h"
+#include "mx_fabric.h"
 #include "mx_router.h"
 
 #ifdef __cplusplus
@@ -50,12 +50,14 @@ typedef struct mx_server_cbs {
     /* The endpoint of P failed (process gone). P stays valid until the call
      * returns; the server closes and frees it afterwards. */
     void (*on_lost)(mx_peer_t *p, icbc_status_t status, void *arg);
-    /* Completion of mx_server_send (SEND_ARG) and mx_server_recv_data (RECV_ARG). */
-    void (*on_sent)(void *send_arg, icbc_status_t status);
-    void (*on_pulled)(void *recv_arg, icbc_status_t status);
 } mx_server_cbs_t;
 
+/* Completion of mx_server_send and mx_server_recv_data. */
+typedef void (*mx_server_done_cb_t)(void *arg, icbc_status_t status);
+
 typedef struct mx_server_opts {
+    mx_fabric_api_t api;         /* UCX or libfabric */
+    const char *ofi_provider;    /* libfabric provider without FI_PROVIDER; NULL: tcp;ofi_rxm */
     const struct sockaddr *addr; /* fabric address to listen on */
     socklen_t addrlen;
     const char *tls;     /* UCX_TLS when the environment sets none; NULL: "tcp" */
@@ -68,20 +70,23 @@ icbc_status_t mx_server_create(const mx_server_opts_t *opts, const mx_server_cbs
 /* Closes every endpoint (no callbacks) and frees everything. */
 void mx_server_destroy(mx_server_t *s);
 
+/* The fabric: API, provider or transports, address (for logs). */
+const char *mx_server_describe(const mx_server_t *s);
+
 int mx_server_efd(const mx_server_t *s);
-/* Drives UCX until it has nothing more to do; returns the events handled. */
+/* Drives the fabric until it has nothing more to do; returns the events handled. */
 unsigned mx_server_progress(mx_server_t *s);
 icbc_status_t mx_server_arm(mx_server_t *s);
 
 /* Sends one route message to P. HDR (route + inner header) and PAYLOAD must
- * stay valid until cbs.on_sent(SEND_ARG) runs, which may happen before this
- * returns. On an error return on_sent is not called. */
+ * stay valid until ON_SENT(ARG) runs, which may happen before this
+ * returns. On an error return ON_SENT is not called. */
 icbc_status_t mx_server_send(mx_peer_t *p, const void *hdr, size_t hdr_len, const void *payload,
-                             size_t len, void *send_arg);
-/* Pulls a rendezvous payload into BUF (LEN bytes); cbs.on_pulled(RECV_ARG)
- * follows, possibly before this returns. The descriptor is consumed either way. */
+                             size_t len, mx_server_done_cb_t on_sent, void *arg);
+/* Pulls a rendezvous payload into BUF (LEN bytes); ON_PULLED(ARG) follows,
+ * possibly before this returns. The descriptor is consumed either way. */
 icbc_status_t mx_server_recv_data(mx_server_t *s, void *desc, void *buf, size_t len,
-                                  void *recv_arg);
+                                  mx_server_done_cb_t on_pulled, void *arg);
 /* Gives back kept eager data or drops a rendezvous descriptor. */
 void mx_server_data_release(mx_server_t *s, void *data);
 
@@ -97,7 +102,7 @@ const char *mx_peer_addr_text(const mx_peer_t *p); /* "10.11.0.5:53122" */
  * while it is open. Until then they are bounded by mx_server_guard. */
 void mx_server_trust_peer(mx_peer_t *p);
 
-/* Shuts down the connections to the server's UCX ports from hosts without a
+/* Shuts down the connections to the server's fabric ports from hosts without a
  * trusted process that are older than TIMEOUT_MS, and the oldest beyond
  * MAX_UNTRUSTED (mx_guard.h); returns how many. Call it periodically. */
 size_t mx_server_guard(mx_server_t *s, double timeout_ms, size_t max_untrusted);

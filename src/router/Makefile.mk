@@ -26,3 +26,10 @@ test_router_icbc_router_tests_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir
 test_router_icbc_router_tests_SOURCES = test/router/router_test.cc
 test_router_icbc_router_tests_LDADD = libicbc.la $(UCX_LIBS) -lgtest -lgtest_main -lpthread
 endif
+# The same tests with routers and processes on libfabric.
+if HAVE_GTEST
+if HAVE_OFI
+TESTS += test/router/ofi.sh
+endif
+endif
+EXTRA_DIST += test/router/ofi.sh

@@ -60,7 +60,7 @@ static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void 
     if (m == NULL)
         return;
     m->state = MSG_SENDING;
-    if (mx_server_send(p->mp, m->hdr, m->hdr_len, NULL, 0, m) != ICBC_OK)
+    if (mx_server_send(p->mp, m->hdr, m->hdr_len, NULL, 0, rt_on_sent, m) != ICBC_OK)
         rt_msg_free(m);
 }
 
@@ -273,7 +273,7 @@ static void pull_go(rt_waiter_t *w)
     r->st.descs_held--;
     m->state = MSG_PULLING;
     if (m->payload == NULL ||
-        mx_server_recv_data(r->fabric, desc, m->payload, m->len, m) != ICBC_OK) {
+        mx_server_recv_data(r->fabric, desc, m->payload, m->len, rt_on_pulled, m) != ICBC_OK) {
         if (m->payload == NULL)
             mx_server_data_release(r->fabric, desc);
         rt_on_pulled(m, ICBC_ERR_NO_MEMORY);
@@ -393,8 +393,6 @@ const mx_server_cbs_t rt_fabric_cbs = {
     .on_connect = on_connect,
     .on_recv = on_recv,
     .on_lost = on_lost,
-    .on_sent = rt_on_sent,
-    .on_pulled = rt_on_pulled,
 };
 
 void rt_fabric_timers(icbc_router_t *r, double now, double *next)

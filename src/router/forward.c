@@ -160,7 +160,7 @@ void rt_pump(rt_queue_t *q)
             }
         } else {
             rt_peer_t *p = q->owner;
-            st = mx_server_send(p->mp, m->hdr, m->hdr_len, m->payload, m->len, m);
+            st = mx_server_send(p->mp, m->hdr, m->hdr_len, m->payload, m->len, rt_on_sent, m);
         }
         if (st != ICBC_OK) {
             rt_unreachable(m->r, &m->rh, "send failed");

@@ -143,7 +143,24 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         st = ICBC_ERR_NOT_FOUND;
         goto fail;
     }
+    mx_fabric_api_t api = cl->fabric_api == ICBC_RF_FABRIC_OFI ? MX_FABRIC_OFI : MX_FABRIC_UCX;
+    if (cfg->fabric_api && mx_fabric_api_parse(cfg->fabric_api, &api) != ICBC_OK) {
+        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: --fabric-api '%s': want ucx or ofi",
+                 r->name, cfg->fabric_api);
+        st = ICBC_ERR_INVALID;
+        goto fail;
+    }
+    if (!mx_fabric_api_available(api)) {
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router %s: fabric API %s is not part of this build (libfabric-dev was missing "
+                 "when it was built)",
+                 r->name, mx_fabric_api_name(api));
+        st = ICBC_ERR_UNSUPPORTED;
+        goto fail;
+    }
     mx_server_opts_t mo = {
+        .api = api,
+        .ofi_provider = cfg->ofi_provider,
         .addr = (const struct sockaddr *) &r->self->fabric.sa,
         .addrlen = r->self->fabric.salen,
         .tls = cfg->ucx_tls,
@@ -158,8 +175,8 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
     }
     st = bt_poller_add_fd(r->poller, mx_server_efd(r->fabric), EPOLLIN, on_fabric_fd, r);
     if (st != ICBC_OK) {
-        icbc_err(ICBC_ERR_INVALID, err, errlen, "router %s: cannot watch the UCX event descriptor",
-                 r->name);
+        icbc_err(ICBC_ERR_INVALID, err, errlen,
+                 "router %s: cannot watch the fabric's event descriptor", r->name);
         goto fail;
     }
     st = rt_trunks_create(r, err, errlen);
@@ -180,10 +197,12 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
             goto fail;
         }
     }
-    icbc_info("router %s: host %s, fabric %s (UCX device %s), WAN %s, %d trunk(s), %d streams "
-              "each, max memory %zu bytes, max resident %zu bytes (0: none), at start %zu bytes",
-              r->name, host, r->self->fabric.text, mo.devices, r->self->wan.text, r->ntrunks,
-              r->cfg.streams, r->cfg.max_memory, r->cfg.max_rss, rt_resident_bytes());
+    icbc_info("router %s: host %s, fabric %s (%s, UCX device %s), WAN %s, %d trunk(s), %d "
+              "streams each, max memory %zu bytes, max resident %zu bytes (0: none), at start %zu "
+              "bytes",
+              r->name, host, r->self->fabric.text, mx_server_describe(r->fabric), mo.devices,
+              r->self->wan.text, r->ntrunks, r->cfg.streams, r->cfg.max_memory, r->cfg.max_rss,
+              rt_resident_bytes());
     *out = r;
     return ICBC_OK;
 

@@ -53,6 +53,8 @@ typedef struct icbc_router_config {
                                   * busy: no more pulls for it; 0: 1 MiB */
     int notsent_lowat;           /* TCP_NOTSENT_LOWAT of the trunks; 0: 256 KiB; < 0: off */
     double stats_interval;       /* seconds between stats lines; 0: none */
+    const char *fabric_api;      /* "ucx" or "ofi"; NULL: the cluster's in the router file */
+    const char *ofi_provider;    /* libfabric provider; NULL: $FI_PROVIDER, else tcp;ofi_rxm */
     const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
     const char *ucx_devices;     /* UCX_NET_DEVICES; NULL: the interface that holds the
                                   * router's fabric address (icbc_netif.h) */

@@ -85,7 +85,8 @@ static const opt_t opts[] = {
     { "rcvbuf", "BYTES", "4Mi", "`SO_RCVBUF` of trunk sockets; -1: the kernel's default",
       OPT_SIZE_OR_OFF, 4096, 1LL << 30, 0, T_INT, CFG(rcvbuf), "want 4096 .. 1Gi bytes, or -1" },
     { "rndv-thresh", "BYTES", "8Ki",
-      "fabric payloads above this are sent to processes by UCX rendezvous; 0: all of them",
+      "fabric payloads above this are sent to processes by the fabric's rendezvous; 0: all "
+      "of them",
       OPT_SIZE, 0, 1LL << 30, 1, T_SIZE, CFG(rndv_thresh), "want 0 .. 1Gi bytes" },
     { "eager-window", "BYTES", "`--max-memory`/256, 64Ki..4Mi",
       "eager bytes (headers and payloads up to the process's rendezvous threshold) one "
@@ -93,7 +94,7 @@ static const opt_t opts[] = {
       "handed on",
       OPT_SIZE, 4096, 1LL << 30, 0, T_SIZE, CFG(eager_window), "want 4096 .. 1Gi bytes" },
     { "register-timeout", "MS", STR(ICBC_ROUTER_REGISTER_MS_DEFAULT),
-      "a process must REGISTER within this time after connecting; a connection to the UCX "
+      "a process must REGISTER within this time after connecting; a connection to the fabric "
       "ports from a host without a registered process is shut down at this age (SECURITY)",
       OPT_SIZE, 1, 3600000, 0, T_INT, CFG(register_ms), "want 1 .. 3600000 ms" },
     { "max-unregistered", "N", STR(ICBC_ROUTER_MAX_UNREGISTERED_DEFAULT),
@@ -104,6 +105,12 @@ static const opt_t opts[] = {
       "how long a message waits for a trunk to its cluster to come up before the router "
       "reports it UNREACHABLE; 0: not at all",
       OPT_SIZE, 0, 3600000, -1, T_INT, CFG(trunk_wait_ms), "want 0 .. 3600000 ms" },
+    { "fabric-api", "API", "the cluster's `fabric-api` in the router file, else ucx",
+      "the fabric API the cluster's processes speak: ucx or ofi (libfabric)", OPT_STRING, 0, 0, 0,
+      T_STR, CFG(fabric_api), NULL },
+    { "ofi-provider", "NAME", "`$FI_PROVIDER`, else tcp;ofi_rxm",
+      "libfabric provider (FI_EP_RDM) when the fabric API is ofi", OPT_STRING, 0, 0, 0, T_STR,
+      CFG(ofi_provider), NULL },
     { "ucx-tls", "LIST", "tcp", "UCX transports, used when `UCX_TLS` is not set", OPT_STRING, 0, 0,
       0, T_STR, CFG(ucx_tls), NULL },
     { "device", "DEV", "the interface of the `fabric=` address",

@@ -1,6 +1,8 @@
 // Tests of the router (src/router) and its fabric transport (src/mx_router):
 // two routers in two "clusters" on 127.0.0.1 run as threads; compute
-// processes are mx_client instances on their own UCX workers (UCX_TLS=tcp).
+// processes are mx_client instances on fabrics of their own. The fabric API
+// of routers and processes is UCX (UCX_TLS=tcp), or libfabric's when
+// ICBC_TEST_FABRIC_API=ofi (test/router/ofi.sh runs them all again so).
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -26,18 +28,44 @@
 #include <thread>
 #include <vector>
 
-#include <ucp/api/ucp.h>
-
 #include "icbc_log.h"
 #include "icbc_route.h"
 #include "icbc_routerfile.h"
 #include "mx_client.h"
+#include "mx_fabric.h"
 #include "router.h"
 
 namespace
 {
 
 constexpr uint64_t kJob = 0x1cbc000042ull;
+
+// The fabric API every router and process of these tests speaks.
+mx_fabric_api_t TestApi()
+{
+    const char *want = getenv("ICBC_TEST_FABRIC_API");
+    mx_fabric_api_t api = MX_FABRIC_UCX;
+    if (want && *want && mx_fabric_api_parse(want, &api) != ICBC_OK) {
+        fprintf(stderr, "ICBC_TEST_FABRIC_API=%s: want ucx or ofi\n", want);
+        exit(2);
+    }
+    return api;
+}
+
+// A fabric of a test's own process on the loopback interface.
+mx_fabric_t *TestFabric(const mx_fabric_cbs_t *cbs = nullptr, void *arg = nullptr)
+{
+    static const mx_fabric_cbs_t none = {};
+    mx_fabric_params_t p = {};
+    mx_fabric_t *f = nullptr;
+    char err[512] = "";
+    p.api = TestApi();
+    p.peers_may_fail = 1;
+    p.peer_errors = 1;
+    p.ofi_iface = "lo";
+    EXPECT_EQ(ICBC_OK, mx_fabric_create(&p, cbs ? cbs : &none, arg, &f, err, sizeof(err))) << err;
+    return f;
+}
 
 double NowMs()
 {
@@ -151,15 +179,18 @@ struct TwoClusters {
     std::string Text(const char *key) const
     {
         char buf[1024];
+        const char *api = mx_fabric_api_name(TestApi());
         snprintf(buf, sizeof(buf),
                  "key %s\n"
                  "cluster a\n"
+                 "    fabric-api %s\n"
                  "    hosts a0 a1 a2\n"
                  "    router a0 fabric=127.0.0.1:%d wan=127.0.0.1:%d\n"
                  "cluster b\n"
+                 "    fabric-api %s\n"
                  "    hosts b0 b1 b2\n"
                  "    router b0 fabric=127.0.0.1:%d wan=127.0.0.1:%d\n",
-                 key, fab_a, wan_a, fab_b, wan_b);
+                 key, api, fab_a, wan_a, api, fab_b, wan_b);
         return buf;
     }
 };
@@ -191,7 +222,7 @@ class RouterThread
         cfg.max_memory = max_memory;
         cfg.streams = streams;
         cfg.register_ms = 2000;
-        cfg.trunk_wait_ms = trunk_wait_ms;
+        cfg.trunk_wait_ms = trunk_wait_ms; /* the fabric API: the router file's */
         EXPECT_EQ(ICBC_OK, icbc_router_create(&cfg, &r_, err, sizeof(err))) << err;
         if (r_)
             th_ = std::thread([this] { icbc_router_run(r_); });
@@ -243,24 +274,14 @@ struct Received {
     bool done = false;
 };
 
-// A compute process: its own UCX context and worker, an mx_client on them.
+// A compute process: a fabric of its own, an mx_client on it.
 class Client
 {
   public:
     Client(const icbc_routerfile_t *rf, int cluster, uint32_t rank, const std::string &keyfile = "",
            int timeout_ms = 5000, int rndv_window = 0, uint64_t job = kJob, int reconnect_ms = 0)
     {
-        ucp_config_t *config;
-        EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-        ucp_params_t params = {};
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features = UCP_FEATURE_AM;
-        EXPECT_EQ(UCS_OK, ucp_init(&params, config, &ctx_));
-        ucp_config_release(config);
-        ucp_worker_params_t wp = {};
-        wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-        EXPECT_EQ(UCS_OK, ucp_worker_create(ctx_, &wp, &worker_));
+        fabric_ = TestFabric();
 
         unsigned char key[ICBC_RF_KEY_MAX];
         size_t keylen = 0;
@@ -276,7 +297,7 @@ class Client
         }
         const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(rf, (size_t) cluster);
         mx_client_params_t p = {};
-        p.worker = worker_;
+        p.fabric = fabric_;
         p.routers = cl->routers;
         p.nrouters = cl->nrouters;
         p.cluster = (uint16_t) cluster;
@@ -299,10 +320,7 @@ class Client
     {
         if (c_)
             mx_client_destroy(c_);
-        if (worker_)
-            ucp_worker_destroy(worker_);
-        if (ctx_)
-            ucp_cleanup(ctx_);
+        mx_fabric_destroy(fabric_);
     }
     icbc_status_t status() const
     {
@@ -327,11 +345,11 @@ class Client
 
     void Progress()
     {
-        if (ucp_worker_progress(worker_) == 0) {
+        if (mx_fabric_progress(fabric_) == 0) {
             struct timespec ts = { 0, 20000 };
             nanosleep(&ts, NULL);
         }
-        // Pull rendezvous payloads outside the UCX callback.
+        // Pull rendezvous payloads outside the fabric's callback.
         for (auto &p : pulls_) {
             icbc_status_t st = mx_client_recv_data(c_, p.desc, p.item->data.data(),
                                                    p.item->data.size(), PullDone, p.item);
@@ -465,8 +483,7 @@ class Client
         static_cast<Client *>(arg)->states_.push_back({ cluster, reachable != 0 });
     }
 
-    ucp_context_h ctx_ = nullptr;
-    ucp_worker_h worker_ = nullptr;
+    mx_fabric_t *fabric_ = nullptr;
     mx_client_t *c_ = nullptr;
     icbc_status_t status_ = ICBC_ERR_INVALID;
     std::string error_;
@@ -1218,76 +1235,52 @@ TEST_F(RouterTest, ProgramDaemonAndPidfile)
     EXPECT_EQ(1, WaitExit(bad));
 }
 
-// A raw UCX endpoint to a router's fabric address: what a stranger can do.
+// A raw fabric endpoint to a router's fabric address: what a stranger can do.
 class RawPeer
 {
   public:
     explicit RawPeer(const icbc_rf_router_t &rt)
     {
-        ucp_config_t *config;
-        EXPECT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-        ucp_params_t params = {};
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features = UCP_FEATURE_AM;
-        EXPECT_EQ(UCS_OK, ucp_init(&params, config, &ctx_));
-        ucp_config_release(config);
-        ucp_worker_params_t wp = {};
-        EXPECT_EQ(UCS_OK, ucp_worker_create(ctx_, &wp, &worker_));
-        // The router's CHALLENGE arrives here; UCX 1.13 needs a handler for it.
-        ucp_am_handler_param_t hp = {};
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-        hp.id = ICBC_UCX_AM_ROUTE;
-        hp.cb = [](void *, const void *, size_t, void *, size_t,
-                   const ucp_am_recv_param_t *) -> ucs_status_t { return UCS_OK; };
-        EXPECT_EQ(UCS_OK, ucp_worker_set_am_recv_handler(worker_, &hp));
-        ucp_ep_params_t ep = {};
-        ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        ep.sockaddr.addr = (const struct sockaddr *) &rt.fabric.sa;
-        ep.sockaddr.addrlen = rt.fabric.salen;
-        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep.err_handler.cb = [](void *arg, ucp_ep_h, ucs_status_t) { *(bool *) arg = true; };
-        ep.err_handler.arg = &failed_;
-        EXPECT_EQ(UCS_OK, ucp_ep_create(worker_, &ep, &ep_));
+        f_ = TestFabric();
+        // The router's CHALLENGE arrives here.
+        mx_fabric_set_am_handler(
+            f_, MX_AM_ROUTE, [](mx_fabric_t *, const mx_fabric_am_t *, void *) { return 0; },
+            nullptr);
+        EXPECT_EQ(ICBC_OK, mx_fabric_connect(f_, (const struct sockaddr *) &rt.fabric.sa,
+                                             rt.fabric.salen, &failed_, &ep_));
+        if (ep_)
+            mx_fabric_ep_set_failed_cb(ep_, [](mx_fabric_ep_t *, icbc_status_t, const char *,
+                                               void *arg) { *(bool *) arg = true; });
     }
     ~RawPeer()
     {
-        ucp_request_param_t p = {};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        void *r = ucp_ep_close_nbx(ep_, &p);
-        while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
-            ucp_worker_progress(worker_);
-        if (r && !UCS_PTR_IS_ERR(r))
-            ucp_request_free(r);
-        ucp_worker_destroy(worker_);
-        ucp_cleanup(ctx_);
+        if (ep_)
+            mx_fabric_ep_close(ep_, 0);
+        mx_fabric_destroy(f_);
     }
     void Send(const std::string &hdr)
     {
-        ucp_request_param_t p = {};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
-        void *r = ucp_am_send_nbx(ep_, ICBC_UCX_AM_ROUTE, hdr.data(), hdr.size(), NULL, 0, &p);
-        while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
-            ucp_worker_progress(worker_);
-        if (r && !UCS_PTR_IS_ERR(r))
-            ucp_request_free(r);
+        bool done = false;
+        if (mx_fabric_am_send(
+                ep_, MX_AM_ROUTE, hdr.data(), hdr.size(), NULL, 0, MX_FABRIC_SEND_EAGER,
+                [](void *arg, icbc_status_t) { *(bool *) arg = true; }, &done) != ICBC_OK)
+            return;
+        double end = NowMs() + 5000;
+        while (!done && NowMs() < end)
+            mx_fabric_progress(f_);
     }
     // Progresses until the router closed the endpoint or TIMEOUT_MS passed.
     bool WaitClosed(double timeout_ms)
     {
         double end = NowMs() + timeout_ms;
         while (!failed_ && NowMs() < end)
-            ucp_worker_progress(worker_);
+            mx_fabric_progress(f_);
         return failed_;
     }
 
   private:
-    ucp_context_h ctx_ = nullptr;
-    ucp_worker_h worker_ = nullptr;
-    ucp_ep_h ep_ = nullptr;
+    mx_fabric_t *f_ = nullptr;
+    mx_fabric_ep_t *ep_ = nullptr;
     bool failed_ = false;
 };
 

@@ -69,7 +69,7 @@ void on_ep_failed(mx_fabric_ep_t *ep, icbc_status_t, const char *why, void *arg)
     static_cast<Side *>(arg)->failed.push_back(why ? why : "");
 }
 
-const mx_fabric_cbs_t cbs = { on_am, on_accept, on_ep_failed };
+const mx_fabric_cbs_t cbs = { on_accept, on_ep_failed };
 
 struct Done {
     int n = 0;
@@ -130,9 +130,13 @@ class Fabric : public ::testing::TestWithParam<mx_fabric_api_t>
         p.addrlen = sizeof(*sa);
         p.listen = listen;
         p.peers_may_fail = 1;
+        p.peer_errors = 1;
+        p.wakeup = 1;
         p.ucx_tls = "tcp";
         p.ucx_devices = "lo";
         EXPECT_EQ(ICBC_OK, mx_fabric_create(&p, &cbs, s, &s->f, err, sizeof(err))) << err;
+        for (unsigned id = 0; s->f && id < MX_FABRIC_AM_IDS; id++)
+            mx_fabric_set_am_handler(s->f, id, on_am, s);
         return s->f;
     }
 
@@ -362,6 +366,70 @@ TEST_P(Fabric, TheEventDescriptorWakesForAPeer)
     }
     ASSERT_EQ(1, woke);
     ASSERT_TRUE(progress_until([&] { return server.got.size() == 1; }));
+}
+
+TEST_P(Fabric, ImmediateHeadersAndIdsWithoutAHandler)
+{
+    listen_and_client();
+    mx_fabric_ep_t *ep = connect();
+    ASSERT_NE(nullptr, ep);
+    mx_fabric_set_am_handler(server.f, 6, nullptr, nullptr);
+    Done d;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "wake", 4, nullptr, 0, 0, done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 1 && d.n == 1; }));
+    // The transport may refuse (BUSY) rather than queue; never an error.
+    icbc_status_t st = ICBC_ERR_BUSY;
+    ASSERT_TRUE(progress_until([&] {
+        char hdr[8] = "imm";
+        st = mx_fabric_am_send(ep, 1, hdr, 3, nullptr, 0, MX_FABRIC_SEND_IMMEDIATE, nullptr,
+                               nullptr);
+        memset(hdr, 0, sizeof(hdr)); // the transport keeps no part of it
+        return st != ICBC_ERR_BUSY;
+    }));
+    ASSERT_EQ(ICBC_OK, st) << icbc_status_str(st);
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 2; }));
+    EXPECT_EQ("imm", server.got[1].hdr);
+    // No handler: dropped, and what follows still arrives.
+    Done a, b;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 6, "lost", 4, "x", 1, 0, done_cb, &a));
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 2, "next", 4, "y", 1, 0, done_cb, &b));
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 3 && a.n == 1 && b.n == 1; }));
+    EXPECT_EQ("next", server.got[2].hdr);
+    // An immediate send carries no payload.
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              mx_fabric_am_send(ep, 1, "h", 1, "x", 1, MX_FABRIC_SEND_IMMEDIATE, nullptr, nullptr));
+}
+
+struct EpFailure {
+    int n = 0;
+    void *arg = nullptr;
+};
+
+void ep_failed_own(mx_fabric_ep_t *, icbc_status_t, const char *, void *arg)
+{
+    static_cast<EpFailure *>(arg)->n++;
+}
+
+TEST_P(Fabric, AnEndpointMayHaveItsOwnFailureCallback)
+{
+    listen_and_client();
+    EpFailure own;
+    mx_fabric_ep_t *ep = nullptr;
+    ASSERT_EQ(ICBC_OK, mx_fabric_connect(client.f, reinterpret_cast<const sockaddr *>(&server_sa),
+                                         sizeof(server_sa), &own, &ep));
+    mx_fabric_ep_set_failed_cb(ep, ep_failed_own);
+    Done d;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 0, "h", 1, "x", 1, 0, done_cb, &d));
+    ASSERT_TRUE(progress_until([&] { return server.accepted.size() == 1 && d.n == 1; }));
+    mx_fabric_destroy(server.f);
+    server.f = nullptr;
+    // The peer is gone: a send (or the transport on its own) finds out.
+    ASSERT_TRUE(progress_until([&] {
+        if (own.n == 0)
+            mx_fabric_am_send(ep, 0, "h", 1, "x", 1, 0, nullptr, nullptr);
+        return own.n == 1;
+    }));
+    EXPECT_TRUE(client.failed.empty()); // not the fabric's callback
 }
 
 TEST(FabricApi, NamesParse)

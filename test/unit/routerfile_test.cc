@@ -1592,6 +1592,29 @@ TEST_F(RouterFile, FabricNetworkIsOptional)
     EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->fabric_line);
 }
 
+TEST_F(RouterFile, FabricApiOfACluster)
+{
+    ExpectOk(OneCluster("  fabric-api ofi"));
+    EXPECT_EQ(ICBC_RF_FABRIC_OFI, icbc_routerfile_cluster(rf_, 0)->fabric_api);
+    EXPECT_EQ(3, icbc_routerfile_cluster(rf_, 0)->fabric_api_line);
+    ExpectOk(OneCluster("  fabric-api ucx"));
+    EXPECT_EQ(ICBC_RF_FABRIC_UCX, icbc_routerfile_cluster(rf_, 0)->fabric_api);
+    ExpectOk(OneCluster("  hosts a2"));
+    EXPECT_EQ(ICBC_RF_FABRIC_UCX, icbc_routerfile_cluster(rf_, 0)->fabric_api);
+    EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->fabric_api_line);
+    const std::pair<const char *, const char *> cases[] = {
+        { "  fabric-api", "t.conf:3: 'fabric-api' takes ucx or ofi" },
+        { "  fabric-api verbs", "t.conf:3: 'fabric-api' takes ucx or ofi" },
+        { "  fabric-api ucx ofi", "t.conf:3: 'fabric-api' takes ucx or ofi" },
+        { "  fabric-api ofi\n  fabric-api ucx",
+          "t.conf:4: cluster 'a' has a 'fabric-api' line already (line 3)" },
+    };
+    for (const auto &c : cases)
+        EXPECT_EQ(c.second, Err(OneCluster(c.first))) << c.first;
+    EXPECT_EQ("t.conf:1: 'fabric-api' outside a cluster section (no 'cluster' line before it)",
+              Err("fabric-api ofi\ncluster a\n hosts a0\n"));
+}
+
 TEST_F(RouterFile, BadFabricNetworks)
 {
     const std::pair<const char *, const char *> cases[] = {

@@ -54,6 +54,9 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \
                     src/mpid/ch4/netmod/icbc/core/netprobe.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_client.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_fabric.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_fabric_ucx.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/mx_fabric_ofi.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_server.c \
                     src/mpid/ch4/netmod/icbc/core/hmap.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_guard.c \

@@ -1,11 +1,12 @@
 /*
  * Send side of the active-message contract on the direct path.
  *
- * Every message is one UCX active message whose UCX header is the icbc wire
- * header followed by the MPIDIG header, and whose data is the payload.
- * Header + payload up to the eager limit travel eagerly; larger payloads use
- * UCX's rendezvous, and the receiver pulls them straight into the matched
- * receive buffer (a transport rendezvous: see icbc_am_recv.c).
+ * Every message is one active message of the cluster's fabric (mx_fabric.h:
+ * UCX or libfabric) whose header is the icbc wire header followed by the
+ * MPIDIG header, and whose data is the payload. Header + payload up to the
+ * eager limit travel eagerly; larger payloads use the fabric's rendezvous,
+ * and the receiver pulls them straight into the matched receive buffer (a
+ * transport rendezvous: see icbc_am_recv.c).
  */
 #ifndef ICBC_AM_H_INCLUDED
 #define ICBC_AM_H_INCLUDED
@@ -15,30 +16,24 @@
 #include "icbc_pacing.h"
 
 /* Completion of an am_isend: release what the request owned, then tell MPIDIG. */
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request *sreq, ucs_status_t status)
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request *sreq, icbc_status_t status)
 {
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
-
-    if (status != UCS_OK && status != UCS_ERR_CANCELED) {
+    if (status != ICBC_OK) {
         sreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
                                                       __LINE__, MPI_ERR_OTHER, "**icbc_send",
-                                                      "**icbc_send %s", ucs_status_string(status));
+                                                      "**icbc_send %s", icbc_status_str(status));
     }
     MPIDI_ICBC_am_isend_done_common(sreq);
 }
 
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_cb(void *request, ucs_status_t status,
-                                                     void *user_data)
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_cb(void *arg, icbc_status_t status)
 {
-    MPIDI_ICBC_am_isend_done((MPIR_Request *) user_data, status);
-    ucp_request_free(request);
+    MPIDI_ICBC_am_isend_done((MPIR_Request *) arg, status);
 }
 
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_send_hdr_cb(void *request, ucs_status_t status,
-                                                        void *user_data)
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_send_hdr_cb(void *arg, icbc_status_t status)
 {
-    MPL_free(user_data);
-    ucp_request_free(request);
+    MPL_free(arg);
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int handler_id,
@@ -51,7 +46,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
     icbc_peer_t *peer;
     const MPIDI_ICBC_proto_t *proto;
-    ucp_ep_h ep;
+    mx_fabric_ep_t *ep;
     int dt_contig;
     size_t data_sz;
     MPI_Aint dt_true_lb;
@@ -59,7 +54,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
     const void *payload;
     void *hdr;
     size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
-    ucs_status_ptr_t ucp_req;
+    icbc_status_t st;
 
     MPIR_FUNC_ENTER;
 
@@ -76,8 +71,8 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
 
     MPIDI_Datatype_get_info(count, datatype, dt_contig, data_sz, dt_ptr, dt_true_lb);
 
-    /* The header must stay valid until UCX completes the send (UCX copies
-     * neither header nor payload of a pending operation). */
+    /* The header must stay valid until the fabric completes the send (it
+     * may copy neither header nor payload of a pending operation). */
     amreq->handler_id = handler_id;
     if (hdr_len <= sizeof(amreq->inline_hdr)) {
         hdr = amreq->inline_hdr;
@@ -103,17 +98,15 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend(int rank, MPIR_Comm *comm, int ha
         payload = amreq->pack_buf;
     }
 
-    ucp_req = mx_ucx_am_send(
-        ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, payload, data_sz,
+    st = mx_fabric_am_send(
+        ep, MPIDI_ICBC_AM_ID, hdr, hdr_len, payload, data_sz,
         (data_sz == 0 || (MPI_Aint) (am_hdr_sz + data_sz) <= MPIDI_ICBC_global.eager_limit)
-            ? UCP_AM_SEND_FLAG_EAGER
-            : UCP_AM_SEND_FLAG_RNDV,
+            ? MX_FABRIC_SEND_EAGER
+            : MX_FABRIC_SEND_RNDV,
         MPIDI_ICBC_am_isend_cb, sreq);
-    if (ucp_req == NULL) {
-        MPIDI_ICBC_am_isend_done(sreq, UCS_OK);
-    } else if (UCS_PTR_IS_ERR(ucp_req)) {
-        MPIDI_ICBC_am_isend_done(sreq, UCS_PTR_STATUS(ucp_req));
-        MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, rank, ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+    if (st != ICBC_OK) {
+        MPIDI_ICBC_am_isend_done(sreq, st);
+        MPIDI_ICBC_ERR_PEER_SETANDJUMP(mpi_errno, rank, icbc_status_str(st));
     }
 
 fn_exit:
@@ -134,7 +127,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_isend_reply(MPIR_Comm *comm, int src_ra
 }
 
 /* Header-only message. First try to complete it immediately from the stack;
- * only when UCX must queue it is the header copied to the heap. */
+ * only when the fabric must queue it is the header copied to the heap. */
 MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int handler_id,
                                                   const void *am_hdr, MPI_Aint am_hdr_sz,
                                                   int src_vci, int dst_vci)
@@ -142,11 +135,11 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
     int mpi_errno = MPI_SUCCESS;
     icbc_peer_t *peer;
     const MPIDI_ICBC_proto_t *proto;
-    ucp_ep_h ep;
+    mx_fabric_ep_t *ep;
     size_t hdr_len = ICBC_WIRE_AM_HDR_SIZE + am_hdr_sz;
     uint64_t stack_hdr[MPIDI_ICBC_INLINE_HDR_BYTES / sizeof(uint64_t)];
     void *hdr = stack_hdr;
-    ucs_status_ptr_t ucp_req;
+    icbc_status_t st;
 
     MPIR_FUNC_ENTER;
 
@@ -162,14 +155,11 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
     if (hdr_len <= sizeof(stack_hdr)) {
         MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
                              dst_vci);
-        ucp_request_param_t imm = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
-            .flags = UCP_AM_SEND_FLAG_EAGER,
-        };
-        ucp_req = ucp_am_send_nbx(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0, &imm);
-        if (ucp_req == NULL)
+        st = mx_fabric_am_send(ep, MPIDI_ICBC_AM_ID, hdr, hdr_len, NULL, 0,
+                               MX_FABRIC_SEND_IMMEDIATE, NULL, NULL);
+        if (st == ICBC_OK)
             goto fn_exit;
-        if (UCS_PTR_STATUS(ucp_req) != UCS_ERR_NO_RESOURCE)
+        if (st != ICBC_ERR_BUSY)
             goto send_failed;
     }
 
@@ -178,11 +168,9 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_am_send_hdr(int rank, MPIR_Comm *comm, int
     MPIR_ERR_CHKANDJUMP(hdr == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_ICBC_pack_wire(hdr, MPIR_Process.rank, handler_id, am_hdr, am_hdr_sz, 0, src_vci,
                          dst_vci);
-    ucp_req = mx_ucx_am_send(ep, MPIDI_ICBC_UCX_AM_ID, hdr, hdr_len, NULL, 0,
-                             UCP_AM_SEND_FLAG_EAGER, MPIDI_ICBC_am_send_hdr_cb, hdr);
-    if (ucp_req == NULL) {
-        MPL_free(hdr);
-    } else if (UCS_PTR_IS_ERR(ucp_req)) {
+    st = mx_fabric_am_send(ep, MPIDI_ICBC_AM_ID, hdr, hdr_len, NULL, 0, MX_FABRIC_SEND_EAGER,
+                           MPIDI_ICBC_am_send_hdr_cb, hdr);
+    if (st != ICBC_OK) {
         MPL_free(hdr);
         goto send_failed;
     }
@@ -191,7 +179,7 @@ fn_exit:
     MPIR_FUNC_EXIT;
     return mpi_errno;
 send_failed:
-    mpi_errno = MPIDI_ICBC_ERR_PEER(rank, ucs_status_string(UCS_PTR_STATUS(ucp_req)));
+    mpi_errno = MPIDI_ICBC_ERR_PEER(rank, icbc_status_str(st));
 fn_fail:
     goto fn_exit;
 }

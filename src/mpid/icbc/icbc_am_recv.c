@@ -1,12 +1,12 @@
 /*
- * Receive side of the direct path: the UCX active-message callback and the
- * transport rendezvous that pulls large payloads into the matched buffer.
+ * Receive side of the direct path: the fabric's active-message handler and
+ * the transport rendezvous that pulls large payloads into the matched buffer.
  *
  *   eager message      -> MPIDIG handler with the payload, synchronous copy
  *   rendezvous message -> MPIDIG handler with IS_ASYNC|IS_RNDV; once MPIDIG
  *                         has matched it (now, or later through
  *                         am_get_data_copy_cb) MPIDI_ICBC_rndv_pull() asks
- *                         UCX to deliver the payload in place; completion
+ *                         the fabric for the payload in place; completion
  *                         calls the request's target completion callback.
  */
 #include <mpidimpl.h>
@@ -18,7 +18,7 @@
  * (RMA with flattened datatypes) go through the heap. */
 #define ICBC_RECV_STACK_HDR 256
 
-static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
+static void rndv_complete(MPIR_Request *rreq, icbc_status_t status)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
     void *bounce = amreq->bounce_buf;
@@ -29,10 +29,10 @@ static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
     amreq->xproto = NULL;
     MPIDI_ICBC_recv_mark_remote(rreq);
     MPIDIG_recv_setup(rreq);
-    if (status != UCS_OK) {
+    if (status != ICBC_OK) {
         rreq->status.MPI_ERROR = MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__,
                                                       __LINE__, MPI_ERR_OTHER, "**icbc_recv",
-                                                      "**icbc_recv %s", ucs_status_string(status));
+                                                      "**icbc_recv %s", icbc_status_str(status));
     } else if (bounce) {
         MPIDIG_recv_copy_seg(bounce, size, rreq);
     }
@@ -40,14 +40,13 @@ static void rndv_complete(MPIR_Request *rreq, ucs_status_t status)
     MPIDIG_REQUEST(rreq, req->target_cmpl_cb)(rreq);
 }
 
-static void rndv_pull_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+static void rndv_pull_cb(void *arg, icbc_status_t status)
 {
-    rndv_complete((MPIR_Request *) user_data, status);
-    ucp_request_free(request);
+    rndv_complete((MPIR_Request *) arg, status);
 }
 
-/* A rendezvous message matched: UCX brings its payload into the buffer. */
-static int ucx_matched(MPIR_Request *rreq)
+/* A rendezvous message matched: the fabric brings its payload into the buffer. */
+static int fabric_matched(MPIR_Request *rreq)
 {
     int mpi_errno = MPI_SUCCESS;
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -55,7 +54,8 @@ static int ucx_matched(MPIR_Request *rreq)
     void *p_data;
     MPI_Aint p_data_sz;
     void *dest;
-    ucs_status_ptr_t ucp_req;
+    void *desc = amreq->rndv_desc;
+    icbc_status_t st;
 
     MPIR_FUNC_ENTER;
 
@@ -69,13 +69,12 @@ static int ucx_matched(MPIR_Request *rreq)
         dest = amreq->bounce_buf;
     }
 
-    ucp_req = mx_ucx_am_recv(MPIDI_ICBC_global.worker, amreq->rndv_desc, dest, amreq->rndv_size,
-                             rndv_pull_cb, rreq);
-    if (ucp_req == NULL) {
-        rndv_complete(rreq, UCS_OK);
-    } else if (UCS_PTR_IS_ERR(ucp_req)) {
-        rndv_complete(rreq, UCS_PTR_STATUS(ucp_req));
-    }
+    /* The descriptor is the pull's from here, whatever its outcome. */
+    amreq->rndv_desc = NULL;
+    st = mx_fabric_am_recv(MPIDI_ICBC_global.fabric, desc, dest, amreq->rndv_size, rndv_pull_cb,
+                           rreq);
+    if (st != ICBC_OK)
+        rndv_complete(rreq, st);
 
 fn_exit:
     MPIR_FUNC_EXIT;
@@ -84,11 +83,11 @@ fn_fail:
     goto fn_exit;
 }
 
-const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_ucx = {
-    .name = "ucx",
+const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_fabric = {
+    .name = "fabric",
     .am_isend = NULL, /* inline in icbc_am.h */
     .send_hdr = NULL,
-    .matched = ucx_matched,
+    .matched = fabric_matched,
 };
 
 /* MPIDIG matched a receive whose payload has not come: the protocol it came
@@ -98,15 +97,15 @@ int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
     return MPIDI_ICBC_AMREQ(rreq).xproto->matched(rreq);
 }
 
-ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
-                                   size_t length, const ucp_am_recv_param_t *param)
+int MPIDI_ICBC_am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg)
 {
-    return MPIDI_ICBC_am_deliver(header, header_length, data, length,
-                                 (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0, -1);
+    (void) f;
+    (void) arg;
+    return MPIDI_ICBC_am_deliver(am->hdr, am->hdr_len, am->data, am->len, am->rndv, -1);
 }
 
-ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
-                                   size_t length, int is_rndv, int src)
+int MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data, size_t length,
+                          int is_rndv, int src)
 {
     icbc_am_hdr_t wh;
     uint64_t stack_hdr[ICBC_RECV_STACK_HDR / sizeof(uint64_t)];
@@ -114,7 +113,7 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
     void *heap_hdr = NULL;
     void *heap_data = NULL;
     uint32_t attr = 0;
-    ucs_status_t ret = UCS_OK;
+    int ret = 0;
 
     if (icbc_am_hdr_parse(header, header_length, MPIDI_AM_HANDLERS_MAX,
                           (uint32_t) MPIDI_ICBC_global.peers.size, &wh) != ICBC_OK ||
@@ -124,14 +123,14 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
         /* Not ours, damaged or from a newer peer: drop it, never trust it. */
         icbc_warn("dropped a malformed active message (%zu header bytes, %zu data bytes)",
                   header_length, length);
-        return UCS_OK; /* UCX drops a rendezvous descriptor that was not pulled */
+        return 0; /* the fabric drops a rendezvous descriptor that was not kept */
     }
 
     /* MPIDIG headers are structs: hand them over aligned. */
     if (wh.am_hdr_sz > sizeof(stack_hdr)) {
         heap_hdr = MPL_malloc(wh.am_hdr_sz, MPL_MEM_BUFFER);
         if (heap_hdr == NULL)
-            return UCS_ERR_NO_MEMORY;
+            return 0;
         am_hdr = heap_hdr;
     }
     memcpy(am_hdr, (const char *) header + ICBC_WIRE_AM_HDR_SIZE, wh.am_hdr_sz);
@@ -140,10 +139,8 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
     if (!is_rndv) {
         if (length > 0 && ((uintptr_t) data & (sizeof(uint64_t) - 1))) {
             heap_data = MPL_malloc(length, MPL_MEM_BUFFER);
-            if (heap_data == NULL) {
-                ret = UCS_ERR_NO_MEMORY;
+            if (heap_data == NULL)
                 goto done;
-            }
             memcpy(heap_data, data, length);
             data = heap_data;
         }
@@ -154,11 +151,11 @@ ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, voi
         attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
         MPIDIG_global.target_msg_cbs[wh.handler_id](am_hdr, NULL, length, attr, &rreq);
         if (rreq == NULL)
-            goto done; /* UCS_OK: UCX drops the descriptor */
-        MPIDI_ICBC_AMREQ(rreq).xproto = &MPIDI_ICBC_proto_ucx;
+            goto done; /* not kept: the fabric drops the descriptor */
+        MPIDI_ICBC_AMREQ(rreq).xproto = &MPIDI_ICBC_proto_fabric;
         MPIDI_ICBC_AMREQ(rreq).rndv_desc = data;
         MPIDI_ICBC_AMREQ(rreq).rndv_size = length;
-        ret = UCS_INPROGRESS; /* UCX keeps the descriptor for the pull */
+        ret = 1; /* kept for the pull */
         if (MPIDIG_recv_initialized(rreq))
             MPIDI_ICBC_rndv_pull(rreq);
         /* else: MPIDIG calls MPIDI_ICBC_rndv_pull when a receive matches */

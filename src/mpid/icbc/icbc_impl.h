@@ -11,8 +11,7 @@
 
 #include <signal.h>
 #include <stdio.h>
-#include <ucp/api/ucp.h>
-#include "mx_router/mx_ucx.h"
+#include "mx_router/mx_fabric.h"
 
 #include "core/icbc_peer.h"
 #include "core/icbc_clock.h"
@@ -20,14 +19,14 @@
 #include "core/icbc_wire.h"
 #include "core/icbc_bcard.h"
 
-/* UCX active-message id used for all icbc traffic on the direct path. */
-#define MPIDI_ICBC_UCX_AM_ID 0
+/* Active-message id of all icbc traffic on the direct path (MX_AM_ROUTE
+ * is the routers'). */
+#define MPIDI_ICBC_AM_ID 0
 
 typedef struct {
-    ucp_context_h context;
-    ucp_worker_h worker;
+    mx_fabric_t *fabric; /* the cluster's fabric: UCX or libfabric */
     icbc_peer_table_t peers;
-    size_t max_am_header; /* largest UCX AM header (wire + MPIDIG header) */
+    size_t max_am_header; /* largest AM header (wire + MPIDIG header) */
     MPI_Aint eager_limit; /* header + payload at or below: eager; above: rendezvous */
     int yield_when_idle;
     unsigned idle_polls;     /* empty polls in a row (icbc_progress.h) */
@@ -45,23 +44,17 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 #define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
 #define MPIDI_ICBC_COMM(comm) ((comm)->dev.ch4.netmod.icbc)
 
-/* A failed UCX call as the MPI error that names it (jumps to fn_fail): the
- * one translation of a UCX status into an MPI error. */
-#define MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, what)                                         \
-    MPIR_ERR_CHKANDJUMP2((status) != UCS_OK, mpi_errno, MPI_ERR_OTHER, "**icbc_ucx",               \
-                         "**icbc_ucx %s %s", what, ucs_status_string(status))
+/* Connect to a peer on first use (icbc_peer_ep.c). */
+int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, mx_fabric_ep_t **ep_p);
 
-/* Connect to a peer on first use; defined in icbc_init.c. */
-int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, ucp_ep_h *ep_p);
-
-/* Receive side of the UCX active message (icbc_am_recv.c). */
-ucs_status_t MPIDI_ICBC_am_recv_cb(void *arg, const void *header, size_t header_length, void *data,
-                                   size_t length, const ucp_am_recv_param_t *param);
+/* Receive side of the direct path's active message (icbc_am_recv.c). */
+int MPIDI_ICBC_am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg);
 int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq);
 /* Delivery of one direct-path message (also routed whole messages that a
- * router sent with UCX's rendezvous); SRC >= 0 must match the wire header. */
-ucs_status_t MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data,
-                                   size_t length, int is_rndv, int src);
+ * router sent by rendezvous); SRC >= 0 must match the wire header. Returns
+ * 1 when DATA (a rendezvous descriptor) is kept for the pull. */
+int MPIDI_ICBC_am_deliver(const void *header, size_t header_length, void *data, size_t length,
+                          int is_rndv, int src);
 
 /* Routed and TCP paths (icbc_path.c, icbc_path.h). */
 int MPIDI_ICBC_path_init_local(void);
@@ -132,14 +125,14 @@ MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *co
 }
 
 MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_comm_rank_to_ep(MPIR_Comm *comm, int rank,
-                                                        icbc_peer_t **peer_p, ucp_ep_h *ep_p)
+                                                        icbc_peer_t **peer_p, mx_fabric_ep_t **ep_p)
 {
     MPIDI_av_entry_t *av = MPIDIU_comm_rank_to_av(comm, rank);
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, MPIDI_ICBC_AV(av).peer);
 
     *peer_p = peer;
     if (likely(peer && peer->ep && peer->state == ICBC_PEER_OK)) {
-        *ep_p = (ucp_ep_h) peer->ep;
+        *ep_p = (mx_fabric_ep_t *) peer->ep;
         return MPI_SUCCESS;
     }
     return MPIDI_ICBC_peer_connect(peer, ep_p);

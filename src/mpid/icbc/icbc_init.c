@@ -1,5 +1,5 @@
 /*
- * icbc netmod start-up and shutdown: UCX context and worker, the business
+ * icbc netmod start-up and shutdown: the cluster's fabric, the business
  * card exchange that fills the peer table, and the run-time knobs
  * (MPIR_CVAR_CH4_ICBC_*); connection on first use is icbc_peer_ep.c.
  */
@@ -10,7 +10,6 @@
 #include "icbc_xfer.h"
 #include "icbc_pacing.h"
 #include "icbc_impi.h"
-#include "mx_router/mx_ucx.h"
 
 #include <net/if.h>
 #include <sched.h>
@@ -57,6 +56,31 @@ cvars:
         network transport but no shared memory, because same-node peers use
         MPICH's shared-memory module and UCX's shared-memory transports would
         silently bypass the network between containers or namespaces.
+
+    - name        : MPIR_CVAR_CH4_ICBC_FABRIC_API
+      category    : CH4_ICBC
+      type        : string
+      default     : "auto"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        The fabric API between the nodes of this process's cluster: "ucx" or
+        "ofi" (libfabric, FI_EP_RDM). "auto" (default): the cluster's
+        fabric-api line in the router file, else ucx. The cluster's routers
+        must speak the same API (the router file tells them).
+
+    - name        : MPIR_CVAR_CH4_ICBC_OFI_PROVIDER
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        With the ofi fabric API: the libfabric provider when FI_PROVIDER is
+        not set. Empty (default): "tcp;ofi_rxm". Its endpoint is bound to
+        the first fabric device (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES).
 
     - name        : MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES
       category    : CH4_ICBC
@@ -189,24 +213,67 @@ static int check_devices(const char *list)
     return MPI_SUCCESS;
 }
 
-static int configure_ucx(ucp_config_t *config)
+/* The fabric API of this process's cluster (MPIR_CVAR_CH4_ICBC_FABRIC_API). */
+static int fabric_api(mx_fabric_api_t *api)
+{
+    const char *want = MPIR_CVAR_CH4_ICBC_FABRIC_API;
+    char why[256];
+
+    if (want == NULL || want[0] == '\0' || !strcmp(want, "auto")) {
+        *api = MPIDI_ICBC_path_fabric_api() == ICBC_RF_FABRIC_OFI ? MX_FABRIC_OFI : MX_FABRIC_UCX;
+    } else if (mx_fabric_api_parse(want, api) != ICBC_OK) {
+        snprintf(why, sizeof(why), "MPIR_CVAR_CH4_ICBC_FABRIC_API=%s: want auto, ucx or ofi", want);
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
+                                    "**icbc_cfg", "**icbc_cfg %s", why);
+    }
+    return MPI_SUCCESS;
+}
+
+/* The cluster's fabric: UCX or libfabric on the fabric device(s), active
+ * messages of the direct path handled from here on. */
+static int create_fabric(void)
 {
     int mpi_errno = MPI_SUCCESS;
     const char *tls = MPIR_CVAR_CH4_ICBC_UCX_TLS;
-    ucs_status_t status;
+    const char *devices = MPIDI_ICBC_path_ucx_devices();
+    const char *provider = MPIR_CVAR_CH4_ICBC_OFI_PROVIDER;
+    char iface[64] = "", err[512];
+    mx_fabric_api_t api;
 
+    mpi_errno = fabric_api(&api);
+    MPIR_ERR_CHECK(mpi_errno);
     if (tls == NULL || !strcmp(tls, "auto"))
         tls = getenv("UCX_TLS") ? NULL : "^sm";
-    if (tls) {
-        status = ucp_config_modify(config, "TLS", tls);
-        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_TLS");
-    }
-    if (MPIDI_ICBC_path_ucx_devices()) {
-        mpi_errno = check_devices(MPIDI_ICBC_path_ucx_devices());
+    if (devices) {
+        mpi_errno = check_devices(devices);
         MPIR_ERR_CHECK(mpi_errno);
-        status = ucp_config_modify(config, "NET_DEVICES", MPIDI_ICBC_path_ucx_devices());
-        MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "setting UCX_NET_DEVICES");
+        snprintf(iface, sizeof(iface), "%.*s", (int) strcspn(devices, ","), devices);
     }
+    mx_fabric_params_t params = {
+        .api = api,
+        /* routers may be killed and restarted under it */
+        .peers_may_fail = MPIDI_ICBC_path_routers_used(),
+        .peer_errors = MPIR_CVAR_CH4_ICBC_PEER_ERRORS != 0,
+        .serialized = 1,
+        .estimated_eps = (size_t) MPIR_Process.size,
+        .ucx_tls = tls,
+        .ucx_devices = devices,
+        .ofi_provider = provider && provider[0] ? provider : NULL,
+        .ofi_iface = iface[0] && !strchr(iface, ':') ? iface : NULL,
+    };
+    if (mx_fabric_create(&params, &(mx_fabric_cbs_t){ 0 }, NULL, &MPIDI_ICBC_global.fabric, err,
+                         sizeof(err)) != ICBC_OK)
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s", err);
+    icbc_debug("fabric: %s", mx_fabric_describe(MPIDI_ICBC_global.fabric));
+
+    /* Bound the MPI header so that a wire header plus the MPI header always fits. */
+    MPIDI_ICBC_global.max_am_header =
+        MPL_MIN(mx_fabric_max_hdr(MPIDI_ICBC_global.fabric), 4096 + ICBC_WIRE_AM_HDR_SIZE);
+    MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256, mpi_errno,
+                         MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                         "the fabric's active-message header limit is too small");
+    mx_fabric_set_am_handler(MPIDI_ICBC_global.fabric, MPIDI_ICBC_AM_ID, MPIDI_ICBC_am_recv_cb,
+                             NULL);
 fn_fail:
     return mpi_errno;
 }
@@ -214,8 +281,6 @@ fn_fail:
 int MPIDI_ICBC_init_local(int *tag_bits)
 {
     int mpi_errno = MPI_SUCCESS;
-    ucp_config_t *config = NULL;
-    ucs_status_t status;
 
     MPIR_ERR_CHKANDJUMP1(MPIR_CVAR_CH4_ROOTS_ONLY_PMI, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
                          "**icbc_cfg %s",
@@ -235,7 +300,7 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     /* until the cards tell how many processes share this machine */
     MPIDI_ICBC_global.yield_when_idle = MPIR_CVAR_CH4_ICBC_YIELD > 0;
 
-    /* router file, policy, TCP listener: before UCX, so their errors come first */
+    /* router file, policy, TCP listener: before the fabric, so their errors come first */
     mpi_errno = MPIDI_ICBC_path_init_local();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_ICBC_xfer_init();
@@ -245,66 +310,16 @@ int MPIDI_ICBC_init_local(int *tag_bits)
     mpi_errno = MPIDI_ICBC_router_embed_start();
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_ICBC_dump_init();
-
-    mx_ucx_env_defaults();
-    if (MPIDI_ICBC_path_routers_used())
-        mx_ucx_env_peers_may_fail(); /* routers may be killed and restarted under it */
-    status = ucp_config_read(NULL, NULL, &config);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_config_read");
-    mpi_errno = configure_ucx(config);
+    mpi_errno = create_fabric();
     MPIR_ERR_CHECK(mpi_errno);
-
-    ucp_params_t params = {
-        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS,
-        .features = UCP_FEATURE_AM,
-        .estimated_num_eps = MPIR_Process.size,
-    };
-    status = ucp_init(&params, config, &MPIDI_ICBC_global.context);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_init");
 
     /* All matching happens in MPIDIG, which supports the full MPI tag range. */
     *tag_bits = MPIR_TAG_BITS_DEFAULT;
 
 fn_exit:
-    if (config)
-        ucp_config_release(config);
     return mpi_errno;
 fn_fail:
     goto fn_exit;
-}
-
-static int create_worker(void)
-{
-    int mpi_errno = MPI_SUCCESS;
-    ucs_status_t status;
-
-    ucp_worker_params_t wparams = {
-        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
-    };
-    status = ucp_worker_create(MPIDI_ICBC_global.context, &wparams, &MPIDI_ICBC_global.worker);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_create");
-
-    ucp_worker_attr_t wattr = { .field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER };
-    status = ucp_worker_query(MPIDI_ICBC_global.worker, &wattr);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_query");
-    /* Bound the MPI header so that a wire header plus the MPI header always fits. */
-    MPIDI_ICBC_global.max_am_header = MPL_MIN(wattr.max_am_header, 4096 + ICBC_WIRE_AM_HDR_SIZE);
-    MPIR_ERR_CHKANDJUMP1(MPIDI_ICBC_global.max_am_header < ICBC_WIRE_AM_HDR_SIZE + 256, mpi_errno,
-                         MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
-                         "UCX active-message header limit is too small");
-
-    ucp_am_handler_param_t hparams = {
-        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
-        .id = MPIDI_ICBC_UCX_AM_ID,
-        .cb = MPIDI_ICBC_am_recv_cb,
-        .flags = UCP_AM_FLAG_WHOLE_MSG,
-    };
-    status = ucp_worker_set_am_recv_handler(MPIDI_ICBC_global.worker, &hparams);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_set_am_recv_handler");
-fn_fail:
-    return mpi_errno;
 }
 
 /* Yield when idle if asked to, or by default when more processes of this job
@@ -402,7 +417,7 @@ static int exchange_cards(void)
 {
     int mpi_errno = MPI_SUCCESS;
     int size = MPIR_Process.size, rank = MPIR_Process.rank;
-    ucp_address_t *addr = NULL;
+    void *addr = NULL;
     size_t addr_len = 0;
     char node[ICBC_BCARD_MAX_NAME + 1];
     char *card = NULL;
@@ -414,16 +429,19 @@ static int exchange_cards(void)
     int ntcp;
     uint64_t machine = icbc_bcard_machine_id();
     int same_machine = 0;
-    ucs_status_t status;
 
-    status = ucp_worker_get_address(MPIDI_ICBC_global.worker, &addr, &addr_len);
-    MPIDI_ICBC_UCX_CHKANDJUMP(status, mpi_errno, "ucp_worker_get_address");
+    addr_len = mx_fabric_address_max(MPIDI_ICBC_global.fabric);
+    addr = MPL_malloc(addr_len, MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(addr == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP1(mx_fabric_address(MPIDI_ICBC_global.fabric, addr, &addr_len) != ICBC_OK,
+                         mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s",
+                         "cannot get the fabric address of this process");
     self_node_name(node, sizeof(node));
     tcp = MPIDI_ICBC_path_card_tcp(&ntcp);
     card_len = icbc_bcard_size_tcp(node, addr_len, ntcp);
     MPIR_ERR_CHKANDJUMP1(card_len > MPID_MAX_BC_SIZE, mpi_errno, MPI_ERR_OTHER, "**icbc_cfg",
                          "**icbc_cfg %s",
-                         "UCX worker address does not fit a business card "
+                         "the fabric address does not fit a business card "
                          "(restrict MPIR_CVAR_CH4_ICBC_UCX_TLS)");
     card = MPL_malloc(card_len, MPL_MEM_ADDRESS);
     MPIR_ERR_CHKANDJUMP(card == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
@@ -504,8 +522,7 @@ fn_exit:
     else
         MPL_free(table);
     MPL_free(card);
-    if (addr)
-        ucp_worker_release_address(MPIDI_ICBC_global.worker, addr);
+    MPL_free(addr);
     return mpi_errno;
 fn_fail:
     goto fn_exit;
@@ -515,8 +532,6 @@ int MPIDI_ICBC_init_world(void)
 {
     int mpi_errno = MPI_SUCCESS;
 
-    mpi_errno = create_worker();
-    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = exchange_cards();
     MPIR_ERR_CHECK(mpi_errno);
 fn_fail:
@@ -532,8 +547,6 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
 {
     int mpi_errno = MPI_SUCCESS;
     icbc_peer_table_t *peers = &MPIDI_ICBC_global.peers;
-    ucs_status_ptr_t *pending = NULL;
-    int npending = 0;
 
     /* Nothing progresses in the process manager's barrier below: a message
      * of ours lost with a router would never go again, and a peer still
@@ -558,41 +571,21 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     MPIDI_ICBC_impi_finalize();
     MPIDI_ICBC_router_embed_stop();
 
-    if (peers->size > 0) {
-        pending = MPL_malloc(sizeof(*pending) * peers->size, MPL_MEM_OTHER);
-        MPIR_ERR_CHKANDJUMP(pending == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    }
     for (int r = 0; r < peers->size; r++) {
         icbc_peer_t *peer = &peers->peers[r];
         if (!peer->ep)
             continue;
-        ucp_request_param_t param = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = UCP_EP_CLOSE_FLAG_FORCE,
-        };
-        ucs_status_ptr_t req = ucp_ep_close_nbx(peer->ep, &param);
-        if (req != NULL && !UCS_PTR_IS_ERR(req))
-            pending[npending++] = req;
+        mx_fabric_ep_close(peer->ep, 0);
         peer->ep = NULL;
     }
-    for (int i = 0; i < npending; i++) {
-        while (ucp_request_check_status(pending[i]) == UCS_INPROGRESS)
-            ucp_worker_progress(MPIDI_ICBC_global.worker);
-        ucp_request_free(pending[i]);
-    }
-
-    if (MPIDI_ICBC_global.worker)
-        ucp_worker_destroy(MPIDI_ICBC_global.worker);
-    if (MPIDI_ICBC_global.context)
-        ucp_cleanup(MPIDI_ICBC_global.context);
+    /* closes what is still open and waits (bounded) for the closes */
+    mx_fabric_destroy(MPIDI_ICBC_global.fabric);
+    MPIDI_ICBC_global.fabric = NULL;
     MPIDI_ICBC_path_done_destroy();
     MPIDI_ICBC_xrecv_finalize();
     icbc_peer_table_destroy(peers);
-    MPIDI_ICBC_global.worker = NULL;
-    MPIDI_ICBC_global.context = NULL;
 
 fn_exit:
-    MPL_free(pending);
     return mpi_errno;
 fn_fail:
     goto fn_exit;

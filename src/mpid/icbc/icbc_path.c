@@ -76,6 +76,14 @@ int MPIDI_ICBC_path_routers_used(void)
     return P.rf && policy_uses_routers() && icbc_routerfile_num_clusters(P.rf) > 1;
 }
 
+/* The 'fabric-api' of this process's cluster in the router file
+ * (ICBC_RF_FABRIC_*); ICBC_RF_FABRIC_UCX without one. */
+int MPIDI_ICBC_path_fabric_api(void)
+{
+    return P.rf && P.cluster >= 0 ? icbc_routerfile_cluster(P.rf, P.cluster)->fabric_api
+                                  : ICBC_RF_FABRIC_UCX;
+}
+
 int MPIDI_ICBC_path_tcp_used(void)
 {
     return P.policy == ICBC_RF_POLICY_TCP ||
@@ -298,7 +306,7 @@ int MPIDI_ICBC_path_init_world(const void *card0, size_t card0_len,
     P.up = up;
 
     /* Every process computes the same job id from rank 0's card, which
-     * holds its UCX worker address: unique per run. */
+     * holds its fabric address: unique per run. */
     P.job = fnv1a(card0, card0_len);
     for (int r = 0; r < size; r++) {
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, r);

@@ -73,9 +73,10 @@ typedef struct MPIDI_ICBC_path_up {
     /* recv_begin + copy + recv_end, for a payload in memory */
     void (*recv_whole)(int src_rank, const void *inner, size_t inner_len, const void *payload,
                        size_t len);
-    /* A message a router delivered by UCX (the path's endpoints are UCX's). */
-    ucs_status_t (*recv_ucx)(int src_rank, const void *inner, size_t inner_len, void *data,
-                             size_t len, int is_rndv);
+    /* A message a router delivered on the fabric (eager DATA, or a
+     * rendezvous descriptor if IS_RNDV); 1: DATA is kept (mx_fabric.h). */
+    int (*recv_fabric)(int src_rank, const void *inner, size_t inner_len, void *data, size_t len,
+                       int is_rndv);
     /* RANK, or the path to it, failed: every exchange with it ends in an
      * MPI error naming WHY. */
     void (*peer_failed)(int rank, const char *why);
@@ -164,6 +165,7 @@ int MPIDI_ICBC_path_cfg_error(const char *why);
 /* Whether every path is settled (MPIDI_ICBC_path_ops_t.settled). */
 int MPIDI_ICBC_path_settled(void);
 int MPIDI_ICBC_path_routers_used(void);
+int MPIDI_ICBC_path_fabric_api(void);
 int MPIDI_ICBC_path_tcp_used(void);
 /* Paces path KIND at BITS_PER_S (0: off), when it is open and paces. */
 void MPIDI_ICBC_path_set_pacing(int kind, uint64_t bits_per_s);

@@ -492,8 +492,7 @@ static int mx_on_msg(const mx_client_msg_t *m, void *arg)
         if (seq_no != 0)
             return numbered_receive(m, (int) rh->src_rank, seq_no);
     }
-    return above->recv_ucx((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len, m->rndv) ==
-           UCS_INPROGRESS;
+    return above->recv_fabric((int) rh->src_rank, m->inner, m->inner_len, m->data, m->len, m->rndv);
 }
 
 static void mx_on_router_lost(int router, icbc_status_t status, void *arg)
@@ -565,7 +564,7 @@ int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *above_)
     above = above_;
     const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(P.rf, P.cluster);
     mx_client_params_t mp = {
-        .worker = MPIDI_ICBC_global.worker,
+        .fabric = MPIDI_ICBC_global.fabric,
         .routers = cl->routers,
         .nrouters = cl->nrouters,
         .cluster = (uint16_t) P.cluster,

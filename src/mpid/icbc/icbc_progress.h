@@ -1,5 +1,5 @@
 /*
- * Progress: drive the UCX worker (and the routed and TCP paths). When more
+ * Progress: drive the fabric (and the routed and TCP paths). When more
  * processes than cores share a machine, a busy-polling process steals the
  * core its peer, a router or the WAN emulator needs; with yield-when-idle on
  * (MPIR_CVAR_CH4_ICBC_YIELD), an empty poll goes to MPIDI_ICBC_progress_idle,
@@ -24,7 +24,7 @@ MPL_STATIC_INLINE_PREFIX int MPIDI_NM_progress(int vci, int blocking)
         MPIDI_ICBC_pace_progress();
         MPIDI_ICBC_xfer_progress();
     }
-    work += ucp_worker_progress(MPIDI_ICBC_global.worker);
+    work += mx_fabric_progress(MPIDI_ICBC_global.fabric);
     if (work)
         MPIDI_ICBC_global.idle_polls = 0;
     else if (MPIDI_ICBC_global.yield_when_idle)

@@ -2,7 +2,8 @@
  * Protocols: how an MPIDIG message travels to a peer, apart from the
  * transports (icbc_path.h) that carry its bytes.
  *
- *   MPIDI_ICBC_proto_ucx   the direct path: one UCX active message, UCX's
+ *   MPIDI_ICBC_proto_fabric the direct path: one active message of the
+ *                          cluster's fabric (UCX or libfabric), its
  *                          rendezvous for large payloads (icbc_am.h sends
  *                          inline, icbc_am_recv.c receives)
  *   MPIDI_ICBC_proto_icbc  ICBC's own protocol on a path's lanes: whole
@@ -38,7 +39,7 @@ typedef struct MPIDI_ICBC_proto {
     int (*matched)(MPIR_Request *rreq);
 } MPIDI_ICBC_proto_t;
 
-extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_ucx;
+extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_fabric;
 extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_icbc;
 extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_impi;
 

@@ -29,7 +29,7 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_NM_am_request_finalize(MPIR_Request *req)
     amreq->bounce_buf = NULL;
     /* A rendezvous payload nobody received (e.g. a cancelled receive). */
     if (amreq->rndv_desc) {
-        ucp_am_data_release(MPIDI_ICBC_global.worker, amreq->rndv_desc);
+        mx_fabric_release(MPIDI_ICBC_global.fabric, amreq->rndv_desc);
         amreq->rndv_desc = NULL;
     }
 }

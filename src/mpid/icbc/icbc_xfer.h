@@ -109,8 +109,8 @@ uint64_t MPIDI_ICBC_xrecv_pull_slabs(void);
 /* Frees them once UCX is closed (no pull is left to complete). */
 void MPIDI_ICBC_xrecv_finalize(void);
 /* UCX delivery of a routed message (from a router's endpoint). */
-ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
-                                  size_t len, int is_rndv);
+int MPIDI_ICBC_xrecv_fabric(int src_rank, const void *inner, size_t inner_len, void *data,
+                            size_t len, int is_rndv);
 
 /* CTS for a matched RTS (also MPIDIG's data-copy callback). */
 int MPIDI_ICBC_xfer_matched(MPIR_Request *rreq);

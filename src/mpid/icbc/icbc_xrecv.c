@@ -320,45 +320,44 @@ void MPIDI_ICBC_xrecv_finalize(void)
     memset(&small_bufs, 0, sizeof(small_bufs));
 }
 
-static void chunk_pull_done(void *request, ucs_status_t status, size_t length, void *user_data)
+static void chunk_pull_done(void *arg, icbc_status_t st)
 {
-    MPIDI_ICBC_xrecv_t *x = user_data;
+    MPIDI_ICBC_xrecv_t *x = arg;
 
-    MPIDI_ICBC_xrecv_end(x, status == UCS_OK);
+    MPIDI_ICBC_xrecv_end(x, st == ICBC_OK);
     pull_free(x);
-    ucp_request_free(request);
 }
 
-ucs_status_t MPIDI_ICBC_xrecv_ucx(int src_rank, const void *inner, size_t inner_len, void *data,
-                                  size_t len, int is_rndv)
+int MPIDI_ICBC_xrecv_fabric(int src_rank, const void *inner, size_t inner_len, void *data,
+                            size_t len, int is_rndv)
 {
     MPIDI_ICBC_xrecv_t *x;
     void *dest;
 
     if (!is_rndv) {
         MPIDI_ICBC_xrecv_whole(src_rank, inner, inner_len, data, len);
-        return UCS_OK;
+        return 0;
     }
     if (inner_len > 1 && ((const uint8_t *) inner)[1] == ICBC_MSG_AM) {
-        /* a whole message the router sent with UCX's rendezvous: the direct
-         * path's receive matches it now and pulls it in place, keeping MPI's
-         * order with the messages behind it */
+        /* a whole message the router sent by rendezvous: the direct path's
+         * receive matches it now and pulls it in place, keeping MPI's order
+         * with the messages behind it */
         return MPIDI_ICBC_am_deliver(inner, inner_len, data, len, 1, src_rank);
     }
     /* a chunk: pulled straight to where the engine places it */
     x = pull_new();
     if (x == NULL)
-        return UCS_OK; /* UCX drops the descriptor; the receive stalls and fails */
+        return 0; /* the fabric drops the descriptor; the receive stalls and fails */
     if (MPIDI_ICBC_xrecv_begin(src_rank, inner, inner_len, len, NULL, x, &dest) || !dest) {
         MPIDI_ICBC_xrecv_end(x, 0);
         pull_free(x);
-        return UCS_OK;
+        return 0;
     }
-    ucs_status_ptr_t r =
-        mx_ucx_am_recv(MPIDI_ICBC_global.worker, data, dest, len, chunk_pull_done, x);
-    if (r == NULL || UCS_PTR_IS_ERR(r)) {
-        MPIDI_ICBC_xrecv_end(x, r == NULL);
+    /* The descriptor is the pull's from here, whatever its outcome. */
+    if (mx_fabric_am_recv(MPIDI_ICBC_global.fabric, data, dest, len, chunk_pull_done, x) !=
+        ICBC_OK) {
+        MPIDI_ICBC_xrecv_end(x, 0);
         pull_free(x);
     }
-    return UCS_INPROGRESS;
+    return 1;
 }
