@@ -46,9 +46,14 @@
 #include "icbc_list.h"
 #include "icbc_log.h"
 
-#define OFI_BUF_SIZE 16384 /* one receive or send buffer */
-#define OFI_RECV_BUFS 64   /* posted at a time */
-#define OFI_SEND_SLAB 64   /* send buffers added at a time */
+/* One receive or send buffer. Large enough for the biggest message sent
+ * eagerly with its headers: the routed path keeps whole messages up to the
+ * stripe threshold (64 KiB) plus 4 KiB eager so that none overtakes
+ * another, and counts them in the router's eager window; a message this
+ * fabric turned into a rendezvous would never be credited back. */
+#define OFI_BUF_SIZE (80 << 10)
+#define OFI_RECV_BUFS 64 /* posted at a time */
+#define OFI_SEND_SLAB 64 /* send buffers added at a time */
 #define OFI_MAX_HDR (4096 + 128)
 #define OFI_NAME_MAX 64
 #define OFI_CQ_BATCH 16
