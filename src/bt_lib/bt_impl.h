@@ -53,7 +53,6 @@ void bt_cfg_unref(bt_cfg_t *cfg);
 
 /* ---- sockets (sockopt.c) ---- */
 void bt_sock_tune(int fd, const bt_opts_t *o, const char *who);
-void bt_sock_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 /* A non-blocking TCP socket for ADDR (IPv4 or IPv6; WHAT, e.g. "bt_connect",
  * names the caller in errors), the configuration of OPTS in *CFG (one
  * reference) and ADDR as text in TEXT (64 bytes). -1 with nothing held on

@@ -246,6 +246,9 @@ icbc_status_t bt_listener_addr(const bt_listener_t *l, struct sockaddr_storage *
                                socklen_t *addrlen);
 void bt_listener_destroy(bt_listener_t *l);
 
+/* "a.b.c.d:port" or "[v6]:port" of SA into BUF (also the fabric's endpoints). */
+void bt_sock_addr_text(const struct sockaddr *sa, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,23 +39,6 @@ int mx_fabric_api_available(mx_fabric_api_t api)
     return ops_of(api) != NULL;
 }
 
-void mx_fabric_format_addr(const struct sockaddr *sa, char *buf, size_t len)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *) sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-        snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-        snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-    } else {
-        snprintf(buf, len, "(family %d)", sa->sa_family);
-    }
-}
-
 void mx_fabric_ep_set_peer(mx_fabric_ep_t *ep, const void *sa, size_t len)
 {
     memset(&ep->peer_sa, 0, sizeof(ep->peer_sa));
@@ -66,7 +49,7 @@ void mx_fabric_ep_set_peer(mx_fabric_ep_t *ep, const void *sa, size_t len)
         snprintf(ep->peer, sizeof(ep->peer), "(address of %zu bytes)", len);
         return;
     }
-    mx_fabric_format_addr((const struct sockaddr *) &ep->peer_sa, ep->peer, sizeof(ep->peer));
+    bt_sock_addr_text((const struct sockaddr *) &ep->peer_sa, ep->peer, sizeof(ep->peer));
 }
 
 icbc_status_t mx_fabric_create(const mx_fabric_params_t *params, const mx_fabric_cbs_t *cbs,

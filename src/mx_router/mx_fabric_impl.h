@@ -7,6 +7,7 @@
 
 #include <sys/socket.h>
 
+#include "bt_lib.h"
 #include "mx_fabric.h"
 
 #define MX_FABRIC_RNDV_THRESH_DEFAULT 8192
@@ -83,8 +84,6 @@ extern const mx_fabric_ops_t mx_fabric_ucx_ops;
 extern const mx_fabric_ops_t mx_fabric_ofi_ops;
 #endif
 
-/* "a.b.c.d:port" of SA into BUF. */
-void mx_fabric_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 /* EP's peer is at SA (LEN bytes): its text and socket address. */
 void mx_fabric_ep_set_peer(mx_fabric_ep_t *ep, const void *sa, size_t len);
 

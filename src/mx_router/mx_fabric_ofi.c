@@ -1230,7 +1230,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
         prov = params->ofi_provider ? params->ofi_provider : "tcp;ofi_rxm";
     if (params->addr) {
         char text[80];
-        mx_fabric_format_addr(params->addr, text, sizeof(text));
+        bt_sock_addr_text(params->addr, text, sizeof(text));
         snprintf(where, sizeof(where), "%s", text);
         family = params->addr->sa_family;
         if (family == AF_INET) {
@@ -1311,7 +1311,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     if (f->base.rndv_thresh > OFI_BUF_SIZE - sizeof(ofi_hdr_t) - OFI_MAX_HDR)
         f->base.rndv_thresh = OFI_BUF_SIZE - sizeof(ofi_hdr_t) - OFI_MAX_HDR;
     if (f->namelen >= sizeof(struct sockaddr_in) && f->namelen <= sizeof(struct sockaddr_in6))
-        mx_fabric_format_addr((const struct sockaddr *) f->name, where, sizeof(where));
+        bt_sock_addr_text((const struct sockaddr *) f->name, where, sizeof(where));
     snprintf(f->base.describe, sizeof(f->base.describe), "%s %s on %s (%s rendezvous)",
              params->listen ? "ofi-listener" : "ofi", f->info->fabric_attr->prov_name, where,
              f->rma ? "RMA read" : "tagged");

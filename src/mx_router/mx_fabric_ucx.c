@@ -315,7 +315,7 @@ static icbc_status_t ucx_create(const mx_fabric_params_t *params, mx_fabric_t **
     f->err_mode = params->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     f->base.rndv_thresh = params->rndv_thresh ? params->rndv_thresh : MX_FABRIC_RNDV_THRESH_DEFAULT;
     if (params->addr)
-        mx_fabric_format_addr(params->addr, addr, sizeof(addr));
+        bt_sock_addr_text(params->addr, addr, sizeof(addr));
 
     /* A listener restarted must get its fixed address back while old
      * connections sit in TIME_WAIT; read from the environment only. */
