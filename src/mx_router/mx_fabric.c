@@ -207,6 +207,11 @@ void mx_fabric_release(mx_fabric_t *f, void *data)
     f->ops->release(f, data);
 }
 
+int mx_fabric_sends_done(mx_fabric_t *f)
+{
+    return f->ops->sends_done(f);
+}
+
 size_t mx_fabric_max_hdr(const mx_fabric_t *f)
 {
     return f->ops->max_hdr(f);

@@ -142,6 +142,12 @@ const char *mx_fabric_describe(const mx_fabric_t *f);
 int mx_fabric_efd(mx_fabric_t *f);
 unsigned mx_fabric_progress(mx_fabric_t *f);
 icbc_status_t mx_fabric_arm(mx_fabric_t *f);
+/* 1 when every message sent on F has been handed to the network: none
+ * waits for the fabric or for its completion. An eager send may complete
+ * for its owner before that (its data was copied); a process that stops
+ * progressing (to leave) must first progress until this holds, or what it
+ * sent last may never leave. */
+int mx_fabric_sends_done(mx_fabric_t *f);
 
 /* This fabric's worker address (for business cards): *LEN in, bytes out. */
 icbc_status_t mx_fabric_address(mx_fabric_t *f, void *buf, size_t *len);

@@ -34,6 +34,7 @@ typedef struct mx_fabric_ops {
                              mx_fabric_done_cb_t on_done, void *arg);
     void (*release)(mx_fabric_t *f, void *data);
     size_t (*max_hdr)(const mx_fabric_t *f);
+    int (*sends_done)(mx_fabric_t *f);
 } mx_fabric_ops_t;
 
 /* The first member of each implementation's fabric. */

@@ -132,6 +132,7 @@ struct ofi_ep {
     uint32_t peer_slot, peer_token; /* the peer's, from HELLO or HELLO_ACK */
     fi_addr_t addr;
     size_t inflight;     /* operations libfabric holds, descriptors the owner holds */
+    size_t sends_posted; /* of them, messages (OP_SEND, OP_RTS, OP_TSEND) */
     icbc_list_t waiting; /* operations not posted yet, in order */
     icbc_list_t rts;     /* rendezvous sends waiting for FIN or CTS */
     icbc_list_t pulls;   /* rendezvous pulls libfabric holds */
@@ -335,6 +336,8 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
         return ICBC_ERR_PEER_FAILED;
     }
     e->inflight++;
+    if (op->kind == OP_SEND || op->kind == OP_RTS || op->kind == OP_TSEND)
+        e->sends_posted++;
     if (op->kind == OP_RTS)
         icbc_list_push(&e->rts, &op->link);
     else if (op->kind == OP_READ || op->kind == OP_TRECV)
@@ -744,6 +747,8 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
         return;
     }
     e->inflight--;
+    if (op->kind == OP_SEND || op->kind == OP_RTS || op->kind == OP_TSEND)
+        e->sends_posted--;
     switch (op->kind) {
     case OP_SEND: {
         mx_fabric_done_cb_t on_done = op->on_done;
@@ -1367,6 +1372,22 @@ static size_t ofi_address_max(const mx_fabric_t *base)
     return OFI_NAME_MAX;
 }
 
+/* No endpoint that may still send has a message posted and not completed
+ * or waiting to be posted (failed and closed endpoints have given theirs
+ * up: libfabric may never return what it holds for a dead peer). */
+static int ofi_sends_done(mx_fabric_t *base)
+{
+    ofi_fabric_t *f = (ofi_fabric_t *) base;
+
+    for (icbc_list_t *l = f->eps.next; l != &f->eps; l = l->next) {
+        ofi_ep_t *e = ICBC_CONTAINER(l, ofi_ep_t, link);
+        if ((e->state == EP_OPEN || e->state == EP_HELLO) &&
+            (e->sends_posted || !icbc_list_empty(&e->waiting)))
+            return 0;
+    }
+    return 1;
+}
+
 static size_t ofi_max_hdr(const mx_fabric_t *base)
 {
     (void) base;
@@ -1388,6 +1409,7 @@ const mx_fabric_ops_t mx_fabric_ofi_ops = {
     .am_recv = ofi_am_recv,
     .release = ofi_release,
     .max_hdr = ofi_max_hdr,
+    .sends_done = ofi_sends_done,
 };
 
 #endif /* ICBC_HAVE_OFI */

@@ -24,6 +24,7 @@ typedef struct {
     ucx_fabric_t *fabric;
     mx_fabric_done_cb_t on_done;
     int done; /* completed while being posted */
+    int send; /* counted in fabric->sends_running */
     ucs_status_t status;
 } ucx_req_t;
 
@@ -52,10 +53,11 @@ struct ucx_fabric {
     ucp_err_handling_mode_t err_mode;
     size_t max_hdr;
     ucx_am_id_t ids[MX_FABRIC_AM_IDS];
-    icbc_hmap_t by_ep;  /* ucp_ep_h -> endpoint not closing */
-    icbc_list_t eps;    /* every endpoint not yet freed */
-    ucx_ep_t *to_close; /* endpoints to close from the loop */
-    size_t closing;     /* close operations in flight */
+    icbc_hmap_t by_ep;    /* ucp_ep_h -> endpoint not closing */
+    icbc_list_t eps;      /* every endpoint not yet freed */
+    ucx_ep_t *to_close;   /* endpoints to close from the loop */
+    size_t closing;       /* close operations in flight */
+    size_t sends_running; /* send requests UCX has not completed */
 };
 
 static void req_init(void *request)
@@ -106,8 +108,11 @@ static void req_completed(void *request, ucs_status_t status, void *user_data)
         r->status = status;
         return;
     }
+    if (r->send)
+        r->fabric->sends_running--;
     r->fabric = NULL;
     r->on_done = NULL;
+    r->send = 0;
     ucp_request_free(request);
     if (on_done)
         on_done(user_data, from_ucs(status));
@@ -526,6 +531,8 @@ static icbc_status_t ucx_am_send(mx_fabric_ep_t *base, unsigned id, const void *
                                  mx_fabric_done_cb_t on_done, void *arg)
 {
     ucx_ep_t *e = (ucx_ep_t *) base;
+    ucx_fabric_t *f = (ucx_fabric_t *) base->fabric;
+    icbc_status_t st;
     void *req;
 
     if (e->state != EP_OPEN)
@@ -545,7 +552,18 @@ static icbc_status_t ucx_am_send(mx_fabric_ep_t *base, unsigned id, const void *
         UCP_AM_SEND_FLAG_REPLY |
             ((flags & MX_FABRIC_SEND_RNDV) ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
         send_cb, arg);
-    return req_posted((ucx_fabric_t *) base->fabric, req, on_done, arg);
+    int running = UCS_PTR_IS_PTR(req) && !((ucx_req_t *) req)->done;
+    st = req_posted(f, req, on_done, arg);
+    if (running) { /* its completion comes from progress */
+        ((ucx_req_t *) req)->send = 1;
+        f->sends_running++;
+    }
+    return st;
+}
+
+static int ucx_sends_done(mx_fabric_t *base)
+{
+    return ((ucx_fabric_t *) base)->sends_running == 0;
 }
 
 static icbc_status_t ucx_am_recv(mx_fabric_t *base, void *desc, void *buf, size_t len,
@@ -581,4 +599,5 @@ const mx_fabric_ops_t mx_fabric_ucx_ops = {
     .am_recv = ucx_am_recv,
     .release = ucx_release,
     .max_hdr = ucx_max_hdr,
+    .sends_done = ucx_sends_done,
 };

@@ -264,7 +264,7 @@ static int create_fabric(void)
     if (mx_fabric_create(&params, &(mx_fabric_cbs_t){ 0 }, NULL, &MPIDI_ICBC_global.fabric, err,
                          sizeof(err)) != ICBC_OK)
         MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_cfg", "**icbc_cfg %s", err);
-    icbc_debug("fabric: %s", mx_fabric_describe(MPIDI_ICBC_global.fabric));
+    icbc_info("fabric: %s", mx_fabric_describe(MPIDI_ICBC_global.fabric));
 
     /* Bound the MPI header so that a wire header plus the MPI header always fits. */
     MPIDI_ICBC_global.max_am_header =
@@ -552,9 +552,13 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
      * of ours lost with a router would never go again, and a peer still
      * waiting for it (in its last MPI call) would wait for ever. Progress
      * until the peers have acknowledged everything, bounded for a peer
-     * that is gone. */
+     * that is gone. A fabric may also still hold the last messages of an
+     * eager send that completed when its data was copied (libfabric
+     * connects on first use and writes from its progress): progress until
+     * it has handed them to the network. */
     double settle_until = icbc_clock_coarse() + FINALIZE_SETTLE_S;
-    while (!MPIDI_ICBC_path_settled() && icbc_clock_coarse() < settle_until)
+    while ((!MPIDI_ICBC_path_settled() || !mx_fabric_sends_done(MPIDI_ICBC_global.fabric)) &&
+           icbc_clock_coarse() < settle_until)
         MPIDI_NM_progress(0, 0);
 
     /* Every process must be past its last message before endpoints close:
