@@ -197,7 +197,7 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
             goto fail;
         }
     }
-    icbc_info("router %s: host %s, fabric %s (%s, UCX device %s), WAN %s, %d trunk(s), %d "
+    icbc_info("router %s: host %s, fabric %s (%s, device %s), WAN %s, %d trunk(s), %d "
               "streams each, max memory %zu bytes, max resident %zu bytes (0: none), at start %zu "
               "bytes",
               r->name, host, r->self->fabric.text, mx_server_describe(r->fabric), mo.devices,

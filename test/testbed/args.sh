@@ -48,6 +48,11 @@ rejects "--clusters 0" "--clusters must be" "${dry[@]}" --clusters 0 --nodes 1
 rejects "--nodes missing" "--nodes must be" "${dry[@]}" --clusters 2
 rejects "--routers above --nodes" "--routers must be" "${dry[@]}" --clusters 2 --nodes 2 --routers 3
 rejects "--private names an unknown cluster" "no cluster 'c'" "${dry[@]}" --clusters 2 --nodes 2 --private c
+rejects "--fabric-api names an unknown cluster" "no cluster 'c'" "${dry[@]}" --clusters 2 --nodes 2 --fabric-api c=ofi
+rejects "--fabric-api with an unknown API" "malformed --fabric-api" "${dry[@]}" --clusters 2 --nodes 2 --fabric-api b=verbs
+rejects "--fabric-api names a cluster twice" "named twice" "${dry[@]}" --clusters 2 --nodes 2 --fabric-api b=ofi,b=ucx
+check "--fabric-api b=ofi,a=ucx is accepted in canonical order" \
+    bash -c "'$TESTBED' up --dry-run --clusters 2 --nodes 1 --fabric-api b=ofi,a=ucx | grep -q 'fabric_api=a=ucx,b=ofi'"
 rejects "invalid testbed name" "invalid testbed name" "$TESTBED" up --dry-run --name 'Tb!' --clusters 1 --nodes 1
 rejects "testbed name too long" "invalid testbed name" "$TESTBED" up --dry-run --name abcdefghij --clusters 1 --nodes 1
 rejects "unknown option" "unknown argument" "${dry[@]}" --clusters 1 --nodes 1 --colour blue
