@@ -231,7 +231,11 @@ def slices(a):
         [m4py("tcp")],
         [Suite("clusters-full", pytest("test_clusters.py", mark="full", extra=p),
                "two clusters: stress under every policy through bounded routers, small "
-               "chunks, more placements")],
+               "chunks, more placements"),
+         Suite("trust-boundary-ofi", [PY, os.path.join(TOP, "test", "mpi", "trust_boundary.py"),
+                                      "--name", "tbo", "--fabric-api", "a=ofi"] + p,
+               "the trust boundary with cluster a on libfabric: its ports, the guard, "
+               "hostile bytes to every libfabric port")],
         [Suite("failover-full", pytest("test_failover.py", mark="full", extra=p),
                "failover: the static and the small-message streams under kills")],
         [Suite("impi-lam-full", pytest("test_impi_lam.py", mark="full",

@@ -5,9 +5,12 @@ printing one JSON object on stdout.
   netprobe.py scan HOST...             every TCP port 1-65535 of each HOST; for
                                        each open one, whether it greets with
                                        bt_lib's HELLO (magic "ICBT")
-  netprobe.py poison HOST:PORT...      the inputs that abort UCX 1.13's TCP
+  netprobe.py poison [--generic] HOST:PORT...
+                                       the inputs that abort UCX 1.13's TCP
                                        transport and connection manager, each
-                                       on a connection of its own
+                                       on a connection of its own; --generic:
+                                       also malformed and random bytes for any
+                                       listener
   netprobe.py idle --count N --hold S HOST:PORT...
                                        N silent connections spread over the
                                        ports; when each was closed by the peer
@@ -16,6 +19,7 @@ printing one JSON object on stdout.
 import argparse
 import asyncio
 import json
+import random
 import resource
 import socket
 import struct
@@ -30,6 +34,15 @@ BT_MAGIC = b"ICBT"
 POISON = {
     "ucx-tcp-am-length": struct.pack("<Q", 0xCAFEBABE12345678) + b"\0" + struct.pack("<I", 0xFFFFFFFF),
     "ucx-sockcm-header": bytes.fromhex("ffffffffffffffff0000000000000000"),
+}
+# For any listener (libfabric's tcp provider among them): a connection
+# request-like header claiming 64 KiB of data that never comes, a header of
+# all ones, 64 KiB of seeded random bytes, and 4 KiB of zeros.
+GENERIC = {
+    "header-claims-64k": bytes([3, 0, 0xFF, 0xFF]) + bytes(12),
+    "all-ones-header": b"\xff" * 64,
+    "random-64k": random.Random(7).randbytes(65536),
+    "zeros-4k": bytes(4096),
 }
 
 
@@ -89,9 +102,10 @@ def parse_target(t):
 
 def cmd_poison(args):
     sent = []
+    inputs = dict(POISON, **GENERIC) if args.generic else POISON
     for t in args.targets:
         host, port = parse_target(t)
-        for name, data in POISON.items():
+        for name, data in inputs.items():
             try:
                 s = socket.create_connection((host, port), timeout=5)
                 s.sendall(data)
@@ -162,6 +176,7 @@ def main():
     s.add_argument("--concurrency", type=int, default=512)
     s.set_defaults(fn=cmd_scan)
     p = sub.add_parser("poison")
+    p.add_argument("--generic", action="store_true")
     p.add_argument("targets", nargs="+")
     p.set_defaults(fn=cmd_poison)
     i = sub.add_parser("idle")

@@ -8,7 +8,9 @@
 with no UCX, ICBC or MPICH variable set (every one the caller has is
 removed), under each policy of the router file (its policy line edited, as
 a user would), once with embedded routers and once with icbc-router daemons
-started as docs/router.md shows (router file and host, nothing else). The
+started as docs/router.md shows (router file and host, nothing else) under
+the policies that route (alltoall and tcp go from process to process, past
+the routers). The
 nodes have three interfaces each (fabric, external NIC, management), so UCX
 must keep to the fabric on its own. The app is the MPI-level conformance
 test of point-to-point sizes (eager, rendezvous and striped, each rank with
@@ -21,8 +23,7 @@ With --fabric-api (icbc-testbed's option, e.g. b=ofi: "fabric-api ofi" in
 cluster b's section of the router file, nothing else) the same runs make a
 mixed-fabric job: cluster a's processes and routers on UCX, cluster b's on
 libfabric, the routers carrying messages between them; every policy runs
-the stress test (every message's data checked) as well (with daemons, the
-policies that route: alltoall and tcp go from process to process). One more run with
+the stress test (every message's data checked) as well. One more run with
 ICBC_LOG_LEVEL=info (the variable that makes each process print the fabric
 it opened) and the routers' logs show that each cluster spoke its own API.
 With --clusters 1 the apps run on one cluster (no routers, no policy).
@@ -105,7 +106,7 @@ def main():
                 for n in routers:
                     tb.start_router(n, env=env)
             for pol in args.policies.split():
-                if mode == "daemons" and args.fabric_api and pol not in ROUTED:
+                if mode == "daemons" and pol not in ROUTED:
                     continue  # nothing of theirs goes through a router
                 tb.set_policy(pol)
                 # ranks 0..np/2-1 on cluster a, the rest on b: rank i and i+np/2 cross the WAN

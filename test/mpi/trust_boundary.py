@@ -9,14 +9,24 @@ keeps checked traffic flowing across the WAN. Then:
 * from b2, a compute node of the other cluster, every TCP port of the WAN
   addresses of a0 (router daemon and a rank) and a1 (a rank) is tried: each
   open port must greet with bt_lib's HELLO, i.e. no UCX port faces the WAN;
-* the two inputs that abort UCX 1.13 are sent to every open port: the router
-  daemons and the job must live on, and the job must end with its data right;
+* the two inputs that abort UCX 1.13 and the generic hostile ones are sent to
+  every open port: the router daemons and the job must live on, and the job
+  must end with its data right;
 * from a2, a node of the router's own cluster without a registered process,
   1,000 silent connections are held to the router's UCX ports: all must be
   closed within --register-timeout (5 s) plus the guard's scan period (0.25 s),
   while a second job through the same router passes.
 
-  test/mpi/trust_boundary.py [--prefix DIR] [--keep]   ends with "N passed, N failed"
+With --fabric-api a=ofi (icbc-testbed's option: "fabric-api ofi" in cluster
+a's section of the router file) cluster a speaks libfabric, and the same
+checks hold for the ports libfabric opens: none faces the WAN, the guard
+closes silent connections to them, and from a2 the UCX inputs and the
+generic hostile ones (a header claiming data that never comes, random bytes,
+zeros) are sent to every fabric port of the router and of the ranks on a0
+and a1: the router and the job live on, the data stays right.
+
+  test/mpi/trust_boundary.py [--prefix DIR] [--keep] [--name T] [--fabric-api C=API]
+                                                       ends with "N passed, N failed"
 """
 
 import argparse
@@ -42,7 +52,7 @@ def probe(tb, node, args, timeout):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def ucx_ports(tb, node, pid, addr):
+def fabric_ports(tb, node, pid, addr):
     """The listening ports of process PID on ADDR, as ss shows them in NODE."""
     r = tb.run_on(node, ["ss", "-Hltnp"])
     ports = []
@@ -56,17 +66,28 @@ def ucx_ports(tb, node, pid, addr):
     return ports
 
 
+def ranks_on(tb, node, program):
+    """The pids of PROGRAM's processes in NODE's namespace."""
+    r = tb.run_on(node, ["ss", "-Hltnp"])
+    pids = set(int(m) for m in re.findall(rf'"{program}",pid=(\d+),', r.stdout))
+    return sorted(pids)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prefix", default=os.path.join(TOP, "_install"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--name", default="tbnd")
+    ap.add_argument("--fabric-api", default="")
     args = ap.parse_args()
     prefix = os.path.abspath(args.prefix)
-    work = os.path.join(TOP, "_build/test-trust")
+    work = os.path.join(TOP, f"_build/test-trust-{args.name}")
     rep = Report()
-    tb = Testbed("tbnd", prefix, ["--clusters", "2", "--nodes", "3", "--routers", "1",
-                                  "--nic-rate", "100mbit", "--wan-rate", "400mbit",
-                                  "--delay", "1ms"], work)
+    api = dict(i.split("=") for i in args.fabric_api.split(",") if i).get("a", "ucx")
+    tb = Testbed(args.name, prefix, ["--clusters", "2", "--nodes", "3", "--routers", "1",
+                                     "--nic-rate", "100mbit", "--wan-rate", "400mbit",
+                                     "--delay", "1ms"] +
+                 (["--fabric-api", args.fabric_api] if args.fabric_api else []), work)
     soak = os.path.join(work, "soak")
     if not mpicc(prefix, os.path.join(TOP, "test/mpi/soak.c"), soak, soak + ".build.log"):
         die(f"cannot build soak (see {soak}.build.log)")
@@ -102,18 +123,23 @@ def main():
                   f"scan found the router's WAN port {a0[4]}:7200 (the scan sees open ports)")
 
         # -- the inputs that abort UCX, to every open port
-        poison = probe(tb, "b2", ["poison"] + opened, timeout=120)
-        rep.check(all(p["sent"] for p in poison["poison"]) and len(poison["poison"]) == 2 * len(opened),
-                  f"both UCX-aborting inputs sent to each of the {len(opened)} open port(s)")
+        poison = probe(tb, "b2", ["poison", "--generic"] + opened, timeout=120)
+        inputs = sorted({p["input"] for p in poison["poison"]})
+        rep.check(all(p["sent"] for p in poison["poison"]) and
+                  len(poison["poison"]) == len(inputs) * len(opened) and len(inputs) >= 6,
+                  f"the UCX-aborting and the generic hostile inputs sent to each of the "
+                  f"{len(opened)} open port(s)", f"({', '.join(inputs)})")
         time.sleep(2)
         for n, pid in pids.items():
             rep.check(alive(pid), f"router daemon {n} alive after the hostile inputs")
         rep.check(job.poll() is None, "job alive after the scan and the hostile inputs")
 
-        # -- 1,000 silent connections to the router's UCX ports, from inside
-        ports = ucx_ports(tb, "a0", pids["a0"], a0[3])
-        rep.check(len(ports) >= 2, f"router a0's UCX listens on its fabric address {a0[3]}",
-                  f"(ports {ports}: the connection manager and the TCP transport)")
+        # -- 1,000 silent connections to the router's fabric ports, from inside
+        ports = fabric_ports(tb, "a0", pids["a0"], a0[3])
+        rep.check(len(ports) >= (2 if api == "ucx" else 1),
+                  f"router a0's {api} listens on its fabric address {a0[3]}",
+                  f"(ports {ports}: " + ("the connection manager and the TCP transport)"
+                                         if api == "ucx" else "libfabric's tcp provider)"))
         idle = subprocess.Popen(tb.exec_cmd("a2", ["python3", PROBE, "idle", "--count", "1000",
                                                    "--hold", "30"] +
                                             [f"{a0[3]}:{p}" for p in ports]),
@@ -131,12 +157,28 @@ def main():
         # scheduling of the router and the probe on a loaded two-core host
         limit = REGISTER_TIMEOUT_S + GUARD_PERIOD_S + 1.0
         rep.check(res.get("opened") == 1000 and res.get("closed") == 1000,
-                  "all 1,000 silent connections to the UCX ports were closed by the router",
+                  f"all 1,000 silent connections to the {api} ports were closed by the router",
                   f"({json.dumps(res) if res else err[-300:]})")
         rep.check(res.get("max_close_s") is not None and res["max_close_s"] <= limit,
                   f"each within register-timeout + scan period ({limit:.2f} s)",
                   f"(closed after {res.get('min_close_s')} .. {res.get('max_close_s')} s)")
         rep.check(alive(pids["a0"]), "router daemon a0 alive after the silent connections")
+
+        # -- hostile bytes to every fabric port of cluster a, from inside
+        if api != "ucx":
+            targets = [f"{a0[3]}:{p}" for p in ports]
+            for node, row in (("a0", a0), ("a1", a1)):
+                for pid in ranks_on(tb, node, "soak"):
+                    targets += [f"{row[3]}:{p}" for p in fabric_ports(tb, node, pid, row[3])]
+            hostile = probe(tb, "a2", ["poison", "--generic"] + targets, timeout=300)
+            sent = [p for p in hostile["poison"] if p["sent"]]
+            rep.check(len(sent) == len(hostile["poison"]) and len(targets) >= 3,
+                      f"hostile inputs sent to the {len(targets)} {api} port(s) of a0's router "
+                      f"and the ranks on a0 and a1",
+                      f"({len(sent)} of {len(hostile['poison'])} sent; {' '.join(targets)})")
+            time.sleep(2)
+            rep.check(alive(pids["a0"]), "router daemon a0 alive after the hostile inputs")
+            rep.check(job.poll() is None, "job alive after the hostile inputs to its fabric ports")
 
         # -- the job ends with its data right
         open(stop, "w").close()

@@ -82,13 +82,16 @@ def baseline_secs(b, programs, work, args, policy=None):
     ("aggregate", 64, 500000, 64),    # small messages on the ordered lane
 ])
 def test_stream_survives_router_kills(policy, size, count, window, four_routers, routers,
-                                      programs, work):
+                                      programs, work, request):
     """Routers killed one at a time (each restarted 1.5 s later), at moments
     drawn from a seeded generator: every message arrives once, intact and in
     order, and the run ends by itself. The time the kills cost is written
-    to failover.txt beside the run without kills."""
+    to failover.txt beside the run without kills, which only the full tier
+    makes (a figure, no assertion: the default tier saves its time)."""
     args = ("--size", str(size), "--count", str(count), "--window", str(window))
-    base = baseline_secs(four_routers, programs, work, args, policy)
+    base = None
+    if request.node.get_closest_marker("full"):
+        base = baseline_secs(four_routers, programs, work, args, policy)
     killer = Killer(routers, kills=1000, seed=size + len(policy), nodes=ROUTERS)
     killer.start()
     try:
@@ -101,7 +104,7 @@ def test_stream_survives_router_kills(policy, size, count, window, four_routers,
     secs = max(s for s, _ in figures(r))
     with open(os.path.join(work, "failover.txt"), "a") as f:
         f.write(f"{policy} {size} B x {count}: {len(killer.done)} kills, {secs:.1f} s "
-                f"(without kills {base:.1f} s), longest batch "
+                f"(without kills {f'{base:.1f} s' if base else 'not run'}), longest batch "
                 f"{max(l for _, l in figures(r)):.2f} s; killed "
                 f"{' '.join(killer.done)}\n")
 
