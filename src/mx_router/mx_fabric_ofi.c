@@ -18,6 +18,14 @@
  * key and the receiver reads it (FI_RMA read) and answers FIN; without
  * FI_RMA the receiver posts a tagged receive and answers CTS, and the
  * sender sends the payload with the RTS's cookie as tag.
+ *
+ * Messages are numbered per endpoint and direction (HELLO and HELLO_ACK
+ * are number 0) and handed to the owner in that order. FI_ORDER_SAS
+ * orders the matching of messages to receive buffers, not their
+ * completions: rxm sends a message larger than its own eager buffer (16 KiB
+ * by default) by its rendezvous or segmentation protocol, and a small
+ * message sent after it completes first. One that arrives early waits, in
+ * its receive buffer, for those before it.
  */
 #include "mx_fabric_impl.h"
 
@@ -76,6 +84,8 @@ typedef struct {
     uint32_t token;    /* that slot's token */
     uint32_t aux;      /* HELLO/HELLO_ACK: sender's slot; FIN: status */
     uint64_t len;      /* AM/RTS: payload bytes; HELLO/ACK: sender's token; CTS/FIN: cookie */
+    uint32_t seq;      /* this message's number on its endpoint, in its direction */
+    uint32_t zero;
 } ofi_hdr_t;
 
 typedef struct {
@@ -109,10 +119,10 @@ typedef struct ofi_op {
     struct ofi_desc *desc; /* OP_READ, OP_TRECV: the descriptor pulled */
     size_t len, msg_len;   /* payload; OP_SEND, OP_RTS: bytes of the message */
     uint64_t cookie;       /* OP_RTS, OP_TSEND */
-    int kept;              /* OP_RECV: the owner holds the buffer */
+    int kept;              /* OP_RECV: the owner holds the buffer, or it waits its turn */
     int pending;           /* OP_RTS: its message's completion and the FIN (or payload) */
     int aborted;           /* OP_READ, OP_TRECV: failed with its endpoint, still libfabric's */
-    icbc_list_t link;      /* ep->waiting, ep->rts, fabric->recv_retry or the free list */
+    icbc_list_t link; /* ep->waiting, ep->rts, ep->early, fabric->recv_retry or the free list */
 } ofi_op_t;
 
 /* A rendezvous announced to us: the descriptor of on_am. */
@@ -133,6 +143,9 @@ struct ofi_ep {
     fi_addr_t addr;
     size_t inflight;     /* operations libfabric holds, descriptors the owner holds */
     size_t sends_posted; /* of them, messages (OP_SEND, OP_RTS, OP_TSEND) */
+    uint32_t tx_seq;     /* the number of our next message */
+    uint32_t rx_seq;     /* the number of the peer's message due next */
+    icbc_list_t early;   /* receive operations of later messages, by number */
     icbc_list_t waiting; /* operations not posted yet, in order */
     icbc_list_t rts;     /* rendezvous sends waiting for FIN or CTS */
     icbc_list_t pulls;   /* rendezvous pulls libfabric holds */
@@ -180,6 +193,7 @@ typedef struct {
 } send_slab_t;
 
 static void ep_fail(ofi_ep_t *e, const char *why);
+static void early_drop(ofi_ep_t *e);
 static void ep_maybe_free(ofi_ep_t *e);
 
 static ofi_fabric_t *fab_of(const ofi_ep_t *e)
@@ -310,7 +324,10 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
             h->dst_slot = e->peer_slot;
             h->token = e->peer_token;
         }
+        h->seq = e->tx_seq;
         rc = fi_send(f->ep, op->buf, op->msg_len, mr_desc(op->buf_mr), e->addr, &op->ctx);
+        if (rc == 0)
+            e->tx_seq++;
         break;
     case OP_READ:
         rc = fi_read(f->ep, op->target, op->len, mr_desc(op->mr), e->addr, op->desc->rts.raddr,
@@ -450,6 +467,7 @@ static ofi_ep_t *ep_new(ofi_fabric_t *f, fi_addr_t addr)
     icbc_list_init(&e->rts);
     icbc_list_init(&e->pulls);
     icbc_list_init(&e->backlog);
+    icbc_list_init(&e->early);
     icbc_list_push(&f->eps, &e->link);
     return e;
 }
@@ -554,6 +572,7 @@ static void ep_fail(ofi_ep_t *e, const char *why)
         return;
     e->state = EP_FAILED;
     icbc_debug("fabric peer %s: %s", e->base.peer, why);
+    early_drop(e);
     ep_fail_sends(e, ICBC_ERR_PEER_FAILED);
     if (e->announced)
         mx_fabric_ep_failed(&e->base, ICBC_ERR_PEER_FAILED, why);
@@ -607,6 +626,7 @@ static void on_hello(ofi_fabric_t *f, const ofi_hdr_t *h, const char *name, size
     mx_fabric_ep_set_peer(&e->base, name, h->hdr_len);
     e->peer_slot = h->aux;
     e->peer_token = (uint32_t) h->len;
+    e->rx_seq = 1; /* the HELLO was number 0 */
     e->state = EP_OPEN;
     hdr_to(&ack, e, K_HELLO_ACK);
     ack.aux = e->slot;
@@ -688,26 +708,12 @@ static void on_fin(ofi_fabric_t *f, ofi_ep_t *e, const ofi_hdr_t *h, int cts)
     }
 }
 
-static void on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
+/* The message in OP (N bytes after its header), in its turn on E. */
+static void on_message(ofi_fabric_t *f, ofi_ep_t *e, ofi_op_t *op, size_t n)
 {
     const ofi_hdr_t *h = (const ofi_hdr_t *) op->buf;
     const char *body = op->buf + sizeof(*h);
-    ofi_ep_t *e;
 
-    if (n < sizeof(*h) || n > OFI_BUF_SIZE) {
-        icbc_debug("fabric: runt message of %zu bytes dropped", n);
-        return;
-    }
-    n -= sizeof(*h);
-    if (h->kind == K_HELLO) {
-        on_hello(f, h, body, n);
-        return;
-    }
-    e = ep_lookup(f, h);
-    if (e == NULL || e->state == EP_CLOSED || e->state == EP_FAILED) {
-        icbc_debug("fabric: message of kind %u for no endpoint dropped", h->kind);
-        return;
-    }
     switch (h->kind) {
     case K_HELLO_ACK:
         if (e->state != EP_HELLO)
@@ -719,7 +725,6 @@ static void on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
         if (e->close_flush && e->state == EP_OPEN) {
             ep_send_bye(e);
             e->state = EP_CLOSED;
-            ep_maybe_free(e);
         }
         break;
     case K_AM:
@@ -733,6 +738,83 @@ static void on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
     }
 }
 
+/* Gives the receive buffers of messages that arrived early on E back. */
+static void early_drop(ofi_ep_t *e)
+{
+    ofi_fabric_t *f = fab_of(e);
+
+    while (!icbc_list_empty(&e->early)) {
+        ofi_op_t *op = ICBC_CONTAINER(e->early.next, ofi_op_t, link);
+        icbc_list_del(&op->link);
+        if (f->ep != NULL)
+            post_recv(f, op);
+    }
+}
+
+static int ep_live(const ofi_ep_t *e)
+{
+    return e->state == EP_HELLO || e->state == EP_OPEN;
+}
+
+/* A message in OP: handled now with those that waited for it, or kept in
+ * its endpoint until those before it arrived. 1: OP stays ours. */
+static int on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
+{
+    const ofi_hdr_t *h = (const ofi_hdr_t *) op->buf;
+    ofi_ep_t *e;
+    int32_t ahead;
+
+    if (n < sizeof(*h) || n > OFI_BUF_SIZE) {
+        icbc_debug("fabric: runt message of %zu bytes dropped", n);
+        return 0;
+    }
+    n -= sizeof(*h);
+    if (h->kind == K_HELLO) {
+        on_hello(f, h, op->buf + sizeof(*h), n);
+        return 0;
+    }
+    e = ep_lookup(f, h);
+    if (e == NULL || !ep_live(e)) {
+        icbc_debug("fabric: message of kind %u for no endpoint dropped", h->kind);
+        return 0;
+    }
+    ahead = (int32_t) (h->seq - e->rx_seq);
+    if (ahead < 0) {
+        icbc_debug("fabric peer %s: message %u again, dropped", e->base.peer, h->seq);
+        return 0;
+    }
+    if (ahead > 0) { /* in number order among those that wait */
+        icbc_list_t *at = e->early.next;
+        while (at != &e->early &&
+               (int32_t) (((ofi_hdr_t *) ICBC_CONTAINER(at, ofi_op_t, link)->buf)->seq - h->seq) <
+                   0)
+            at = at->next;
+        op->len = n;
+        op->kept = 1;
+        icbc_list_push(at, &op->link); /* before AT */
+        return 1;
+    }
+    e->inflight++; /* the owner may close E from a handler */
+    e->rx_seq++;
+    on_message(f, e, op, n);
+    while (ep_live(e) && !icbc_list_empty(&e->early)) {
+        ofi_op_t *next = ICBC_CONTAINER(e->early.next, ofi_op_t, link);
+        if (((const ofi_hdr_t *) next->buf)->seq != e->rx_seq)
+            break;
+        icbc_list_del(&next->link);
+        next->kept = 0;
+        e->rx_seq++;
+        on_message(f, e, next, next->len);
+        if (!next->kept && f->ep != NULL)
+            post_recv(f, next);
+    }
+    if (!ep_live(e))
+        early_drop(e);
+    e->inflight--;
+    ep_maybe_free(e);
+    return 0;
+}
+
 /* ---- completions ---- */
 
 static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t st, const char *why)
@@ -740,8 +822,8 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
     ofi_ep_t *e = op->ep;
 
     if (op->kind == OP_RECV) {
-        if (st == ICBC_OK)
-            on_recv(f, op, n);
+        if (st == ICBC_OK && on_recv(f, op, n))
+            return; /* early: it waits in its endpoint */
         if (!op->kept && f->ep != NULL)
             post_recv(f, op);
         return;
@@ -1077,6 +1159,7 @@ static void ofi_ep_close(mx_fabric_ep_t *base, int flush)
         ep_fail_sends(e, ICBC_ERR_PEER_FAILED);
     }
     e->state = EP_CLOSED;
+    early_drop(e);
     ep_maybe_free(e);
 }
 

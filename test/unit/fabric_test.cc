@@ -223,13 +223,20 @@ TEST_P(Fabric, MessagesOfOnePairArriveInOrder)
     const int n = 500;
     std::vector<int> seq(n);
     std::vector<char> big = pattern(20000, 1);
+    std::vector<char> large_eager = pattern(60000, 2);
     Done d;
     for (int i = 0; i < n; i++) {
         seq[i] = i;
-        // every tenth by rendezvous: those must not overtake the eager ones
-        bool rndv = i % 10 == 9;
-        ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 1, &seq[i], sizeof(int), rndv ? big.data() : "e",
-                                             rndv ? big.size() : 1, 0, done_cb, &d));
+        // every tenth by rendezvous: those must not overtake the eager ones;
+        // every seventh a large eager one (beyond libfabric rxm's own eager
+        // size, which it sends by a protocol of its own): the small ones
+        // after it must not overtake it
+        bool rndv = i % 10 == 9, large = !rndv && i % 7 == 3;
+        const char *data = rndv ? big.data() : large ? large_eager.data() : "e";
+        size_t len = rndv ? big.size() : large ? large_eager.size() : 1;
+        ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 1, &seq[i], sizeof(int), data, len,
+                                             rndv ? MX_FABRIC_SEND_RNDV : MX_FABRIC_SEND_EAGER,
+                                             done_cb, &d));
     }
     ASSERT_TRUE(progress_until([&] { return server.got.size() == (size_t) n && d.n == n; }));
     for (int i = 0; i < n; i++) {
@@ -237,6 +244,8 @@ TEST_P(Fabric, MessagesOfOnePairArriveInOrder)
         memcpy(&v, server.got[i].hdr.data(), sizeof(v));
         ASSERT_EQ(i, v);
         ASSERT_EQ(i % 10 == 9, server.got[i].rndv);
+        if (i % 10 != 9 && i % 7 == 3)
+            ASSERT_TRUE(server.got[i].data == large_eager) << i;
     }
     EXPECT_EQ(ICBC_OK, d.st);
 }
