@@ -72,6 +72,8 @@ Testbed (icbc-testbed up --clusters 2 ...):
   --wan-rate RATE           WAN rate per direction (default 400mbit)
   --delay TIME              one-way WAN delay (default 2ms)
   --buffer SIZE             WAN bottleneck buffer (default: icbc-testbed's, 256KiB)
+  --fabric-api C=API,...    the fabric API of clusters (icbc-testbed's option: "fabric-api API"
+                            in their router-file sections), e.g. b=ofi or a=ofi,b=ofi
   --testbed-name NAME       (default routed); an existing testbed of that name is reused
                             (it must have the same shape) and left up
 
@@ -164,6 +166,7 @@ def options(argv):
     a("--wan-rate", default="400mbit")
     a("--delay", default="2ms")
     a("--buffer", default="")
+    a("--fabric-api", default="")
     a("--testbed-name", default="routed")
     a("--policies", default="aggregate static alltoall")
     a("--router", default="")
@@ -208,6 +211,8 @@ def options(argv):
     o.router_wait = posint("--router-wait", o.router_wait)
     if o.yield_ not in ("auto", "0", "1"):
         raise UsageError("--yield takes auto, 0 or 1")
+    if o.fabric_api and not re.fullmatch(r"[a-z]=(ucx|ofi)(,[a-z]=(ucx|ofi))*", o.fabric_api):
+        raise UsageError("--fabric-api takes C=API,... with API ucx or ofi (e.g. b=ofi)")
     if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", o.testbed_name):
         raise UsageError("--testbed-name: 1-8 of [a-z0-9], starting with a letter")
     for t in (o.stripe_target, o.small_target):
@@ -360,6 +365,8 @@ class Routed:
                         "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", o.delay]
         if o.buffer:
             self.tb_args += ["--buffer", o.buffer]
+        if o.fabric_api:
+            self.tb_args += ["--fabric-api", o.fabric_api]
         prefix = o.prefix if self.need_icbc else o.stock_prefix
         self.bed = engine.Bed(o.testbed_name, prefix, self.tb_args, self.logs)
         self.runner.leftover_killer = lambda: self.bed.kill_leftovers(self.nodes,

@@ -43,3 +43,8 @@ include_icbc_HEADERS += src/icbc/icbc_seq.h
 # Pacing: a process's inter-cluster sending held to a rate (MATB).
 libicbc_la_SOURCES += src/icbc/pace.c
 include_icbc_HEADERS += src/icbc/icbc_pace.h
+
+# Router placement on cores from the host's topology (hwloc).
+libicbc_la_SOURCES += src/icbc/bind.c
+include_icbc_HEADERS += src/icbc/icbc_bind.h
+libicbc_la_LIBADD += $(HWLOC_LIBS)

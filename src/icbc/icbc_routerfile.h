@@ -75,6 +75,8 @@ typedef struct {
     int fabric_prefix;                  /* its prefix length */
     int fabric_api;                     /* ICBC_RF_FABRIC_UCX (default) or _OFI */
     int fabric_api_line;                /* line of the 'fabric-api' entry; 0: none */
+    char router_bind[64];               /* 'router-bind': auto, none or a CPU list; "": none */
+    int router_bind_line;               /* its line; 0: none */
 } icbc_rf_cluster_t;
 
 /* The fabric API a cluster's processes and routers speak ('fabric-api'). */

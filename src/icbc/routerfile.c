@@ -10,6 +10,7 @@
  * indexes, and every table is capped (ICBC_RF_MAX_*).
  */
 #include "icbc_routerfile.h"
+#include "icbc_bind.h"
 #include "icbc_log.h"
 #include "icbc_pace.h"
 
@@ -826,6 +827,30 @@ static icbc_status_t kw_fabric(struct rf_parser *p, char **tok, int ntok)
     return ICBC_OK;
 }
 
+static icbc_status_t kw_router_bind(struct rf_parser *p, char **tok, int ntok)
+{
+    struct rf_cluster *c;
+    char why[160];
+
+    if (p->cur < 0)
+        return rf_outside(p, "router-bind");
+    if (ntok != 2)
+        return rf_fail_at(p, p->line, "'router-bind' takes auto, none or a CPU list (e.g. 3)");
+    c = &p->rf->clusters[p->cur];
+    if (c->pub.router_bind_line)
+        return rf_fail_at(p, p->line, "cluster '%s' has a 'router-bind' line already (line %d)",
+                          c->pub.name, c->pub.router_bind_line);
+    if (strlen(tok[1]) >= sizeof(c->pub.router_bind) ||
+        icbc_bind_check(tok[1], why, sizeof(why)) != ICBC_OK)
+        return rf_fail_at(p, p->line,
+                          "'router-bind' takes auto, none or a CPU list (e.g. 3), "
+                          "not '%s'",
+                          tok[1]);
+    snprintf(c->pub.router_bind, sizeof(c->pub.router_bind), "%s", tok[1]);
+    c->pub.router_bind_line = p->line;
+    return ICBC_OK;
+}
+
 static icbc_status_t kw_fabric_api(struct rf_parser *p, char **tok, int ntok)
 {
     struct rf_cluster *c;
@@ -1028,6 +1053,8 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
         return kw_fabric(p, tok, ntok);
     if (strcmp(tok[0], "fabric-api") == 0)
         return kw_fabric_api(p, tok, ntok);
+    if (strcmp(tok[0], "router-bind") == 0)
+        return kw_router_bind(p, tok, ntok);
     if (strcmp(tok[0], "impi") == 0)
         return kw_impi(p, tok, ntok);
     return rf_fail_at(p, p->line, "unknown keyword '%.*s%s'", RF_Q(tok[0]));

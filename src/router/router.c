@@ -133,6 +133,22 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
         goto fail;
     }
 
+    /* On a core near the WAN NIC (--bind), before anything is allocated. */
+    if (icbc_netif_holding((const struct sockaddr *) &r->self->wan.sa, r->wan_dev,
+                           sizeof(r->wan_dev)) != ICBC_OK)
+        r->wan_dev[0] = '\0';
+    if (r->cfg.bind == NULL && cl->router_bind[0])
+        r->cfg.bind = cl->router_bind; /* the router file's, for this cluster */
+    if (!cfg->bind_thread) {
+        char why[256];
+        st = icbc_bind_apply(r->cfg.bind, r->wan_dev[0] ? r->wan_dev : NULL, 0, &r->bind, why,
+                             sizeof(why));
+        if (st != ICBC_OK) {
+            icbc_err(st, err, errlen, "router %s: --bind: %s", r->name, why);
+            goto fail;
+        }
+    }
+
     /* UCX on the fabric device alone: its ports must not face the WAN. */
     if (cfg->ucx_devices == NULL &&
         icbc_netif_holding((const struct sockaddr *) &r->self->fabric.sa, r->fabric_dev,
@@ -203,6 +219,10 @@ icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t 
               r->name, host, r->self->fabric.text, mx_server_describe(r->fabric), mo.devices,
               r->self->wan.text, r->ntrunks, r->cfg.streams, r->cfg.max_memory, r->cfg.max_rss,
               rt_resident_bytes());
+    if (!cfg->bind_thread) {
+        char text[512];
+        icbc_info("router %s: %s", r->name, icbc_router_bind_text(r, text, sizeof(text)));
+    }
     *out = r;
     return ICBC_OK;
 
@@ -291,6 +311,18 @@ void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, siz
  * first STATS_PROCESSES_MAX; "processes_more" counts the rest). */
 #define STATS_PROCESSES_MAX 128
 
+const char *icbc_router_bind_text(const icbc_router_t *r, char *buf, size_t len)
+{
+    if (r->bind.bound)
+        snprintf(buf, len, "bound to CPU(s) %s (%s); host: %s", r->bind.cpus, r->bind.why,
+                 r->bind.topology);
+    else
+        snprintf(buf, len, "not bound (%s); host: %s",
+                 r->bind.why[0] ? r->bind.why : "none: where the system puts it",
+                 r->bind.topology[0] ? r->bind.topology : "not read");
+    return buf;
+}
+
 static size_t json_tail(icbc_router_t *r, char *buf, size_t len)
 {
     size_t n = strlen(buf);
@@ -303,6 +335,7 @@ static size_t json_tail(icbc_router_t *r, char *buf, size_t len)
     } while (0)
     if (n > 0 && buf[n - 1] == '}')
         n--;
+    OUT(", \"bound_cpus\": \"%s\"", r->bind.cpus);
     OUT(", \"trunks\": [");
     for (int i = 0; i < r->ntrunks; i++) {
         const rt_trunk_t *t = &r->trunks[i];
@@ -349,6 +382,7 @@ static void stats_line(icbc_router_t *r)
     icbc_router_format_stats_json(&st, line, cap);
     json_tail(r, line, cap);
     icbc_info("router %s: stats-json %s", r->name, line);
+    icbc_info("router %s: %s", r->name, icbc_router_bind_text(r, line, cap));
     free(line);
 }
 
@@ -357,6 +391,13 @@ icbc_status_t icbc_router_run(icbc_router_t *r)
     double now = icbc_clock_ms();
 
     r->next_stats = r->cfg.stats_interval > 0 ? now + r->cfg.stats_interval * 1e3 : 0;
+    if (r->cfg.bind_thread) {
+        char err[256];
+        if (icbc_bind_apply(r->cfg.bind, r->wan_dev[0] ? r->wan_dev : NULL, 1, &r->bind, err,
+                            sizeof(err)) != ICBC_OK)
+            icbc_warn("router %s: %s; not bound", r->name, err);
+        icbc_info("router %s: %s", r->name, icbc_router_bind_text(r, err, sizeof(err)));
+    }
     while (!r->stopping) {
         double next;
         int n, timeout;

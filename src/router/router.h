@@ -53,6 +53,9 @@ typedef struct icbc_router_config {
                                   * busy: no more pulls for it; 0: 1 MiB */
     int notsent_lowat;           /* TCP_NOTSENT_LOWAT of the trunks; 0: 256 KiB; < 0: off */
     double stats_interval;       /* seconds between stats lines; 0: none */
+    const char *bind;            /* "auto", "none" or a CPU list (icbc_bind.h); NULL: none */
+    int bind_thread;             /* bind the thread that runs the router (an embedded one),
+                                  * not the whole process */
     const char *fabric_api;      /* "ucx" or "ofi"; NULL: the cluster's in the router file */
     const char *ofi_provider;    /* libfabric provider; NULL: $FI_PROVIDER, else tcp;ofi_rxm */
     const char *ucx_tls;         /* UCX_TLS if the environment sets none; NULL: "tcp" */
@@ -91,6 +94,9 @@ typedef struct icbc_router_stats {
 icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t **out, char *err,
                                  size_t errlen);
 /* Runs the event loop until icbc_router_stop. */
+/* Where the router runs and why (--bind), and the host's topology. */
+const char *icbc_router_bind_text(const icbc_router_t *r, char *buf, size_t len);
+
 icbc_status_t icbc_router_run(icbc_router_t *r);
 /* Makes icbc_router_run return soon. Async-signal-safe. */
 void icbc_router_stop(icbc_router_t *r);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "bt_lib.h"
+#include "icbc_bind.h"
 #include "icbc_route.h"
 #include "icbc_routerfile.h"
 #include "icbc_hmap.h"
@@ -168,6 +169,8 @@ struct icbc_router {
     const icbc_rf_router_t *self;
     char name[64];                    /* "a/0 (host a0)" for logs */
     char fabric_dev[IF_NAMESIZE + 1]; /* interface of the fabric address (UCX device) */
+    char wan_dev[IF_NAMESIZE + 1];    /* interface of the WAN address ("" unknown) */
+    icbc_bind_t bind;                 /* where the router runs (--bind) */
     unsigned char key[ICBC_RF_KEY_MAX];
     size_t keylen;
 

@@ -105,6 +105,11 @@ static const opt_t opts[] = {
       "how long a message waits for a trunk to its cluster to come up before the router "
       "reports it UNREACHABLE; 0: not at all",
       OPT_SIZE, 0, 3600000, -1, T_INT, CFG(trunk_wait_ms), "want 0 .. 3600000 ms" },
+    { "bind", "WHERE", "none",
+      "auto: a core near the NIC of the WAN address (hwloc's I/O topology; the last core of the "
+      "host when the NIC has no known place), memory there too; none: where the system puts it; "
+      "or a CPU list such as 3 or 2-3",
+      OPT_STRING, 0, 0, 0, T_STR, CFG(bind), NULL },
     { "fabric-api", "API", "the cluster's `fabric-api` in the router file, else ucx",
       "the fabric API the cluster's processes speak: ucx or ofi (libfabric)", OPT_STRING, 0, 0, 0,
       T_STR, CFG(fabric_api), NULL },

@@ -64,8 +64,9 @@ test/fuzz/routerfile_fuzz: $(top_srcdir)/test/fuzz/routerfile_fuzz.c \
     $(top_srcdir)/src/icbc/routerfile.c $(top_srcdir)/src/icbc/log.c \
     $(top_srcdir)/src/icbc/pace.c $(top_srcdir)/src/icbc/icbc_pace.h \
     $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/icbc/icbc_routerfile.h \
+    $(top_srcdir)/src/icbc/bind.c $(top_srcdir)/src/icbc/icbc_bind.h \
     $(top_srcdir)/src/icbc/icbc_log.h $(FUZZ_HDRS)
-	$(FUZZ_LINK)
+	$(FUZZ_LINK) $(HWLOC_LIBS)
 
 test/fuzz/route_hdr_fuzz: $(top_srcdir)/test/fuzz/route_hdr_fuzz.c \
     $(top_srcdir)/src/icbc/route.c $(top_srcdir)/src/icbc/icbc_route.h \

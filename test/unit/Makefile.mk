@@ -41,4 +41,5 @@ endif
 if HAVE_GTEST
 # The fabric transport on UCX and on libfabric.
 test_unit_icbc_unit_tests_SOURCES += test/unit/fabric_test.cc
+test_unit_icbc_unit_tests_SOURCES += test/unit/bind_test.cc
 endif

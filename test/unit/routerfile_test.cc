@@ -1615,6 +1615,33 @@ TEST_F(RouterFile, FabricApiOfACluster)
               Err("fabric-api ofi\ncluster a\n hosts a0\n"));
 }
 
+TEST_F(RouterFile, RouterBindOfACluster)
+{
+    ExpectOk(OneCluster("  router-bind auto"));
+    EXPECT_STREQ("auto", icbc_routerfile_cluster(rf_, 0)->router_bind);
+    EXPECT_EQ(3, icbc_routerfile_cluster(rf_, 0)->router_bind_line);
+    ExpectOk(OneCluster("  router-bind 2-3,6"));
+    EXPECT_STREQ("2-3,6", icbc_routerfile_cluster(rf_, 0)->router_bind);
+    ExpectOk(OneCluster("  hosts a2"));
+    EXPECT_STREQ("", icbc_routerfile_cluster(rf_, 0)->router_bind);
+    EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->router_bind_line);
+    const std::pair<const char *, const char *> cases[] = {
+        { "  router-bind", "t.conf:3: 'router-bind' takes auto, none or a CPU list (e.g. 3)" },
+        { "  router-bind auto none",
+          "t.conf:3: 'router-bind' takes auto, none or a CPU list (e.g. 3)" },
+        { "  router-bind fast",
+          "t.conf:3: 'router-bind' takes auto, none or a CPU list (e.g. 3), not 'fast'" },
+        { "  router-bind 1-x",
+          "t.conf:3: 'router-bind' takes auto, none or a CPU list (e.g. 3), not '1-x'" },
+        { "  router-bind auto\n  router-bind 3",
+          "t.conf:4: cluster 'a' has a 'router-bind' line already (line 3)" },
+    };
+    for (const auto &c : cases)
+        EXPECT_EQ(c.second, Err(OneCluster(c.first))) << c.first;
+    EXPECT_EQ("t.conf:1: 'router-bind' outside a cluster section (no 'cluster' line before it)",
+              Err("router-bind auto\ncluster a\n hosts a0\n"));
+}
+
 TEST_F(RouterFile, BadFabricNetworks)
 {
     const std::pair<const char *, const char *> cases[] = {

@@ -51,6 +51,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/core/pace.c \
                     src/mpid/ch4/netmod/icbc/core/route.c \
                     src/mpid/ch4/netmod/icbc/core/routerfile.c \
+                    src/mpid/ch4/netmod/icbc/core/bind.c \
                     src/mpid/ch4/netmod/icbc/core/netif.c \
                     src/mpid/ch4/netmod/icbc/core/netprobe.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_client.c \

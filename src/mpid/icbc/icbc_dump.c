@@ -12,6 +12,7 @@
 #include "icbc_xfer.h"
 #include "icbc_pacing.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -112,6 +113,35 @@ static void dump_windows(FILE *f)
 }
 
 /* Every line carries the rank: the dumps of all ranks meet in one stream. */
+/* The CPUs this process may run on, and why when a router shares its host. */
+static void dump_placement(FILE *f)
+{
+    cpu_set_t set;
+    int first = -1, n = 0;
+
+    if (MPIDI_ICBC_router_embed_placement()[0]) {
+        fprintf(f, "  placement: %s\n", MPIDI_ICBC_router_embed_placement());
+        return;
+    }
+    fprintf(f, "  placement: CPUs ");
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int c = 0; c <= CPU_SETSIZE; c++) {
+            int in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
+            if (in && first < 0)
+                first = c;
+            if (!in && first >= 0) {
+                fprintf(f, n++ ? ",%d" : "%d", first);
+                if (c - 1 > first)
+                    fprintf(f, "-%d", c - 1);
+                first = -1;
+            }
+        }
+    } else {
+        fprintf(f, "unknown");
+    }
+    fprintf(f, " (as the launcher or the system placed it)\n");
+}
+
 static void write_prefixed(const char *text)
 {
     const char *line = text, *nl;
@@ -137,6 +167,7 @@ void MPIDI_ICBC_dump(void)
     if (f == NULL)
         return;
     fprintf(f, "rank %d on %s:\n", MPIR_Process.rank, host);
+    dump_placement(f);
     MPIDI_ICBC_path_dump(f);
     MPIDI_ICBC_pace_dump(f);
     MPIDI_ICBC_xfer_dump(f);

@@ -88,6 +88,8 @@ void MPIDI_ICBC_path_dump(FILE *f);
 /* Router thread on router hosts (icbc_router_embed.c). */
 int MPIDI_ICBC_router_embed_start(void);
 void MPIDI_ICBC_router_embed_stop(void);
+/* Where this process runs when a router shares its host ("" otherwise). */
+const char *MPIDI_ICBC_router_embed_placement(void);
 
 /* The MPI error of an exchange with world rank RANK that failed for WHY
  * (errnames.txt: "cannot communicate with rank RANK: WHY"), and the two

@@ -10,10 +10,13 @@
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
+#include "core/icbc_bind.h"
+#include "core/icbc_netif.h"
 #include "core/icbc_routerfile.h"
 #include "router/router.h"
 
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -69,6 +72,20 @@ cvars:
         more wait their turn, so that each arrives whole soon and the trunk
         is fed without a gap.
 
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_BIND
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Where an embedded router's thread runs: auto (a core near the NIC of
+        its WAN address, from hwloc's topology), none, or a CPU list such as
+        3; empty: the router file's router-bind for the cluster. Compute
+        processes on a router's host that nothing bound leave those CPUs to
+        the router.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -77,7 +94,37 @@ static struct {
     icbc_router_t *router;
     pthread_t thread;
     int running;
+    char placement[160]; /* where this process runs, when a router shares its host */
 } E;
+
+const char *MPIDI_ICBC_router_embed_placement(void)
+{
+    return E.placement;
+}
+
+/* A process on a router's host that nothing bound leaves the router's
+ * CPUs to it (router-bind, or the CVAR), and says where it runs. */
+static void place_process(const icbc_routerfile_t *rf, const char *host)
+{
+    const icbc_rf_router_t *rt;
+    const char *spec;
+    char iface[IF_NAMESIZE + 1] = "", where[64];
+    int cluster, moved;
+
+    if ((rt = icbc_routerfile_find_router(rf, host, &cluster)) == NULL)
+        return;
+    spec = MPIR_CVAR_CH4_ICBC_ROUTER_BIND && MPIR_CVAR_CH4_ICBC_ROUTER_BIND[0]
+               ? MPIR_CVAR_CH4_ICBC_ROUTER_BIND
+               : icbc_routerfile_cluster(rf, (size_t) cluster)->router_bind;
+    if (spec[0] == '\0' || strcmp(spec, "none") == 0)
+        return;
+    if (icbc_netif_holding((const struct sockaddr *) &rt->wan.sa, iface, sizeof(iface)) != ICBC_OK)
+        iface[0] = '\0';
+    moved = icbc_bind_avoid(spec, iface[0] ? iface : NULL, where, sizeof(where));
+    snprintf(E.placement, sizeof(E.placement), "CPUs %s (%s)", where,
+             moved ? "the router's left to it" : "as it was bound before MPI_Init");
+    icbc_info("runs on %s; router %s of this host: router-bind %s", E.placement, rt->host, spec);
+}
 
 /* True when something listens on ADDR already (a router daemon, or the
  * embedded router of another job on this host). SO_REUSEADDR: sockets of an
@@ -108,12 +155,13 @@ int MPIDI_ICBC_router_embed_start(void)
     const icbc_rf_router_t *rt;
     int cluster, rc;
 
-    if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0)
-        return MPI_SUCCESS;
     if (icbc_routerfile_load_env(&E.rf, err, sizeof(err)) != ICBC_OK)
         return MPI_SUCCESS; /* no router file: nothing to embed (errors come from xpath) */
     if (icbc_routerfile_num_clusters(E.rf) < 2 ||
-        icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK ||
+        icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK)
+        goto none;
+    place_process(E.rf, host);
+    if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0 ||
         (rt = icbc_routerfile_find_router(E.rf, host, &cluster)) == NULL)
         goto none;
 
@@ -130,6 +178,10 @@ int MPIDI_ICBC_router_embed_start(void)
         .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
         .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
         .max_pulls = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_PULLS, 1),
+        .bind = MPIR_CVAR_CH4_ICBC_ROUTER_BIND && MPIR_CVAR_CH4_ICBC_ROUTER_BIND[0]
+                    ? MPIR_CVAR_CH4_ICBC_ROUTER_BIND
+                    : NULL,
+        .bind_thread = 1, /* the process's other threads stay where they are */
         /* as its processes when the user chose; else the interface of its
          * own fabric address */
         .ucx_devices = (MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES && MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES[0])
