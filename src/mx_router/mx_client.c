@@ -546,6 +546,10 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         c->p.rndv_thresh = MX_RNDV_THRESH_DEFAULT;
     if (c->p.rndv_window <= 0)
         c->p.rndv_window = MX_RNDV_WINDOW_DEFAULT;
+    /* Where the fabric does not see a router die, its silence must show
+     * it soon: a live router speaks every MX_ROUTER_KEEPALIVE_MS. */
+    if (c->p.silence_ms > MX_ROUTER_SILENCE_MS && !mx_fabric_peer_death_seen(params->fabric))
+        c->p.silence_ms = MX_ROUTER_SILENCE_MS;
     c->routers = calloc(params->nrouters, sizeof(router_t));
     if (c->routers == NULL) {
         free(c);

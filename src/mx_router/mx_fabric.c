@@ -85,6 +85,11 @@ mx_fabric_api_t mx_fabric_api(const mx_fabric_t *f)
     return f->api;
 }
 
+int mx_fabric_peer_death_seen(const mx_fabric_t *f)
+{
+    return f->api == MX_FABRIC_UCX;
+}
+
 void mx_fabric_set_am_handler(mx_fabric_t *f, unsigned id, mx_fabric_am_cb_t cb, void *arg)
 {
     if (id < MX_FABRIC_AM_IDS) {

@@ -130,6 +130,11 @@ icbc_status_t mx_fabric_create(const mx_fabric_params_t *params, const mx_fabric
 void mx_fabric_destroy(mx_fabric_t *f);
 
 mx_fabric_api_t mx_fabric_api(const mx_fabric_t *f);
+/* 1 when an endpoint fails soon after its peer's process dies (UCX's peer
+ * error handling); 0 when nothing but silence shows it: libfabric rxm
+ * connects again to whatever listens at the peer's address (a restarted
+ * router), which drops the messages of an endpoint it never made. */
+int mx_fabric_peer_death_seen(const mx_fabric_t *f);
 
 /* Messages of ID (< MX_FABRIC_AM_IDS) go to CB(f, am, ARG); NULL: dropped. */
 void mx_fabric_set_am_handler(mx_fabric_t *f, unsigned id, mx_fabric_am_cb_t cb, void *arg);

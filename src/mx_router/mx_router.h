@@ -33,5 +33,8 @@
  * least this often, so that a process can tell a silent router (hung,
  * stopped, cut off without a connection error) from a quiet one. */
 #define MX_ROUTER_KEEPALIVE_MS 1000
+/* A router silent this long is lost where the fabric does not report the
+ * death of a peer (mx_fabric_peer_death_seen): four keepalives missed. */
+#define MX_ROUTER_SILENCE_MS 4000
 
 #endif /* MX_ROUTER_H */

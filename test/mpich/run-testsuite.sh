@@ -26,6 +26,9 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      the per-device defaults below
   --no-net-defaults  do not set the per-device defaults
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
+  --fabric-api API   the fabric API of the testbed this script makes: ucx or ofi
+                     (icbc-testbed --fabric-api a=API: the router file's
+                     'fabric-api' line, as a user writes it)
   --impi "H;H"       run every test as an IMPI job of two ICBC clients, one on each
                      of the ';'-separated testbed hosts (test/mpich/mpiexec_impi.py)
   --path-if IF       interface whose received bytes show that inter-node data
@@ -67,7 +70,7 @@ here=$top/test/mpich
 prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
 impi_hosts=
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
-dirs= nodes=2 timeout=120 retries= chunk=0 shard= exclude=
+dirs= nodes=2 timeout=120 retries= chunk=0 shard= exclude= fabric_api=
 extra_env=()
 
 while [ $# -gt 0 ]; do
@@ -78,6 +81,7 @@ while [ $# -gt 0 ]; do
         --list) list=${2:?}; shift 2 ;;
         --ci) ci=1; shift ;;
         --nodes) nodes=${2:?}; shift 2 ;;
+        --fabric-api) fabric_api=${2:?}; shift 2 ;;
         --out) out=${2:?}; shift 2 ;;
         --timeout) timeout=${2:?}; shift 2 ;;
         --env) extra_env+=("${2:?}"); shift 2 ;;
@@ -269,6 +273,8 @@ find_testbed() {
     done
     return 1
 }
+case $fabric_api in ''|ucx|ofi) ;; *) die "--fabric-api takes ucx or ofi (got '$fabric_api')" ;; esac
+[ -z "$fabric_api" ] || [ -z "$tbname" ] || die "--fabric-api is for the testbed this script makes, not with --testbed"
 testbed=$(find_testbed) || die "icbc-testbed not found (PATH, $prefix/bin, contrib/testbed/)"
 own_testbed=0
 if [ -z "$tbname" ]; then
@@ -310,7 +316,8 @@ trap 'exit 130' INT TERM
 
 if [ $own_testbed = 1 ]; then
     msg "starting $nodes namespace nodes: $testbed up --name $tbname --clusters 1 --nodes $nodes"
-    "$testbed" up --name "$tbname" --clusters 1 --nodes "$nodes" >"$out/testbed.log" 2>&1 \
+    "$testbed" up --name "$tbname" --clusters 1 --nodes "$nodes" \
+        ${fabric_api:+--fabric-api "a=$fabric_api"} >"$out/testbed.log" 2>&1 \
         || die "icbc-testbed up failed, see $out/testbed.log"
 fi
 [ -f "$tbdir/env" ] || die "$tbdir/env not found"

@@ -27,6 +27,9 @@ def pytest_addoption(parser):
     parser.addoption("--prefix", default=os.path.join(TOP, "_install"),
                      help="installed ICBC (default ./_install)")
     parser.addoption("--keep", action="store_true", help="leave the testbeds up")
+    parser.addoption("--fabric-api", default="", metavar="C=API,...",
+                     help="the clusters' fabric APIs on the failover testbed (icbc-testbed's "
+                          "option, e.g. a=ofi,b=ofi)")
     parser.addoption("--build", default=os.path.join(TOP, "_build"),
                      help="the build directory of libicbc and its tools (default ./_build)")
     g = parser.getgroup("mpich", "MPICH's test suite across two clusters (test_mpich_clusters.py)")

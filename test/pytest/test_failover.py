@@ -40,9 +40,10 @@ DEFAULT_TIER = {
 def four_routers(prefix, work, request):
     """Two clusters of four nodes, all four of each a router node, NIC 1
     Gbit/s, WAN 8 Gbit/s (wider than the routers together), 1 ms one way."""
+    api = request.config.getoption("--fabric-api")
     with bed(prefix, work, "fo",
              ["--clusters", "2", "--nodes", "4", "--routers", "4", "--nic-rate", "1gbit",
-              "--wan-rate", "8gbit", "--delay", "1ms"],
+              "--wan-rate", "8gbit", "--delay", "1ms"] + (["--fabric-api", api] if api else []),
              ["a0", "b0", "a1", "b1"], request.config.getoption("--keep")) as b:
         yield b
 
