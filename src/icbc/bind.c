@@ -29,7 +29,8 @@ static void topology_text(hwloc_topology_t t, char *buf, size_t len)
     snprintf(buf, len, "%d package(s), %d NUMA node(s), %d core(s), %d PU(s)",
              hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE),
              hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE),
-             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
+             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE),
+             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
 }
 
 /* The first PU of the last core among the CPUs close to IFACE. */

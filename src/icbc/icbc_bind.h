@@ -25,9 +25,9 @@ extern "C" {
 #define ICBC_BIND_TEXT 192
 
 typedef struct icbc_bind {
-    int bound;                    /* 1: bound by this call */
-    char cpus[64];                /* the CPUs bound to, as a list ("3"); "" when not bound */
-    char why[ICBC_BIND_TEXT];     /* how they were chosen */
+    int bound;                     /* 1: bound by this call */
+    char cpus[64];                 /* the CPUs bound to, as a list ("3"); "" when not bound */
+    char why[ICBC_BIND_TEXT];      /* how they were chosen */
     char topology[ICBC_BIND_TEXT]; /* the host: packages, NUMA nodes, cores, PUs */
 } icbc_bind_t;
 
