@@ -30,7 +30,7 @@ With --clusters 1 the apps run on one cluster (no routers, no policy).
 
   test/mpi/first_contact.py [--prefix DIR] [--policies "aggregate static ..."] [--keep]
                             [--name T] [--clusters N] [--nodes M] [--routers R]
-                            [--fabric-api C=API,...]
+                            [--fabric-api C=API,...] [--nic-rate RATE] [--wan-rate RATE]
 """
 
 import argparse
@@ -74,14 +74,16 @@ def main():
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--routers", type=int, default=4)
     ap.add_argument("--fabric-api", default="")
+    ap.add_argument("--nic-rate", default="100mbit")
+    ap.add_argument("--wan-rate", default="400mbit")
     args = ap.parse_args()
     prefix = os.path.abspath(args.prefix)
     work = os.path.join(TOP, f"_build/test-first-contact-{args.name}")
     rep = Report()
     tb_args = ["--clusters", str(args.clusters), "--nodes", str(args.nodes)]
     if args.clusters > 1:
-        tb_args += ["--routers", str(args.routers), "--nic-rate", "100mbit",
-                    "--wan-rate", "400mbit", "--delay", "1ms"]
+        tb_args += ["--routers", str(args.routers), "--nic-rate", args.nic_rate,
+                    "--wan-rate", args.wan_rate, "--delay", "1ms"]
     if args.fabric_api:
         tb_args += ["--fabric-api", args.fabric_api]
     tb = Testbed(args.name, prefix, tb_args, work)
