@@ -28,7 +28,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
   --testbed NAME     use an existing icbc-testbed NAME (not created or removed)
   --fabric-api API   the fabric API of the testbed this script makes: ucx or ofi
                      (icbc-testbed --fabric-api a=API: the router file's
-                     'fabric-api' line, as a user writes it)
+                     'fabric-api' line, as a user writes it); no device
+                     variable is set then
   --impi "H;H"       run every test as an IMPI job of two ICBC clients, one on each
                      of the ';'-separated testbed hosts (test/mpich/mpiexec_impi.py)
   --path-if IF       interface whose received bytes show that inter-node data
@@ -334,7 +335,9 @@ env_set=()
 if [ $net_defaults = 1 ]; then
     case $device in
         ch4:ucx*) env_set+=(UCX_NET_DEVICES=fab0 UCX_TLS=tcp,sm,self) ;;
-        ch4:icbc*) env_set+=(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0) ;;
+        # --fabric-api: the job as a user starts it, the router file alone
+        # (its fabric line names the fabric network); no device variable
+        ch4:icbc*) [ -n "$fabric_api" ] || env_set+=(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0) ;;
         *) msg "warning: no network defaults for device '$device'" ;;
     esac
 fi
