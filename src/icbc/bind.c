@@ -182,6 +182,19 @@ done:
     return st;
 }
 
+void icbc_bind_where(char *buf, size_t len)
+{
+    hwloc_topology_t t = topology_load();
+    hwloc_bitmap_t cur = hwloc_bitmap_alloc();
+
+    snprintf(buf, len, "unknown");
+    if (t && cur && hwloc_get_cpubind(t, cur, HWLOC_CPUBIND_PROCESS) == 0)
+        hwloc_bitmap_list_snprintf(buf, len, cur);
+    hwloc_bitmap_free(cur);
+    if (t)
+        hwloc_topology_destroy(t);
+}
+
 int icbc_bind_avoid(const char *spec, const char *iface, char *where, size_t len)
 {
     hwloc_topology_t t;

@@ -41,6 +41,9 @@ icbc_status_t icbc_bind_check(const char *spec, char *err, size_t errlen);
 icbc_status_t icbc_bind_apply(const char *spec, const char *iface, int thread, icbc_bind_t *out,
                               char *err, size_t errlen);
 
+/* The CPUs the calling process may run on, as a list ("0-1"), in BUF. */
+void icbc_bind_where(char *buf, size_t len);
+
 /* The CPU "auto" chooses for IFACE on this host, or -1; WHY says how. */
 int icbc_bind_auto_cpu(const char *iface, char *why, size_t whylen);
 

@@ -11,8 +11,8 @@
 #include "icbc_impl.h"
 #include "icbc_xfer.h"
 #include "icbc_pacing.h"
+#include "core/icbc_bind.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -112,36 +112,20 @@ static void dump_windows(FILE *f)
     }
 }
 
-/* Every line carries the rank: the dumps of all ranks meet in one stream. */
 /* The CPUs this process may run on, and why when a router shares its host. */
 static void dump_placement(FILE *f)
 {
-    cpu_set_t set;
-    int first = -1, n = 0;
+    char where[64];
 
     if (MPIDI_ICBC_router_embed_placement()[0]) {
         fprintf(f, "  placement: %s\n", MPIDI_ICBC_router_embed_placement());
         return;
     }
-    fprintf(f, "  placement: CPUs ");
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        for (int c = 0; c <= CPU_SETSIZE; c++) {
-            int in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
-            if (in && first < 0)
-                first = c;
-            if (!in && first >= 0) {
-                fprintf(f, n++ ? ",%d" : "%d", first);
-                if (c - 1 > first)
-                    fprintf(f, "-%d", c - 1);
-                first = -1;
-            }
-        }
-    } else {
-        fprintf(f, "unknown");
-    }
-    fprintf(f, " (as the launcher or the system placed it)\n");
+    icbc_bind_where(where, sizeof(where));
+    fprintf(f, "  placement: CPUs %s (as the launcher or the system placed it)\n", where);
 }
 
+/* Every line carries the rank: the dumps of all ranks meet in one stream. */
 static void write_prefixed(const char *text)
 {
     const char *line = text, *nl;
