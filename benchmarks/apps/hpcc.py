@@ -3,17 +3,19 @@ compilers and OpenBLAS, write its input for a process grid, and read its
 summary.
 
     python3 benchmarks/apps/hpcc.py build --prefix _install
-    python3 benchmarks/apps/hpcc.py input DIR --procs 8 --n 4000
+    python3 benchmarks/apps/hpcc.py input DIR --procs 8 --n 4000 [--tests HPL,MPIFFT]
     python3 benchmarks/apps/hpcc.py parse DIR/hpccoutf.txt
 
 fetch() runs "apt-get source hpcc" in WORK (Debian's orig tarball is all
 that is used: the sources as released, no Debian patch), build() unpacks it
-once into a tree of its own, writes hpl/Make.icbc for PREFIX's mpicc and
+once into a tree of its own, adds one thing of ours to src/io.c (the choice
+of tests, SELECT_TESTS), writes hpl/Make.icbc for PREFIX's mpicc and
 OpenBLAS (libopenblas-dev), and runs "make arch=icbc". write_input()
 writes hpccinf.txt: HPL's N, NB 80 and the most square P x Q grid of the
-processes. parse() reads the "Summary section" of hpccoutf.txt; a run has
-verified when Success=1 (HPL's, PTRANS's, FFT's and RandomAccess's own
-residual checks all passed).
+processes; and, when a run asks for some of HPCC's tests only, their names
+in hpcc-tests.txt. parse() reads the "Summary section" of hpccoutf.txt; a
+run has verified when Success=1 (the residual checks of the tests that ran
+all passed).
 """
 import argparse
 import glob
@@ -99,6 +101,38 @@ HPL.out      output file name (if any)
 40 9 8 13 13 20 16 32 64        values of NB
 """
 
+# HPCC's tests by the names of their output sections, and the switch of each
+# in HPCC's parameters.
+TESTS = {"HPL": "RunHPL", "StarDGEMM": "RunStarDGEMM", "SingleDGEMM": "RunSingleDGEMM",
+         "PTRANS": "RunPTRANS", "StarSTREAM": "RunStarStream",
+         "SingleSTREAM": "RunSingleStream", "MPIRandomAccess_LCG": "RunMPIRandomAccess_LCG",
+         "StarRandomAccess_LCG": "RunStarRandomAccess_LCG",
+         "SingleRandomAccess_LCG": "RunSingleRandomAccess_LCG",
+         "MPIRandomAccess": "RunMPIRandomAccess", "StarRandomAccess": "RunStarRandomAccess",
+         "SingleRandomAccess": "RunSingleRandomAccess", "LatencyBandwidth": "RunLatencyBandwidth",
+         "MPIFFT": "RunMPIFFT", "StarFFT": "RunStarFFT", "SingleFFT": "RunSingleFFT"}
+
+# HPCC 1.5.0 switches every test on in HPCC_Init (src/io.c) and has no input
+# to choose. Inserted after that line: a file hpcc-tests.txt in the working
+# directory, when there is one, names the tests to run (every process reads
+# it, so all agree). A skipped test's values in the summary stay at HPCC's -1.
+SELECT_AFTER = "params->RunLatencyBandwidth = 1;\n"
+SELECT_MARK = "/* hpcc-tests.txt */"
+SELECT_TESTS = (SELECT_MARK + """
+  {
+    FILE *sel = fopen("hpcc-tests.txt", "r");
+    char word[64];
+    if (sel) {
+""" + "".join(f"      params->{v} = 0;\n" for v in TESTS.values()) + """\
+      while (fscanf(sel, "%63s", word) == 1) {
+""" + "".join(f'        if (!strcmp(word, "{k}")) params->{v} = 1;\n' for k, v in TESTS.items())
+    + """\
+      }
+      fclose(sel);
+    }
+  }
+""")
+
 # The summary values a run's row keeps (HPCC's names).
 KEYS = ["HPL_Tflops", "HPL_time", "PTRANS_GBs", "MPIRandomAccess_GUPs", "MPIFFT_Gflops",
         "StarDGEMM_Gflops", "StarSTREAM_Triad", "RandomlyOrderedRingBandwidth_GBytes",
@@ -132,7 +166,8 @@ def build(prefix, work):
     os.makedirs(work, exist_ok=True)
     tree = os.path.join(work, "hpcc-" + re.sub(r"[^A-Za-z0-9]", "_", prefix).strip("_"))
     exe = os.path.join(tree, "hpcc")
-    if os.access(exe, os.X_OK):
+    io_c = os.path.join(tree, "src", "io.c")
+    if os.access(exe, os.X_OK) and os.path.isfile(io_c) and SELECT_MARK in open(io_c).read():
         return exe
     if not os.path.isfile("/usr/include/x86_64-linux-gnu/cblas.h") and \
             not glob.glob("/usr/include/*/cblas*.h") and not os.path.isfile("/usr/include/cblas.h"):
@@ -144,6 +179,12 @@ def build(prefix, work):
         top = t.getnames()[0].split("/")[0]
         t.extractall(work)
     os.rename(os.path.join(work, top), tree)
+    with open(io_c) as f:
+        src = f.read()
+    if src.count(SELECT_AFTER) != 1:
+        raise HpccError(f"{io_c}: not HPCC 1.5.0's HPCC_Init (no '{SELECT_AFTER.strip()}')")
+    with open(io_c, "w") as f:
+        f.write(src.replace(SELECT_AFTER, SELECT_AFTER + SELECT_TESTS))
     with open(os.path.join(tree, "hpl", "Make.icbc"), "w") as f:
         f.write(MAKE_ARCH.format(prefix=prefix))
     log = os.path.join(work, "hpcc.build.log")
@@ -162,10 +203,29 @@ def grid(procs):
     return p, procs // p
 
 
-def write_input(directory, procs, n, nb=80):
+def tests_of(text):
+    """A list of HPCC's test names from 'HPL,MPIFFT' (all: every test)."""
+    names = [x for x in text.replace(" ", ",").split(",") if x]
+    if names == ["all"]:
+        return list(TESTS)
+    bad = [x for x in names if x not in TESTS]
+    if bad or not names:
+        raise HpccError(f"unknown HPCC test '{(bad or [''])[0]}' (all, or of "
+                        f"{', '.join(TESTS)})")
+    return names
+
+
+def write_input(directory, procs, n, nb=80, tests=None):
+    """hpccinf.txt, and hpcc-tests.txt when TESTS is not every test."""
     p, q = grid(procs)
     with open(os.path.join(directory, "hpccinf.txt"), "w") as f:
         f.write(INPUT.format(n=n, nb=nb, p=p, q=q))
+    sel = os.path.join(directory, "hpcc-tests.txt")
+    if tests and set(tests) != set(TESTS):
+        with open(sel, "w") as f:
+            f.write("\n".join(tests) + "\n")
+    elif os.path.exists(sel):
+        os.remove(sel)
 
 
 def parse(text):
@@ -193,6 +253,8 @@ def main():
     i.add_argument("dir")
     i.add_argument("--procs", type=int, required=True)
     i.add_argument("--n", type=int, required=True)
+    i.add_argument("--tests", default="all", help="HPCC's tests to run: all, or of "
+                   + ", ".join(TESTS))
     p = sub.add_parser("parse", help="read an hpccoutf.txt; exit 1 unless Success=1")
     p.add_argument("file")
     a = ap.parse_args()
@@ -201,7 +263,7 @@ def main():
             print(build(a.prefix, a.work))
             return 0
         if a.cmd == "input":
-            write_input(a.dir, a.procs, a.n)
+            write_input(a.dir, a.procs, a.n, tests=tests_of(a.tests))
             return 0
         r = parse(open(a.file, errors="replace").read())
         print(" ".join(f"{k}={r[k]}" for k in ["Success"] + KEYS if k in r))

@@ -37,9 +37,9 @@ A benchmark is a kernel of class --class (is) or of the class it names
 router counts in the order given (the most first by default: the ratio
 targets are there), then the delays. npb.csv is written after every run,
 and --resume keeps the rows of OUT/npb.csv that this matrix asks for (same
-benchmark, class, policy, routers, delay, rep and testbed parameters) and
-runs only the others: a matrix cut off is finished by the same command
-with --resume. Without --resume the matrix's rows are run again and
+benchmark, class, policy, routers, delay, rep, testbed parameters and
+HPCC's input) and runs only the others: a matrix cut off is finished by the
+same command with --resume. Without --resume the matrix's rows are run again and
 replaced; rows of other matrices in OUT/npb.csv are always kept. --report
 runs nothing and leaves npb.csv as it is: the table and the plots of the
 rows OUT/npb.csv already holds for this matrix.
@@ -59,7 +59,8 @@ not, or dies, is a row with verified=no and the reason, never a number.
 
 --bench hpcc runs HPCC 1.5.0 (benchmarks/apps/hpcc.py: Debian's source, our
 mpicc, OpenBLAS) with HPL's N = --hpcc-n on the most square process grid, in
-a directory of its own per run; its row's Mop/s is HPL's Mflop/s, its
+a directory of its own per run, the tests named by --hpcc-tests only (all by
+default; --resume counts N and the tests as part of a run's name); its row's Mop/s is HPL's Mflop/s, its
 seconds HPL's time, its other summary values (PTRANS, RandomAccess, FFT,
 DGEMM, STREAM, ring and ping-pong) in hpcc_summary, and it has verified when
 HPCC's summary says Success=1.
@@ -106,6 +107,9 @@ POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock")
 # the columns that name a run, and the testbed's that must match for --resume
 RUN_KEY = ("bench", "cls", "policy", "routers", "delay", "rep")
 TESTBED_KEY = ("nodes", "ppn", "nic_rate", "wan_rate", "wan_buffer", "nic_queue")
+# and HPCC's input (empty for NPB's kernels; a row of HPCC written before
+# these columns matches no matrix, and stays in the file)
+HPCC_KEY = ("hpcc_n", "hpcc_tests")
 # a column added later: what the rows written before it had
 KEY_DEFAULT = {"ppn": "1"}
 # runs whose host CPU use is above this (percent of all cores) are marked and
@@ -124,12 +128,15 @@ REGIMES = {
     # the testbed's 10 ms holds 8, and the nodes' own NICs then drop a frame in
     # every few: a host's queue holds 1000), the paper's delays. At 25 Mbit/s
     # NICs the 16 ranks kept the two cores 78-91 % busy (CG.A); at 10 Mbit/s
-    # 29-70 %.
+    # 29-70 %. HPCC runs HPL, PTRANS, MPIFFT and MPIRandomAccess (what
+    # crosses the WAN; HPL and MPIFFT are the paper's figures): its ring test
+    # sends 2 MB messages around the 16 ranks many times and alone took more
+    # than 6 minutes per run at these rates.
     "aggregate-router-2009": {
         "bench": "cg,ft,is,mg,hpcc", "cls": "A", "nodes": 4, "ppn": 2, "routers": "2",
         "nic_rate": "10mbit", "wan_rate": "25mbit", "buffer": "16KiB", "nic_queue": "240ms",
         "delays": "0ms,5ms,10ms,15ms", "policies": "aggregate,static,alltoall,tcp,stock",
-        "traces": True, "hpcc_n": 2000,
+        "traces": True, "hpcc_n": 2000, "hpcc_tests": "HPL,PTRANS,MPIFFT,MPIRandomAccess",
     },
     # The first matrix (benchmarks/results/apps/matrix): one rank per node,
     # the WAN wider than all NICs together.
@@ -137,7 +144,7 @@ REGIMES = {
         "bench": "is,ft,cg,mg", "cls": "A", "nodes": 4, "ppn": 1, "routers": "4,2,1",
         "nic_rate": "50mbit", "wan_rate": "400mbit", "buffer": "", "delays": "0ms,5ms,10ms",
         "policies": "aggregate,static,alltoall", "traces": False, "hpcc_n": 3000,
-        "nic_queue": "",
+        "hpcc_tests": "all", "nic_queue": "",
     },
 }
 DEFAULT_REGIME = "matrix-2026"
@@ -161,7 +168,8 @@ class Bench:
         return (2, "") if self.name == "hpcc" else (0 if self.cls == first_cls else 1, self.cls)
 FIELDS = ["bench", "cls", "policy", "routers", "delay", "procs", "rep", "secs", "mops",
           "verified", "why", "nodes", "ppn", "nic_rate", "wan_rate", "wan_buffer", "nic_queue",
-          "wan_drops", "nic_drops", "tcp_retrans", "cpu_pct", "wall_secs", "hpcc_summary"]
+          "wan_drops", "nic_drops", "tcp_retrans", "cpu_pct", "wall_secs", "hpcc_summary",
+          "hpcc_n", "hpcc_tests"]
 
 
 def split(text, what, allowed=None):
@@ -184,6 +192,8 @@ def options(argv):
                     help="NPB kernels (is, ft, cg, mg, lu, ep, ...) of --class, or of a "
                          "class named (is.B), and hpcc")
     ap.add_argument("--hpcc-n", type=int, help="HPL's N for hpcc")
+    ap.add_argument("--hpcc-tests", help="HPCC's tests for hpcc: all, or of "
+                    + ", ".join(hpcc.TESTS))
     ap.add_argument("--class", dest="cls")
     ap.add_argument("--policies", help="of " + ", ".join(POLICIES) + " (stock: MPICH from "
                     "--stock-prefix, UCX over TCP on the nodes' external NICs)")
@@ -249,6 +259,11 @@ def options(argv):
     if any(r < 1 or r > o.nodes for r in o.rl):
         raise SystemExit(f"run.py: --routers must be 1..--nodes ({o.nodes})")
     o.dl = split(o.delays, "--delays")
+    try:
+        tests = hpcc.tests_of(o.hpcc_tests)
+        o.hpcc_tests = "all" if set(tests) == set(hpcc.TESTS) else ",".join(tests)
+    except hpcc.HpccError as e:
+        raise SystemExit(f"run.py: --hpcc-tests: {e}")
     if o.report:
         o.resume = True
     return o
@@ -341,10 +356,18 @@ def testbed_of(o):
             "wan_buffer": o.buffer or "default", "nic_queue": o.nic_queue or "default"}
 
 
+def hpcc_of(o, bench_name):
+    """The HPCC_KEY columns of a run of BENCH_NAME (upper or lower case)."""
+    if bench_name.lower() != "hpcc":
+        return {"hpcc_n": "", "hpcc_tests": ""}
+    return {"hpcc_n": o.hpcc_n, "hpcc_tests": o.hpcc_tests}
+
+
 def run_key(row):
     """A row of a testbed setting added later has it at its default."""
     return (tuple(str(row[k]) for k in RUN_KEY)
-            + tuple(str(row.get(k) or KEY_DEFAULT.get(k, "default")) for k in TESTBED_KEY))
+            + tuple(str(row.get(k) or KEY_DEFAULT.get(k, "default")) for k in TESTBED_KEY)
+            + tuple(str(row.get(k) or "") for k in HPCC_KEY))
 
 
 def cpu_ticks():
@@ -384,7 +407,7 @@ def previous_rows(o):
     if not os.path.exists(path):
         return []
     want = {run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol, "routers": r,
-                     "delay": d, "rep": rep, **testbed_of(o)})
+                     "delay": d, "rep": rep, **testbed_of(o), **hpcc_of(o, b.name)})
             for b in o.benches for pol in o.pols for r in o.rl for d in o.dl
             for rep in range(1, o.reps + 1)}
     with open(path, newline="") as f:
@@ -424,11 +447,14 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     if bench.name == "hpcc":  # reads and writes files in its directory
         rundir = os.path.join(tb.work, name)
         os.makedirs(rundir, exist_ok=True)
-        hpcc.write_input(rundir, np_, o.hpcc_n)
+        hpcc.write_input(rundir, np_, o.hpcc_n, tests=hpcc.tests_of(o.hpcc_tests))
         out = os.path.join(rundir, "hpccoutf.txt")
         if os.path.exists(out):
             os.remove(out)  # HPCC appends to it
         genv += ["-wdir", rundir]
+        # one BLAS thread per rank, as MPI users of OpenBLAS set it: its
+        # pthread build starts a spinning thread per core in every rank
+        env = dict(env, OPENBLAS_NUM_THREADS="1")
     cpu0, wall0 = cpu_ticks(), time.time()
     # Stock MPICH's 16 polling ranks on two cores may not leave MPI_Finalize
     # for minutes after the report: its job is ended 2 s after the report's
@@ -440,7 +466,7 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
                   hosts=hosts, timeout=o.timeout, mpiexec_args=genv, until=until)
     cpu1, wall = cpu_ticks(), time.time() - wall0
     row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
-           "delay": d, "procs": np_, "rep": rep, **testbed_of(o),
+           "delay": d, "procs": np_, "rep": rep, **testbed_of(o), **hpcc_of(o, bench.name),
            "wan_drops": tb.wan_drops() - drops0, "nic_drops": tb.nic_drops() - nic0,
            "tcp_retrans": tb.tcp_retrans() - retrans0, "verified": "no", "why": "",
            "cpu_pct": cpu_pct(cpu0, cpu1), "wall_secs": round(wall, 1)}
@@ -510,8 +536,14 @@ def matching(rows, **key):
     return [x for x in rows if all(str(x[k]) == str(val) for k, val in key.items())]
 
 
-def median(rows, **key):
-    v = [float(x["mops"]) for x in matching(rows, **key) if counted(x)]
+def verified(row):
+    return row["verified"] == "yes"
+
+
+def median(rows, rule=counted, **key):
+    """The median Mop/s of the runs of KEY that RULE keeps (counted runs by
+    default; verified: CPU-bound ones too)."""
+    v = [float(x["mops"]) for x in matching(rows, **key) if rule(x)]
     return statistics.median(v) if v else None
 
 
@@ -534,12 +566,12 @@ HPCC_WAN_VALUES = [("PTRANS_GBs", "PTRANS GB/s"), ("MPIFFT_Gflops", "FFT Gflop/s
                    ("RandomlyOrderedRingLatency_usec", "ring latency us")]
 
 
-def hpcc_value(rows, name, **key):
-    """The median over verified runs of one value of hpcc_summary."""
+def hpcc_value(rows, name, rule=counted, **key):
+    """The median over the runs RULE keeps of one value of hpcc_summary."""
     v = []
     for x in matching(rows, **key):
         kv = dict(f.split("=", 1) for f in x.get("hpcc_summary", "").split() if "=" in f)
-        if counted(x) and name in kv:
+        if rule(x) and name in kv:
             v.append(float(kv[name]))
     return statistics.median(v) if v else None
 
@@ -616,7 +648,7 @@ def plots(o, rows):
         return
     foot = (f"2 clusters x {o.nodes} nodes, {o.ppn} rank(s) each, NIC {o.nic_rate}, "
             f"WAN {o.wan_rate}" + (f", WAN buffer {o.buffer}" if o.buffer else "")
-            + f"\n{o.cmd}")
+            + f"; hollow: runs above {CPU_BOUND_PCT:.0f} % host CPU, not counted\n{o.cmd}")
     rl, dl = sorted(o.rl), sorted(o.dl, key=delay_ms)
     # one panel per NPB kernel; HPCC gives two: HPL and MPIFFT (the paper's
     # Figures 12 and 10)
@@ -633,12 +665,19 @@ def plots(o, rows):
                                  squeeze=False)
         for ax, (b, title, ylabel, value) in zip(axes[0], panels):
             for pol in o.pols:
-                ys = []
+                ys, cpu_bound = [], []
                 for x in xs:
                     key = {**of(b), "policy": pol, kind: x, fixed[0]: fixed[1]}
                     ys.append(hpcc_value(rows, value, **key) if value else median(rows, **key))
+                    anyway = (hpcc_value(rows, value, verified, **key) if value
+                              else median(rows, verified, **key))
+                    cpu_bound.append(anyway if ys[-1] is None else None)
                 xv = [delay_ms(x) for x in xs] if kind == "delay" else xs
-                ax.plot(xv, [y if y is not None else float("nan") for y in ys], "o-", label=pol)
+                line, = ax.plot(xv, [y if y is not None else float("nan") for y in ys], "o-",
+                                label=pol)
+                # verified runs above the CPU limit: hollow, not joined
+                ax.plot(xv, [y if y is not None else float("nan") for y in cpu_bound], "o",
+                        mfc="none", color=line.get_color())
             ax.set_title(f"{title} ({fixed[0]} {fixed[1]})", fontsize=9)
             ax.set_xlabel("one-way delay, ms" if kind == "delay" else "routers per cluster")
             ax.set_ylabel(ylabel)

@@ -82,3 +82,29 @@ def test_summary_marks_a_cpu_bound_point():
     assert "aggregate 70.0" in text and "[cpu 60 %]" in text
     assert "alltoall *50.0 (cpu-bound, not counted)" in text
     assert "(1.40x)" not in text  # no ratio against a run that does not count
+
+
+def test_hpcc_tests_are_named_checked_and_part_of_a_runs_name(tmp_path):
+    import hpcc
+    o = run.options(["--regime", "aggregate-router-2009"])
+    assert o.hpcc_tests == "HPL,PTRANS,MPIFFT,MPIRandomAccess"
+    assert run.options(["--hpcc-tests", ",".join(hpcc.TESTS)]).hpcc_tests == "all"
+    with pytest.raises(SystemExit, match="unknown HPCC test 'Linpack'"):
+        run.options(["--hpcc-tests", "HPL,Linpack"])
+    # an HPCC row of other tests or another N is another run; NPB rows carry neither
+    row = {"bench": "HPCC", "cls": "-", "policy": "aggregate", "routers": "2", "delay": "0ms",
+           "rep": "1", **run.testbed_of(o), **run.hpcc_of(o, "HPCC")}
+    assert run.run_key(row) != run.run_key(dict(row, hpcc_tests="all"))
+    assert run.run_key(row) != run.run_key(dict(row, hpcc_n=1000))
+    assert run.run_key(dict(row, hpcc_n="", hpcc_tests="")) == run.run_key(
+        {k: v for k, v in row.items() if k not in run.HPCC_KEY})
+    assert run.hpcc_of(o, "cg") == {"hpcc_n": "", "hpcc_tests": ""}
+    # the input: a selection is written for HPCC's io.c to read, all is no file
+    hpcc.write_input(str(tmp_path), 16, 2000, tests=["HPL", "MPIFFT"])
+    assert (tmp_path / "hpcc-tests.txt").read_text().split() == ["HPL", "MPIFFT"]
+    assert "2000" in (tmp_path / "hpccinf.txt").read_text()
+    hpcc.write_input(str(tmp_path), 16, 2000, tests=hpcc.tests_of("all"))
+    assert not (tmp_path / "hpcc-tests.txt").exists()
+    # every switch the inserted code names is one HPCC_Init sets
+    for field in hpcc.TESTS.values():
+        assert f"params->{field} = 0;" in hpcc.SELECT_TESTS
