@@ -458,12 +458,15 @@ def run_one(o, tb, exes, bench, pol, r, d, rep, hosts, env):
     cpu0, wall0 = cpu_ticks(), time.time()
     # Stock MPICH's 16 polling ranks on two cores may not leave MPI_Finalize
     # for minutes after the report: its job is ended 2 s after the report's
-    # last line, and the row says so.
-    until = None
-    if stock:
-        until = r"^\s*Internet: npb@nas.nasa.gov" if bench.name != "hpcc" else None
-    res = run_mpi(prefix, env, exes[label], np_, tb.work, name=name,
-                  hosts=hosts, timeout=o.timeout, mpiexec_args=genv, until=until)
+    # last line (NPB's on its output, HPCC's in hpccoutf.txt), and the row
+    # says so.
+    until = until_in = None
+    if stock and bench.name == "hpcc":
+        until, until_in = r"^End of HPC Challenge tests\.", out
+    elif stock:
+        until = r"^\s*Internet: npb@nas.nasa.gov"
+    res = run_mpi(prefix, env, exes[label], np_, tb.work, name=name, hosts=hosts,
+                  timeout=o.timeout, mpiexec_args=genv, until=until, until_in=until_in)
     cpu1, wall = cpu_ticks(), time.time() - wall0
     row = {"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
            "delay": d, "procs": np_, "rep": rep, **testbed_of(o), **hpcc_of(o, bench.name),

@@ -62,14 +62,15 @@ CAUSE = re.compile(r"Assertion|assert|Fatal|fatal error|Abort|abort\(|corrupt|"
 
 
 def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, args=(),
-            timeout=240, mpiexec_args=(), watch=None, until=None):
+            timeout=240, mpiexec_args=(), watch=None, until=None, until_in=None):
     """Runs EXE on NP ranks with mpiexec from PREFIX in environment ENV
     (a testbed's user_env()), plus EXTRA_ENV (named by the test that needs
     it). The job is killed after TIMEOUT seconds. WATCH: a pattern whose
     first appearance in the output is timed (watched_secs). UNTIL: a pattern
     after whose first appearance the job is killed 2 s later (the result is
     not timed_out), for a test whose job need not end by itself once it has
-    shown what the test asserts."""
+    shown what the test asserts; UNTIL_IN: the file UNTIL is looked for in
+    instead of the output (a program that reports into a file of its own)."""
     name = name or os.path.basename(exe)
     log = os.path.join(work, f"{name}.log")
     argv = [os.path.join(prefix, "bin", "mpiexec")]
@@ -92,13 +93,17 @@ def run_mpi(prefix, env, exe, np, work, name=None, hosts=None, extra_env=None, a
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if (watch and watched is None) or (until and stop_at is None):
+            if watch and watched is None:
                 with open(log, errors="replace") as g:
-                    text = g.read()
-                if watch and watched is None and re.search(watch, text, re.M):
-                    watched = time.time() - start
-                if until and stop_at is None and re.search(until, text, re.M):
-                    stop_at = time.time() + 2
+                    if re.search(watch, g.read(), re.M):
+                        watched = time.time() - start
+            if until and stop_at is None:
+                try:
+                    with open(until_in or log, errors="replace") as g:
+                        if re.search(until, g.read(), re.M):
+                            stop_at = time.time() + 2
+                except FileNotFoundError:
+                    pass
             if stop_at is not None and time.time() > stop_at:
                 os.killpg(p.pid, 9)
                 rc = p.wait()

@@ -108,3 +108,20 @@ def test_hpcc_tests_are_named_checked_and_part_of_a_runs_name(tmp_path):
     # every switch the inserted code names is one HPCC_Init sets
     for field in hpcc.TESTS.values():
         assert f"params->{field} = 0;" in hpcc.SELECT_TESTS
+
+
+def test_a_job_is_ended_after_a_report_in_a_file_of_its_own(tmp_path):
+    # HPCC writes its report to hpccoutf.txt, not to its output: a job that
+    # does not leave MPI_Finalize is ended 2 s after the report's last line
+    sys.path.insert(0, os.path.join(TOP, "test", "harness"))
+    from mpirun import run_mpi
+    (tmp_path / "bin").mkdir()
+    mpiexec = tmp_path / "bin" / "mpiexec"
+    mpiexec.write_text('#!/bin/sh\necho "End of HPC Challenge tests." > "$REPORT"\nsleep 60\n')
+    mpiexec.chmod(0o755)
+    report = tmp_path / "hpccoutf.txt"
+    env = dict(os.environ, REPORT=str(report))
+    res = run_mpi(str(tmp_path), env, "hpcc", 1, str(tmp_path), timeout=30,
+                  until=r"^End of HPC Challenge tests\.", until_in=str(report))
+    assert res.stopped and not res.timed_out
+    assert res.secs < 20
