@@ -370,6 +370,12 @@ def run_key(row):
             + tuple(str(row.get(k) or "") for k in HPCC_KEY))
 
 
+def key_of(o, bench, pol, r, d, rep):
+    """The run_key of a run this matrix asks for."""
+    return run_key({"bench": bench.name.upper(), "cls": bench.cls, "policy": pol, "routers": r,
+                    "delay": d, "rep": rep, **testbed_of(o), **hpcc_of(o, bench.name)})
+
+
 def cpu_ticks():
     """(busy, total) clock ticks of all the host's cores since boot
     (/proc/stat): the namespaces share the kernel, so this is every rank,
@@ -406,10 +412,8 @@ def previous_rows(o):
     o.other_rows = []
     if not os.path.exists(path):
         return []
-    want = {run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol, "routers": r,
-                     "delay": d, "rep": rep, **testbed_of(o), **hpcc_of(o, b.name)})
-            for b in o.benches for pol in o.pols for r in o.rl for d in o.dl
-            for rep in range(1, o.reps + 1)}
+    want = {key_of(o, b, pol, r, d, rep) for b in o.benches for pol in o.pols for r in o.rl
+            for d in o.dl for rep in range(1, o.reps + 1)}
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     o.other_rows = [row for row in rows if run_key(row) not in want]
@@ -499,9 +503,7 @@ def run_matrix(o, exes, rows, log):
             for d in o.dl:
                 todo = [(rep, b, pol) for rep in range(1, o.reps + 1) for b in benches
                         for pol in (o.pols if rep % 2 else list(reversed(o.pols)))
-                        if run_key({"bench": b.name.upper(), "cls": b.cls, "policy": pol,
-                                    "routers": r, "delay": d, "rep": rep,
-                                    **testbed_of(o)}) not in done]
+                        if key_of(o, b, pol, r, d, rep) not in done]
                 if not todo:
                     continue
                 tb = Testbed(o.testbed_name, o.prefix,

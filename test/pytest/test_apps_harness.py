@@ -125,3 +125,21 @@ def test_a_job_is_ended_after_a_report_in_a_file_of_its_own(tmp_path):
                   until=r"^End of HPC Challenge tests\.", until_in=str(report))
     assert res.stopped and not res.timed_out
     assert res.secs < 20
+
+
+def test_resume_keeps_the_hpcc_runs_it_asks_for(tmp_path):
+    o = run.options(["--regime", "aggregate-router-2009", "--bench", "hpcc,cg",
+                     "--policies", "aggregate", "--delays", "0ms", "--out", str(tmp_path),
+                     "--resume"])
+    hp, cg = o.benches
+    rows = [{**{k: "" for k in run.FIELDS}, "bench": b.name.upper(), "cls": b.cls,
+             "policy": "aggregate", "routers": "2", "delay": "0ms", "rep": "1",
+             **run.testbed_of(o), **run.hpcc_of(o, b.name)} for b in (hp, cg)]
+    old_hpcc = dict(rows[0], hpcc_n="", hpcc_tests="")  # before the columns
+    o.other_rows = []
+    run.write_csv(o, rows + [old_hpcc])
+    kept = run.previous_rows(o)
+    assert [r["bench"] for r in kept] == ["HPCC", "CG"]
+    assert [(r["bench"], r["hpcc_n"]) for r in o.other_rows] == [("HPCC", "")]
+    assert {run.key_of(o, b, "aggregate", 2, "0ms", 1) for b in (hp, cg)} == \
+        {run.run_key(r) for r in kept}
