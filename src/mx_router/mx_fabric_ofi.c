@@ -35,10 +35,13 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -73,6 +76,21 @@ enum { K_HELLO = 1, K_HELLO_ACK, K_AM, K_RTS, K_CTS, K_FIN, K_BYE, K_PING };
  * the endpoint and what waits on it (a pull from a dead process would
  * otherwise wait for ever). */
 #define OFI_PROBE_MS 1000
+
+/* tcp;ofi_rxm fails neither the PING nor a read to a killed process: it
+ * connects again, is refused, and keeps the operation. Where a peer's name
+ * is the address its provider listens on (rxm over tcp or net), an
+ * endpoint with rendezvous under way whose peer was silent for
+ * OFI_PROBE_MS is checked by a TCP connect to that address: the kernel
+ * answers for a live process even while it computes, and a refusal means
+ * the process is gone. A connect that is not answered within OFI_CHECK_MS
+ * proves nothing (a full accept queue drops it) and is tried again later.
+ * Each check of a silent live peer leaves one connection in its accept
+ * queue until its provider runs again, so the checks of one silence are
+ * spaced ever wider, up to OFI_CHECK_MAX_MS apart. */
+#define OFI_CHECK_MS 5000
+#define OFI_CHECK_MAX_MS 64000
+#define OFI_GONE "nothing listens at its address any more: its process is gone"
 
 /* Every message starts with this (host order: a fabric joins one cluster's
  * nodes, all of one architecture). */
@@ -150,6 +168,10 @@ struct ofi_ep {
     icbc_list_t rts;     /* rendezvous sends waiting for FIN or CTS */
     icbc_list_t pulls;   /* rendezvous pulls libfabric holds */
     int close_flush;     /* closed by the owner before HELLO_ACK: BYE after the sends */
+    double heard_ms;     /* when the peer's last message came */
+    int check_fd;        /* the connect checking the peer's address (OFI_CHECK_MS), or -1 */
+    double check_ms;     /* when it started */
+    double check_gap_ms; /* from this check to the next of the same silence */
     icbc_list_t link;    /* in fabric->eps */
     icbc_list_t backlog; /* in fabric->backlog while operations wait for libfabric */
 };
@@ -163,11 +185,13 @@ struct ofi_fabric {
     struct fid_cq *cq;
     struct fid_ep *ep;
     int efd;
-    int listen;    /* accepted endpoints are announced to the owner */
-    int rma;       /* rendezvous by RMA read, else by tagged messages */
-    int mr_local;  /* local buffers must be registered */
-    int virt_addr; /* RMA addresses are virtual, not offsets */
-    int prov_key;  /* the provider chooses keys */
+    int listen;       /* accepted endpoints are announced to the owner */
+    int rma;          /* rendezvous by RMA read, else by tagged messages */
+    int mr_local;     /* local buffers must be registered */
+    int virt_addr;    /* RMA addresses are virtual, not offsets */
+    int prov_key;     /* the provider chooses keys */
+    int names_listen; /* a peer's name is the TCP address its provider listens on */
+    unsigned checks;  /* endpoints with a check_fd */
     uint64_t next_key, next_cookie;
     char name[OFI_NAME_MAX];
     size_t namelen;
@@ -194,6 +218,7 @@ typedef struct {
 
 static void ep_fail(ofi_ep_t *e, const char *why);
 static void early_drop(ofi_ep_t *e);
+static void check_end(ofi_ep_t *e);
 static void ep_maybe_free(ofi_ep_t *e);
 
 static ofi_fabric_t *fab_of(const ofi_ep_t *e)
@@ -463,6 +488,9 @@ static ofi_ep_t *ep_new(ofi_fabric_t *f, fi_addr_t addr)
     e->slot = slot;
     e->token = random_u32();
     e->addr = addr;
+    e->heard_ms = icbc_clock_coarse_ms();
+    e->check_fd = -1;
+    e->check_gap_ms = OFI_PROBE_MS;
     icbc_list_init(&e->waiting);
     icbc_list_init(&e->rts);
     icbc_list_init(&e->pulls);
@@ -572,6 +600,7 @@ static void ep_fail(ofi_ep_t *e, const char *why)
         return;
     e->state = EP_FAILED;
     icbc_debug("fabric peer %s: %s", e->base.peer, why);
+    check_end(e);
     early_drop(e);
     ep_fail_sends(e, ICBC_ERR_PEER_FAILED);
     if (e->announced)
@@ -587,6 +616,7 @@ static void ep_maybe_free(ofi_ep_t *e)
         !icbc_list_empty(&e->waiting))
         return;
     f = fab_of(e);
+    check_end(e);
     f->slots[e->slot] = NULL;
     icbc_list_del(&e->link);
     icbc_list_del(&e->backlog);
@@ -778,6 +808,8 @@ static int on_recv(ofi_fabric_t *f, ofi_op_t *op, size_t n)
         icbc_debug("fabric: message of kind %u for no endpoint dropped", h->kind);
         return 0;
     }
+    e->heard_ms = icbc_clock_coarse_ms();
+    e->check_gap_ms = OFI_PROBE_MS;
     ahead = (int32_t) (h->seq - e->rx_seq);
     if (ahead < 0) {
         icbc_debug("fabric peer %s: message %u again, dropped", e->base.peer, h->seq);
@@ -882,21 +914,113 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
     ep_maybe_free(e);
 }
 
-/* PINGs to the peers of endpoints that wait on them (OFI_PROBE_MS). */
+/* ---- liveness ---- */
+
+static void check_end(ofi_ep_t *e)
+{
+    if (e->check_fd < 0)
+        return;
+    close(e->check_fd);
+    e->check_fd = -1;
+    fab_of(e)->checks--;
+}
+
+/* A non-blocking TCP connect to the address E's peer listens on
+ * (OFI_CHECK_MS); its outcome is read by check_poll. */
+static void check_start(ofi_fabric_t *f, ofi_ep_t *e)
+{
+    struct sockaddr_storage sa;
+    size_t len = sizeof(sa);
+    int fd;
+
+    memset(&sa, 0, sizeof(sa));
+    if (fi_av_lookup(f->av, e->addr, &sa, &len) != 0 || len > sizeof(sa) ||
+        (sa.ss_family != AF_INET && sa.ss_family != AF_INET6))
+        return;
+    fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (connect(fd, (struct sockaddr *) &sa, (socklen_t) len) != 0 && errno != EINPROGRESS) {
+        int err = errno;
+        close(fd);
+        if (err == ECONNREFUSED)
+            ep_fail(e, OFI_GONE);
+        return;
+    }
+    e->check_fd = fd;
+    e->check_ms = icbc_clock_coarse_ms();
+    f->checks++;
+}
+
+/* Whether E's peer is due a check: silent for OFI_PROBE_MS, and the last
+ * check of this silence CHECK_GAP_MS ago. */
+static int check_due(const ofi_ep_t *e, double now)
+{
+    return e->check_fd < 0 && now - e->heard_ms > OFI_PROBE_MS &&
+           now - e->check_ms >= e->check_gap_ms;
+}
+
+/* The checks under way: an accepted connect is closed at once (the next
+ * check of this silence waits twice as long), a refused one fails its
+ * endpoint, an unanswered one is given up. */
+static void check_poll(ofi_fabric_t *f, double now)
+{
+    for (icbc_list_t *l = f->eps.next, *next; l != &f->eps && f->checks > 0; l = next) {
+        ofi_ep_t *e = ICBC_CONTAINER(l, ofi_ep_t, link);
+        struct pollfd p;
+        int err = 0;
+        socklen_t elen = sizeof(err);
+
+        next = l->next;
+        if (e->check_fd < 0)
+            continue;
+        p.fd = e->check_fd;
+        p.events = POLLOUT;
+        p.revents = 0;
+        if (poll(&p, 1, 0) == 1) {
+            if (getsockopt(e->check_fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+                err = errno;
+            check_end(e);
+            if (err == ECONNREFUSED) {
+                ep_fail(e, OFI_GONE);
+            } else {
+                if (err != 0)
+                    icbc_debug("fabric peer %s: check of its address: %s", e->base.peer,
+                               strerror(err));
+                e->check_gap_ms =
+                    e->check_gap_ms * 2 > OFI_CHECK_MAX_MS ? OFI_CHECK_MAX_MS : e->check_gap_ms * 2;
+            }
+        } else if (now - e->check_ms > OFI_CHECK_MS) {
+            icbc_debug("fabric peer %s: check of its address not answered", e->base.peer);
+            check_end(e);
+        }
+    }
+}
+
+/* PINGs to the peers of endpoints that wait on them (OFI_PROBE_MS): a
+ * rendezvous under way, or operations libfabric refused for now (rxm
+ * refuses them with -FI_EAGAIN for ever while it connects again to a dead
+ * process); and a check of the peer's address where it was silent that
+ * long. */
 static void probe(ofi_fabric_t *f)
 {
     double now = icbc_clock_coarse_ms();
 
+    if (f->checks > 0)
+        check_poll(f, now);
     if (now < f->next_probe_ms)
         return;
     f->next_probe_ms = now + OFI_PROBE_MS;
     for (icbc_list_t *l = f->eps.next, *next; l != &f->eps; l = next) {
         ofi_ep_t *e = ICBC_CONTAINER(l, ofi_ep_t, link);
         next = l->next;
-        if (e->state == EP_OPEN && (!icbc_list_empty(&e->pulls) || !icbc_list_empty(&e->rts))) {
+        if (e->state == EP_OPEN && (!icbc_list_empty(&e->pulls) || !icbc_list_empty(&e->rts) ||
+                                    !icbc_list_empty(&e->waiting))) {
             ofi_hdr_t h;
             hdr_to(&h, e, K_PING);
             send_ctrl(e, &h);
+            if (f->names_listen && e->state == EP_OPEN && check_due(e, now))
+                check_start(f, e);
         }
     }
 }
@@ -1159,6 +1283,7 @@ static void ofi_ep_close(mx_fabric_ep_t *base, int flush)
         ep_fail_sends(e, ICBC_ERR_PEER_FAILED);
     }
     e->state = EP_CLOSED;
+    check_end(e);
     early_drop(e);
     ep_maybe_free(e);
 }
@@ -1217,6 +1342,7 @@ static void ofi_destroy(mx_fabric_t *base)
             if (op->mr)
                 fi_close(&op->mr->fid);
         }
+        check_end(e);
         free(e);
     }
     if (f->recv_mr)
@@ -1348,6 +1474,8 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
     f->virt_addr = (f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     f->prov_key = (f->info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+    f->names_listen = (strcmp(f->info->fabric_attr->prov_name, "tcp;ofi_rxm") == 0 ||
+                       strcmp(f->info->fabric_attr->prov_name, "net;ofi_rxm") == 0);
 
     what = "fi_fabric";
     if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0)

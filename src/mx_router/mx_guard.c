@@ -143,7 +143,7 @@ size_t mx_guard_end(mx_guard_t *g)
     g->before = NULL;
     g->nbefore = 0;
     for (size_t i = 0; i < g->nports; i++)
-        icbc_debug("fabric guard: UCX listens on port %u", g->ports[i].port);
+        icbc_debug("fabric guard: the fabric listens on port %u", g->ports[i].port);
     return g->nports;
 }
 

@@ -1,19 +1,21 @@
 /*
  * mx_guard: a bound, in number and in time, on the connections a router's
- * UCX ports hold for hosts that have no registered process.
+ * fabric ports hold for hosts that have no registered process.
  *
  * UCX accepts TCP connections on its connection-manager listener and on its
- * TCP transport's own port, and keeps a connection that never completes a
- * handshake for as long as the other side stays silent; it has no limit of
- * its own. The router cannot reach into UCX, but the sockets are its
- * process's: the guard learns which listening sockets the router's UCX
- * worker opened (those that appear between mx_guard_begin and mx_guard_end),
+ * TCP transport's own port (libfabric's tcp provider on its listener), and
+ * keeps a connection that never completes a handshake for as long as the
+ * other side stays silent; neither has a limit of its own. The router
+ * cannot reach into the fabric library, but the sockets are its process's:
+ * the guard learns which listening sockets the router's fabric opened
+ * (those that appear between mx_guard_begin and mx_guard_end),
  * and mx_guard_scan looks at the connections accepted on them. A connection
  * is trusted while a process on its remote host is registered, and for the
  * registration timeout after the last one left; an untrusted connection is
  * shut down once it is older than the timeout, and beyond MAX untrusted
- * connections the oldest are shut down at once. UCX then sees the end of
- * the stream and drops the endpoint as it would for a peer that went away.
+ * connections the oldest are shut down at once. The fabric then sees the
+ * end of the stream and drops the endpoint as it would for a peer that went
+ * away.
  *
  * Ages count from the scan that first saw a connection, so a silent
  * connection is closed between TIMEOUT and TIMEOUT + the scan period after
@@ -35,7 +37,7 @@ extern "C" {
 
 typedef struct mx_guard mx_guard_t;
 
-/* Notes the listening sockets of this process before UCX is set up. */
+/* Notes the listening sockets of this process before the fabric is set up. */
 icbc_status_t mx_guard_begin(mx_guard_t **out);
 /* Every listening socket that is new since mx_guard_begin is guarded;
  * returns how many there are. */

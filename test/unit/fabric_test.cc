@@ -6,7 +6,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -349,9 +351,13 @@ TEST_P(Fabric, MessagesLeaveOnceSendsAreDone)
     ASSERT_EQ(ICBC_OK, mx_fabric_connect_address(client.f, addr.data(), len, nullptr, &ep));
     std::vector<char> payload = pattern(60000, 11);
     const int n = 20;
-    for (int i = 0; i < n; i++)
-        ASSERT_EQ(ICBC_OK, mx_fabric_am_send(ep, 1, &i, sizeof(i), payload.data(), payload.size(),
-                                             MX_FABRIC_SEND_EAGER, nullptr, nullptr));
+    std::vector<int> ids(n); // headers stay valid until sent (mx_fabric.h)
+    for (int i = 0; i < n; i++) {
+        ids[i] = i;
+        ASSERT_EQ(ICBC_OK,
+                  mx_fabric_am_send(ep, 1, &ids[i], sizeof(int), payload.data(), payload.size(),
+                                    MX_FABRIC_SEND_EAGER, nullptr, nullptr));
+    }
     // a new connection: not all of that can have left inside the calls
     EXPECT_FALSE(mx_fabric_sends_done(client.f));
     ASSERT_TRUE(progress_until([&] { return mx_fabric_sends_done(client.f) != 0; }));
@@ -387,6 +393,80 @@ TEST_P(Fabric, APeerThatGoesAwayFailsItsEndpoint)
         EXPECT_NE(ICBC_OK, after.st);
     }
     mx_fabric_ep_close(server.accepted[0], 0);
+}
+
+// A peer process that stops (SIGSTOP: a process computing, not polling)
+// keeps its endpoint: the pull waits and completes once it runs again. A
+// pull from a peer process that was killed fails within seconds, also when
+// the fabric has already seen the connection go (libfabric's rxm then
+// connects again, is refused, and refuses the read for ever).
+TEST_P(Fabric, AKilledPeerFailsAPullFromItAStoppedOneDoesNot)
+{
+    server_sa = loopback(free_port());
+    int ready[2];
+    ASSERT_EQ(0, pipe(ready));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) { // the peer: two rendezvous sends, one after the other
+        char c;
+        close(ready[1]);
+        if (read(ready[0], &c, 1) != 1)
+            _exit(2);
+        Side peer;
+        sockaddr_in any = loopback(0);
+        if (make(&peer, &any, 0) == nullptr)
+            _exit(3);
+        client.f = peer.f;
+        mx_fabric_ep_t *ep = connect();
+        std::vector<char> payload = pattern(4 << 20, 7);
+        Done d;
+        static const int ids[2] = { 0, 1 }; // headers the fabric may copy later
+        for (int i = 0; ep != nullptr && i < 2; i++)
+            if (mx_fabric_am_send(ep, 3, &ids[i], sizeof(ids[i]), payload.data(), payload.size(),
+                                  MX_FABRIC_SEND_RNDV, done_cb, &d) != ICBC_OK)
+                _exit(4);
+        for (;;) // until killed
+            mx_fabric_progress(peer.f);
+    }
+    close(ready[0]);
+    ASSERT_NE(nullptr, make(&server, &server_sa, 1));
+    server.keep = 1;
+    ASSERT_EQ(1, write(ready[1], "x", 1));
+    close(ready[1]);
+    ASSERT_TRUE(progress_until([&] { return server.got.size() == 2; }));
+    ASSERT_TRUE(server.got[0].rndv && server.got[1].rndv);
+
+    kill(pid, SIGSTOP);
+    std::vector<char> buf(server.got[0].len);
+    Done pulled;
+    ASSERT_EQ(ICBC_OK, mx_fabric_am_recv(server.f, server.got[0].desc, buf.data(), buf.size(),
+                                         done_cb, &pulled));
+    progress_until([&] { return pulled.n == 1; }, 3.5);
+    EXPECT_EQ(0, pulled.n) << "a pull from a stopped process ended: " << pulled.st;
+    EXPECT_TRUE(server.failed.empty()) << server.failed[0];
+    kill(pid, SIGCONT);
+    ASSERT_TRUE(progress_until([&] { return pulled.n == 1; }));
+    EXPECT_EQ(ICBC_OK, pulled.st);
+    EXPECT_TRUE(buf == pattern(4 << 20, 7));
+
+    // The peer dies; the fabric sees its connection close before the next
+    // pull starts.
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    progress_until([] { return false; }, 1.0);
+    Done lost;
+    auto t0 = std::chrono::steady_clock::now();
+    icbc_status_t st =
+        mx_fabric_am_recv(server.f, server.got[1].desc, buf.data(), buf.size(), done_cb, &lost);
+    if (st == ICBC_OK)
+        ASSERT_TRUE(progress_until([&] { return lost.n == 1; }, 15))
+            << "a pull from a killed process still waits";
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+    EXPECT_NE(ICBC_OK, st == ICBC_OK ? lost.st : st);
+    EXPECT_LT(took.count(), 8.0);
+    ASSERT_TRUE(progress_until([&] { return server.failed.size() == 1; }, 5));
+    printf("pull from a killed process failed after %.2f s: %s\n", took.count(),
+           server.failed[0].c_str());
 }
 
 TEST_P(Fabric, TheEventDescriptorWakesForAPeer)
