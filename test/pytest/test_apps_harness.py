@@ -143,3 +143,14 @@ def test_resume_keeps_the_hpcc_runs_it_asks_for(tmp_path):
     assert [(r["bench"], r["hpcc_n"]) for r in o.other_rows] == [("HPCC", "")]
     assert {run.key_of(o, b, "aggregate", 2, "0ms", 1) for b in (hp, cg)} == \
         {run.run_key(r) for r in kept}
+
+
+def test_the_end_of_npbs_report_is_found_in_every_kernel():
+    import re
+    fortran = " Please send all errors/feedbacks to:\n\n NPB Development Team\n" \
+              " Internet: npb@nas.nasa.gov\n"
+    c_is = " Please send feedbacks and/or the results of this run to:\n\n" \
+           " NPB Development Team\n npb@nas.nasa.gov\n"
+    for text in (fortran, c_is):
+        assert re.search(run.NPB_REPORT_END, text, re.M)
+    assert not re.search(run.NPB_REPORT_END, " NPB Development Team\n", re.M)
