@@ -39,10 +39,10 @@ targets are there), then the delays. npb.csv is written after every run,
 and --resume keeps the rows of OUT/npb.csv that this matrix asks for (same
 benchmark, class, policy, routers, delay, rep, testbed parameters and
 HPCC's input) and runs only the others: a matrix cut off is finished by the
-same command with --resume. Without --resume the matrix's rows are run again and
-replaced; rows of other matrices in OUT/npb.csv are always kept. --report
-runs nothing and leaves npb.csv as it is: the table and the plots of the
-rows OUT/npb.csv already holds for this matrix.
+same command with --resume. Without --resume the matrix's rows are run
+again and replaced; rows of other matrices in OUT/npb.csv are always kept.
+--report runs nothing and leaves npb.csv as it is: the table and the plots
+of the rows OUT/npb.csv already holds for this matrix.
 
 For each router count and delay one testbed comes up (icbc-testbed up
 --clusters 2 --nodes M --routers R ...); each run is the testbed's env file,
@@ -60,10 +60,11 @@ not, or dies, is a row with verified=no and the reason, never a number.
 --bench hpcc runs HPCC 1.5.0 (benchmarks/apps/hpcc.py: Debian's source, our
 mpicc, OpenBLAS) with HPL's N = --hpcc-n on the most square process grid, in
 a directory of its own per run, the tests named by --hpcc-tests only (all by
-default; --resume counts N and the tests as part of a run's name); its row's Mop/s is HPL's Mflop/s, its
-seconds HPL's time, its other summary values (PTRANS, RandomAccess, FFT,
-DGEMM, STREAM, ring and ping-pong) in hpcc_summary, and it has verified when
-HPCC's summary says Success=1.
+default; --resume counts N and the tests as part of a run's name); its
+row's Mop/s is HPL's Mflop/s, its seconds HPL's time, its other summary
+values (PTRANS, RandomAccess, FFT, DGEMM, STREAM, ring and ping-pong) in
+hpcc_summary, and it has verified when HPCC's summary says Success=1 (the
+checks of the tests that ran).
 
 Each row has the frames the emulated WAN dropped during the run (wan.stats,
 both directions; --buffer sets the WAN's buffer), the frames the nodes' NICs

@@ -45,9 +45,11 @@ def read(path):
 
 ROWS = [row("IS", "A", "aggregate", 4, 12.0), row("IS", "A", "static", 4, 10.0),
         row("IS", "A", "aggregate", 2, 9.0),  # another matrix: R = 2
-        row("HPCC", "-", "aggregate", 4, 3400.0, hpcc_summary=HPCC_SUMMARY),
+        # HPCC's rows name their input (the default regime's N and tests)
+        row("HPCC", "-", "aggregate", 4, 3400.0, hpcc_summary=HPCC_SUMMARY, hpcc_n=3000,
+            hpcc_tests="all"),
         row("HPCC", "-", "static", 4, 3200.0, hpcc_summary=HPCC_SUMMARY.replace(
-            "PTRANS_GBs=0.04", "PTRANS_GBs=0.02"))]
+            "PTRANS_GBs=0.04", "PTRANS_GBs=0.02"), hpcc_n=3000, hpcc_tests="all")]
 
 
 def test_report_reads_the_matrix_and_leaves_the_file_alone(tmp_path):
