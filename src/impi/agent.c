@@ -1,15 +1,16 @@
 /* The IMPI host of a node; see impi_agent.h. */
 #include "impi_agent.h"
 #include "impi_rx.h"
+#include "bt_lib.h"
 #include "icbc_bytes.h"
 #include "icbc_clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,12 +73,17 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
 
 /* ---- the agent ------------------------------------------------------------ */
 
+#define MAX_SZ(a, b) ((a) > (b) ? (a) : (b))
+
 typedef struct {
+    struct impi_agent *a;
+    int who;    /* >= 0: a host; < 0: local -(who) - 1 */
     int fd;     /* -1: none or closed */
     int inproc; /* the caller's own process: OUT waits for impi_agent_local_swap */
     uint8_t *out;
     size_t off, len, cap;
-    int broken; /* a write failed; handled after the round */
+    int broken;      /* a write failed; handled after the round */
+    uint32_t events; /* what the poller waits for on FD */
 } wire_t;
 
 typedef struct {
@@ -97,8 +103,12 @@ struct impi_agent {
     int self, first, nlocal, nhosts;
     host_conn_t *hosts;
     local_link_t *locals;
-    struct pollfd *pfd;
-    int *pfd_who; /* >= 0: a host; < 0: local -(who) - 1 */
+    bt_poller_t *poller;
+    /* back-pressure: while a host connection holds more than
+     * IMPI_AGENT_QUEUE_MAX bytes, the links that feed it are not read, and
+     * while a process's link does, the host connections are not; reading
+     * starts again below half of it */
+    int locals_paused, hosts_paused;
     int fini_timeout_ms;
     double fini_deadline; /* 0 until every process is done */
     int down;             /* the host was taken down */
@@ -127,6 +137,22 @@ static int wire_flush(wire_t *w)
     return impi_send_pending(w->fd, w->out, &w->off, &w->len);
 }
 
+static size_t wire_queued(const wire_t *w)
+{
+    return w->len - w->off;
+}
+
+/* What the poller waits for on W: its bytes, while it has any waiting, and
+ * what it sends, unless the other side is paused. */
+static void wire_arm(wire_t *w)
+{
+    int paused = w->who >= 0 ? w->a->hosts_paused : w->a->locals_paused;
+    uint32_t want = (paused ? 0 : EPOLLIN) | (wire_queued(w) ? EPOLLOUT : 0);
+
+    if (w->fd >= 0 && want != w->events && bt_poller_mod_fd(w->a->poller, w->fd, want) == ICBC_OK)
+        w->events = want;
+}
+
 /* Appends A and B (either may be empty) and writes what the socket takes. */
 static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_t blen)
 {
@@ -152,12 +178,17 @@ static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_
     w->len = need;
     if (!w->inproc && wire_flush(w) != 0)
         w->broken = 1;
+    if (!w->inproc)
+        wire_arm(w);
 }
 
 static void wire_close(wire_t *w)
 {
-    if (w->fd >= 0)
+    if (w->fd >= 0) {
+        if (w->a)
+            bt_poller_del_fd(w->a->poller, w->fd);
         close(w->fd);
+    }
     w->fd = -1;
     w->off = w->len = 0;
 }
@@ -215,8 +246,9 @@ static void local_ended(impi_agent_t *a, int k)
 
 static void on_host_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
-    impi_agent_t *a = ((void **) arg)[0];
-    int host = (int) (intptr_t) ((void **) arg)[1];
+    const wire_t *w = arg; /* the host connection it came on */
+    impi_agent_t *a = w->a;
+    int host = w->who;
     uint8_t fh[IMPI_FRAME_HDR_SIZE + IMPI_PKT_HDR_SIZE];
 
     if (a->hosts[host].closed)
@@ -237,8 +269,9 @@ static void on_host_packet(void *arg, const impi_rx_pkt_t *pkt)
 
 static void on_local_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len)
 {
-    impi_agent_t *a = ((void **) arg)[0];
-    int k = (int) (intptr_t) ((void **) arg)[1];
+    const wire_t *w = arg; /* the link it came on */
+    impi_agent_t *a = w->a;
+    int k = -w->who - 1;
 
     switch (kind) {
     case IMPI_FRAME_PACKET:
@@ -252,10 +285,44 @@ static void on_local_frame(void *arg, uint32_t kind, uint32_t host, const uint8_
     }
 }
 
+static void read_host(impi_agent_t *a, int h);
+static void read_local(impi_agent_t *a, int k);
+
+/* The poller's callback for every descriptor. */
+static void on_ready(int fd, uint32_t events, void *arg)
+{
+    wire_t *w = arg;
+
+    (void) fd;
+    if ((events & EPOLLOUT) && wire_flush(w) != 0)
+        w->broken = 1;
+    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || w->broken)
+        return;
+    if (w->who >= 0)
+        read_host(w->a, w->who);
+    else
+        read_local(w->a, -w->who - 1);
+    wire_arm(w);
+}
+
+/* W on FD, non-blocking, read from now on. */
+static icbc_status_t wire_open(impi_agent_t *a, wire_t *w, int who, int fd)
+{
+    w->a = a;
+    w->who = who;
+    w->fd = fd;
+    if (fd < 0)
+        return ICBC_OK;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    w->events = EPOLLIN;
+    return bt_poller_add_fd(a->poller, fd, w->events, on_ready, w);
+}
+
 icbc_status_t impi_agent_create(const impi_layout_t *l, int self, const int *host_fds,
                                 const int *local_fds, int fini_timeout_ms, impi_agent_t **out)
 {
     impi_agent_t *a;
+    icbc_status_t st = ICBC_ERR_NO_MEMORY;
 
     if (self < 0 || self >= l->nhosts_total || l->hosts[self].nprocs == 0)
         return ICBC_ERR_INVALID;
@@ -270,46 +337,50 @@ icbc_status_t impi_agent_create(const impi_layout_t *l, int self, const int *hos
     a->fini_timeout_ms = fini_timeout_ms;
     a->hosts = calloc((size_t) a->nhosts, sizeof(*a->hosts));
     a->locals = calloc((size_t) a->nlocal, sizeof(*a->locals));
-    a->pfd = calloc((size_t) (a->nhosts + a->nlocal), sizeof(*a->pfd));
-    a->pfd_who = calloc((size_t) (a->nhosts + a->nlocal), sizeof(*a->pfd_who));
-    if (!a->hosts || !a->locals || !a->pfd || !a->pfd_who)
-        goto nomem;
+    if (!a->hosts || !a->locals)
+        goto fail;
+    for (int h = 0; h < a->nhosts; h++)
+        a->hosts[h].w.fd = -1;
+    for (int k = 0; k < a->nlocal; k++)
+        a->locals[k].w.fd = -1;
+    if ((st = bt_poller_create(&a->poller)) != ICBC_OK)
+        goto fail;
     for (int h = 0; h < a->nhosts; h++) {
         host_conn_t *hc = &a->hosts[h];
-        hc->w.fd = host_fds[h];
+        st = wire_open(a, &hc->w, h, host_fds[h]);
+        if (st != ICBC_OK)
+            goto fail;
         if (hc->w.fd < 0) {
             hc->closed = 1;
             continue;
         }
-        fcntl(hc->w.fd, F_SETFL, fcntl(hc->w.fd, F_GETFL) | O_NONBLOCK);
-        if (impi_rx_init(&hc->rx, l, self, h) != ICBC_OK)
-            goto nomem;
+        if ((st = impi_rx_init(&hc->rx, l, self, h)) != ICBC_OK)
+            goto fail;
     }
     for (int k = 0; k < a->nlocal; k++) {
         local_link_t *lk = &a->locals[k];
-        lk->w.fd = local_fds[k] >= 0 ? local_fds[k] : -1;
+        st = wire_open(a, &lk->w, -k - 1, local_fds[k] >= 0 ? local_fds[k] : -1);
+        if (st != ICBC_OK)
+            goto fail;
         lk->w.inproc = local_fds[k] == IMPI_AGENT_INPROC;
         if (lk->w.fd < 0 && !lk->w.inproc) {
             lk->gone = 1;
             continue;
         }
-        if (lk->w.fd >= 0)
-            fcntl(lk->w.fd, F_SETFL, fcntl(lk->w.fd, F_GETFL) | O_NONBLOCK);
-        if (impi_frames_init(&lk->fr, l->datalen) != ICBC_OK)
-            goto nomem;
+        if ((st = impi_frames_init(&lk->fr, l->datalen)) != ICBC_OK)
+            goto fail;
     }
     *out = a;
     return ICBC_OK;
-nomem:
+fail:
     impi_agent_destroy(a);
-    return ICBC_ERR_NO_MEMORY;
+    return st;
 }
 
 static void read_host(impi_agent_t *a, int h)
 {
     host_conn_t *hc = &a->hosts[h];
     char err[256];
-    void *arg[2] = { a, (void *) (intptr_t) h };
     ssize_t r = recv(hc->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
 
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
@@ -323,7 +394,8 @@ static void read_host(impi_agent_t *a, int h)
         host_lost(a, h, r == 0 ? "it closed its connection" : strerror(errno));
         return;
     }
-    if (impi_rx_feed(&hc->rx, a->buf, (size_t) r, on_host_packet, arg, err, sizeof(err)) != ICBC_OK)
+    if (impi_rx_feed(&hc->rx, a->buf, (size_t) r, on_host_packet, &hc->w, err, sizeof(err)) !=
+        ICBC_OK)
         host_lost(a, h, err);
 }
 
@@ -331,12 +403,11 @@ static void read_local(impi_agent_t *a, int k)
 {
     local_link_t *lk = &a->locals[k];
     char err[256];
-    void *arg[2] = { a, (void *) (intptr_t) k };
     ssize_t r = recv(lk->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
 
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
-    if (r <= 0 || impi_frames_feed(&lk->fr, a->buf, (size_t) r, on_local_frame, arg, err,
+    if (r <= 0 || impi_frames_feed(&lk->fr, a->buf, (size_t) r, on_local_frame, &lk->w, err,
                                    sizeof(err)) != ICBC_OK)
         local_ended(a, k);
 }
@@ -374,38 +445,38 @@ static void check_end(impi_agent_t *a)
     }
 }
 
-/* The connections and links to wait on, at most MAX, in PFD, and whom each
- * is (WHO, when not NULL: a host, or local -(who) - 1). */
-static int gather_fds(const impi_agent_t *a, struct pollfd *pfd, int *who, int max)
+int impi_agent_fd(const impi_agent_t *a)
 {
-    int n = 0;
-
-    for (int i = 0; i < a->nhosts + a->nlocal && n < max; i++) {
-        const wire_t *w = i < a->nhosts ? &a->hosts[i].w : &a->locals[i - a->nhosts].w;
-        if (w->fd < 0)
-            continue;
-        pfd[n] = (struct pollfd){ w->fd, (short) (POLLIN | (w->len > w->off ? POLLOUT : 0)), 0 };
-        if (who)
-            who[n] = i < a->nhosts ? i : -(i - a->nhosts) - 1;
-        n++;
-    }
-    return n;
+    return bt_poller_fd(a->poller);
 }
 
-int impi_agent_fds(const impi_agent_t *a, struct pollfd *pfd, int max)
+/* Back-pressure (struct impi_agent), then what each descriptor waits for. */
+static void update_interest(impi_agent_t *a)
 {
-    return gather_fds(a, pfd, NULL, max);
+    size_t to_hosts = 0, to_locals = 0;
+
+    for (int h = 0; h < a->nhosts; h++)
+        to_hosts = MAX_SZ(to_hosts, wire_queued(&a->hosts[h].w));
+    for (int k = 0; k < a->nlocal; k++)
+        to_locals = MAX_SZ(to_locals, wire_queued(&a->locals[k].w));
+    a->locals_paused = to_hosts > IMPI_AGENT_QUEUE_MAX ||
+                       (a->locals_paused && to_hosts > IMPI_AGENT_QUEUE_MAX / 2);
+    a->hosts_paused = to_locals > IMPI_AGENT_QUEUE_MAX ||
+                      (a->hosts_paused && to_locals > IMPI_AGENT_QUEUE_MAX / 2);
+    for (int h = 0; h < a->nhosts; h++)
+        wire_arm(&a->hosts[h].w);
+    for (int k = 0; k < a->nlocal; k++)
+        wire_arm(&a->locals[k].w);
 }
 
 void impi_agent_local_input(impi_agent_t *a, int k, const void *bytes, size_t len)
 {
     char err[128];
-    void *arg[2] = { a, (void *) (intptr_t) k };
     local_link_t *lk = &a->locals[k];
 
     if (lk->gone || !lk->w.inproc)
         return;
-    if (impi_frames_feed(&lk->fr, bytes, len, on_local_frame, arg, err, sizeof(err)) != ICBC_OK)
+    if (impi_frames_feed(&lk->fr, bytes, len, on_local_frame, &lk->w, err, sizeof(err)) != ICBC_OK)
         lk->w.broken = 1;
 }
 
@@ -445,27 +516,9 @@ size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)
 
 int impi_agent_poll(impi_agent_t *a, int timeout_ms)
 {
-    int n = gather_fds(a, a->pfd, a->pfd_who, a->nhosts + a->nlocal);
-
     if (a->fini_deadline > 0 && timeout_ms > 100)
         timeout_ms = 100; /* the end has a deadline */
-    if (n > 0 && poll(a->pfd, (nfds_t) n, timeout_ms) > 0) {
-        for (int i = 0; i < n; i++) {
-            int who = a->pfd_who[i];
-            wire_t *w = who >= 0 ? &a->hosts[who].w : &a->locals[-who - 1].w;
-            short ev = a->pfd[i].revents;
-            if (ev == 0 || w->fd != a->pfd[i].fd)
-                continue; /* closed in this round */
-            if ((ev & POLLOUT) && wire_flush(w) != 0)
-                w->broken = 1;
-            if (!(ev & (POLLIN | POLLHUP | POLLERR)) || w->broken)
-                continue;
-            if (who >= 0)
-                read_host(a, who);
-            else
-                read_local(a, -who - 1);
-        }
-    }
+    bt_poller_wait(a->poller, timeout_ms);
     /* what failed to be written in this round */
     for (int h = 0; h < a->nhosts; h++)
         if (a->hosts[h].w.broken && !a->hosts[h].closed)
@@ -474,6 +527,7 @@ int impi_agent_poll(impi_agent_t *a, int timeout_ms)
         if (a->locals[k].w.broken)
             local_ended(a, k);
     check_end(a);
+    update_interest(a);
     for (int h = 0; h < a->nhosts; h++)
         if (!a->hosts[h].closed)
             return 0;
@@ -499,7 +553,6 @@ void impi_agent_destroy(impi_agent_t *a)
     }
     free(a->hosts);
     free(a->locals);
-    free(a->pfd);
-    free(a->pfd_who);
+    bt_poller_destroy(a->poller);
     free(a);
 }

@@ -31,7 +31,6 @@
 #ifndef ICBC_IMPI_AGENT_H
 #define ICBC_IMPI_AGENT_H
 
-#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,18 +95,29 @@ typedef struct impi_agent impi_agent_t;
  * descriptor (it makes them non-blocking). FINI_TIMEOUT_MS bounds the wait
  * for the other hosts' FINI once every process is done.
  *
+ * The agent runs on a bt_lib poller of its own (one epoll descriptor for all
+ * of them). A host connection's queue and a process's link's queue are
+ * bounded by back-pressure: while one holds more than IMPI_AGENT_QUEUE_MAX
+ * bytes, what feeds it is not read (the links of the processes, or the host
+ * connections), until it is below half of that. IMPI's flow control
+ * (HIWATER packets per pair) keeps the queues below it in a job of a few
+ * hosts; the bound holds where many pairs fill one connection at once.
+ *
  * An agent is not thread-safe: a caller that runs it from two threads (the
  * node's first process in its progress loop, and a thread of its own while
  * that process computes) holds a lock around every call, and waits for its
- * descriptors (impi_agent_fds) without it. */
+ * descriptor (impi_agent_fd) without it. */
+#define IMPI_AGENT_QUEUE_MAX (16u << 20)
+
 icbc_status_t impi_agent_create(const impi_layout_t *layout, int self, const int *host_fds,
                                 const int *local_fds, int fini_timeout_ms, impi_agent_t **agent);
 /* Waits up to TIMEOUT_MS for the connections and moves what they have.
  * Returns 1 once the host has ended: every process done and every host
  * connection closed. */
 int impi_agent_poll(impi_agent_t *agent, int timeout_ms);
-/* The descriptors to wait on (at most MAX) in PFD; returns their number. */
-int impi_agent_fds(const impi_agent_t *agent, struct pollfd *pfd, int max);
+/* The one descriptor to wait on (readable when the agent has work: poll(2)
+ * it, then impi_agent_poll with timeout 0). */
+int impi_agent_fd(const impi_agent_t *agent);
 /* Frames from the in-process process K (any pieces). */
 void impi_agent_local_input(impi_agent_t *agent, int k, const void *bytes, size_t len);
 /* The in-process process's packet for HOST, without a frame: HEAD (its

@@ -713,23 +713,15 @@ static int link_accept(int lfd, const impi_host_t *h, int *fds, double deadline,
  * the lock first moves it, and the other finds nothing). */
 static void *agent_thread(void *arg)
 {
-    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    int max = l->nhosts_total + (int) l->hosts[IH.self_host].nprocs, n, done = 0;
-    struct pollfd *pfd = MPL_malloc(sizeof(*pfd) * max, MPL_MEM_OTHER);
+    struct pollfd p = { impi_agent_fd(IH.agent), POLLIN, 0 };
+    int done = 0;
 
     while (!done) {
-        pthread_mutex_lock(&IH.agent_lock);
-        n = pfd ? impi_agent_fds(IH.agent, pfd, max) : 0;
-        pthread_mutex_unlock(&IH.agent_lock);
-        if (pfd)
-            poll(pfd, (nfds_t) n, 100);
-        else
-            usleep(1000);
+        poll(&p, 1, 100);
         pthread_mutex_lock(&IH.agent_lock);
         done = impi_agent_poll(IH.agent, 0);
         pthread_mutex_unlock(&IH.agent_lock);
     }
-    MPL_free(pfd);
     return NULL;
 }
 
