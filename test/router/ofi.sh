@@ -4,12 +4,11 @@
 # build directory, as make check does.
 #
 # One test does not pass on libfabric yet and is left out, by name:
-#   ResidentSizeBoundUnderFlood: tcp;ofi_rxm takes about 70 MB as it starts
-#     (4096 shared receive buffers of 16 KiB), above the 12 MiB the test
-#     allows over the resident size before the router starts; with fewer
-#     (FI_OFI_RXM_MSG_RX_SIZE=1024: 20 MB) it still grows its pools in steps
-#     larger than the router's reserve under --max-rss (32 MiB allowed: peak
-#     50 MB against a bound of 42 MB).
+#   ResidentSizeBoundUnderFlood: tcp;ofi_rxm takes about 20 MB as it starts
+#     (with the 1024 shared receive buffers the fabric asks of it), above the
+#     12 MiB the test allows over the resident size before the router starts,
+#     and it grows its buffer pools in steps larger than the router's reserve
+#     under --max-rss (32 MiB allowed: peak 50 MB against a bound of 42 MB).
 echo "not run on libfabric: RouterTest.ResidentSizeBoundUnderFlood (test/router/ofi.sh says why)"
 ICBC_TEST_FABRIC_API=ofi exec test/router/icbc_router_tests \
     --gtest_filter=-RouterTest.ResidentSizeBoundUnderFlood "$@"
