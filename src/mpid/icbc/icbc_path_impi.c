@@ -68,7 +68,7 @@ static struct {
     struct icbc_in **icbc_in;      /* per world rank: its message arriving in pieces */
     MPIDI_ICBC_path_done_t *dones; /* lane sends copied out, to complete in progress */
     int ndones, dones_cap;
-} IH; /* this process's side of its node's IMPI host */
+} impi_host; /* this process's side of its node's IMPI host */
 
 static const MPIDI_ICBC_path_up_t *above;   /* the layer above, for ICBC's packets */
 static const MPIDI_ICBC_impi_up_t *impi_up; /* the IMPI protocol */
@@ -81,37 +81,37 @@ static void link_lost(const char *why);
 /* Writes what the link takes now; -1: it broke. */
 static int flush_out(void)
 {
-    return impi_send_pending(IH.link, IH.out, &IH.out_off, &IH.out_len);
+    return impi_send_pending(impi_host.link, impi_host.out, &impi_host.out_off, &impi_host.out_len);
 }
 
 /* A frame to the agent: its header, then A and B (either may be empty). */
 static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_t alen,
                               const void *b, size_t blen)
 {
-    size_t need = IH.out_len + IMPI_FRAME_HDR_SIZE + alen + blen;
+    size_t need = impi_host.out_len + IMPI_FRAME_HDR_SIZE + alen + blen;
 
-    if (IH.link < 0 && !IH.agent)
+    if (impi_host.link < 0 && !impi_host.agent)
         return ICBC_ERR_PEER_FAILED;
-    if (need > IH.out_cap) {
-        size_t cap = MPL_MAX(2 * IH.out_cap, need);
-        uint8_t *p = MPL_realloc(IH.out, cap, MPL_MEM_BUFFER);
+    if (need > impi_host.out_cap) {
+        size_t cap = MPL_MAX(2 * impi_host.out_cap, need);
+        uint8_t *p = MPL_realloc(impi_host.out, cap, MPL_MEM_BUFFER);
         if (p == NULL)
             return ICBC_ERR_NO_MEMORY;
-        IH.out = p;
-        IH.out_cap = cap;
+        impi_host.out = p;
+        impi_host.out_cap = cap;
     }
-    uint8_t *w = IH.out + IH.out_len;
+    uint8_t *w = impi_host.out + impi_host.out_len;
     impi_frame_hdr_pack(kind, host, (uint32_t) (alen + blen), w);
     if (alen)
         memcpy(w + IMPI_FRAME_HDR_SIZE, a, alen);
     if (blen)
         memcpy(w + IMPI_FRAME_HDR_SIZE + alen, b, blen);
-    IH.out_len = need;
-    if (IH.agent) { /* this process is the node's first: straight to the agent */
-        pthread_mutex_lock(&IH.agent_lock);
-        impi_agent_local_input(IH.agent, 0, IH.out, IH.out_len);
-        pthread_mutex_unlock(&IH.agent_lock);
-        IH.out_len = 0;
+    impi_host.out_len = need;
+    if (impi_host.agent) { /* this process is the node's first: straight to the agent */
+        pthread_mutex_lock(&impi_host.agent_lock);
+        impi_agent_local_input(impi_host.agent, 0, impi_host.out, impi_host.out_len);
+        pthread_mutex_unlock(&impi_host.agent_lock);
+        impi_host.out_len = 0;
         return ICBC_OK;
     }
     if (flush_out() != 0) {
@@ -127,14 +127,14 @@ icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_le
 {
     icbc_status_t st;
 
-    if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || IH.conns[host].failed)
+    if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || impi_host.conns[host].failed)
         return ICBC_ERR_PEER_FAILED;
-    if (!IH.agent)
+    if (!impi_host.agent)
         return link_put(IMPI_FRAME_PACKET, (uint32_t) host, head, head_len, payload, len);
     /* this process is its host's first: straight onto the host connection */
-    pthread_mutex_lock(&IH.agent_lock);
-    st = impi_agent_local_packet(IH.agent, host, head, head_len, payload, len);
-    pthread_mutex_unlock(&IH.agent_lock);
+    pthread_mutex_lock(&impi_host.agent_lock);
+    st = impi_agent_local_packet(impi_host.agent, host, head, head_len, payload, len);
+    pthread_mutex_unlock(&impi_host.agent_lock);
     return st;
 }
 
@@ -166,11 +166,11 @@ static size_t host_backlog(int host)
 {
     size_t n;
 
-    if (!IH.agent)
-        return IH.out_len - IH.out_off; /* to the agent, for every host */
-    pthread_mutex_lock(&IH.agent_lock);
-    n = impi_agent_host_backlog(IH.agent, host);
-    pthread_mutex_unlock(&IH.agent_lock);
+    if (!impi_host.agent)
+        return impi_host.out_len - impi_host.out_off; /* to the agent, for every host */
+    pthread_mutex_lock(&impi_host.agent_lock);
+    n = impi_agent_host_backlog(impi_host.agent, host);
+    pthread_mutex_unlock(&impi_host.agent_lock);
     return n;
 }
 
@@ -178,29 +178,30 @@ static size_t host_backlog(int host)
  * progress, not inside the caller's send. */
 static int done_later(MPIDI_ICBC_xdone_cb_t cb, void *arg)
 {
-    if (IH.ndones == IH.dones_cap) {
-        int cap = MPL_MAX(64, 2 * IH.dones_cap);
-        MPIDI_ICBC_path_done_t *p = MPL_realloc(IH.dones, sizeof(*p) * cap, MPL_MEM_OTHER);
+    if (impi_host.ndones == impi_host.dones_cap) {
+        int cap = MPL_MAX(64, 2 * impi_host.dones_cap);
+        MPIDI_ICBC_path_done_t *p = MPL_realloc(impi_host.dones, sizeof(*p) * cap, MPL_MEM_OTHER);
         if (p == NULL)
             return -1;
-        IH.dones = p;
-        IH.dones_cap = cap;
+        impi_host.dones = p;
+        impi_host.dones_cap = cap;
     }
-    IH.dones[IH.ndones].cb = cb;
-    IH.dones[IH.ndones].arg = arg;
-    IH.ndones++;
+    impi_host.dones[impi_host.ndones].cb = cb;
+    impi_host.dones[impi_host.ndones].arg = arg;
+    impi_host.ndones++;
     return 0;
 }
 
 static int fire_dones(void)
 {
-    int n = IH.ndones;
+    int n = impi_host.ndones;
 
     /* a completion may send again and queue more: they wait for the next round */
     for (int i = 0; i < n; i++)
-        IH.dones[i].cb(IH.dones[i].arg, 1);
-    memmove(IH.dones, IH.dones + n, sizeof(*IH.dones) * (IH.ndones - n));
-    IH.ndones -= n;
+        impi_host.dones[i].cb(impi_host.dones[i].arg, 1);
+    memmove(impi_host.dones, impi_host.dones + n,
+            sizeof(*impi_host.dones) * (impi_host.ndones - n));
+    impi_host.ndones -= n;
     return n;
 }
 
@@ -266,7 +267,7 @@ static void icbc_in_end(icbc_in_t *in, int ok)
 static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
 {
     const impi_pkt_hdr_t *h = pkt->hdr;
-    icbc_in_t *in = IH.icbc_in ? IH.icbc_in[pkt->src] : NULL;
+    icbc_in_t *in = impi_host.icbc_in ? impi_host.icbc_in[pkt->src] : NULL;
     size_t count = (size_t) h->count, part = pkt->len - count;
     void *dest;
 
@@ -298,15 +299,16 @@ static void on_icbc_packet(int host, const impi_rx_pkt_t *pkt)
         above->recv_end(&x, 1);
         return;
     }
-    if (IH.icbc_in == NULL) {
-        IH.icbc_in = MPL_calloc(MPIR_Process.size, sizeof(*IH.icbc_in), MPL_MEM_OTHER);
-        if (IH.icbc_in == NULL) {
+    if (impi_host.icbc_in == NULL) {
+        impi_host.icbc_in =
+            MPL_calloc(MPIR_Process.size, sizeof(*impi_host.icbc_in), MPL_MEM_OTHER);
+        if (impi_host.icbc_in == NULL) {
             host_failed(host, "out of memory for an arriving message");
             return;
         }
     }
     if (in == NULL &&
-        (in = IH.icbc_in[pkt->src] = MPL_calloc(1, sizeof(*in), MPL_MEM_OTHER)) == NULL) {
+        (in = impi_host.icbc_in[pkt->src] = MPL_calloc(1, sizeof(*in), MPL_MEM_OTHER)) == NULL) {
         host_failed(host, "out of memory for an arriving message");
         return;
     }
@@ -330,7 +332,7 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
     int host = (int) (intptr_t) arg;
     char err[256];
 
-    if (IH.conns[host].failed)
+    if (impi_host.conns[host].failed)
         return;
     if (pkt->hdr->type == IMPI_PK_ICBC) {
         on_icbc_packet(host, pkt);
@@ -348,7 +350,7 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
  * and the sends to them in flight end with an error. */
 static void host_failed(int host, const char *why)
 {
-    conn_t *c = &IH.conns[host];
+    conn_t *c = &impi_host.conns[host];
     const impi_host_t *h = &MPIDI_ICBC_impi.layout.hosts[host];
 
     if (c->failed)
@@ -365,8 +367,8 @@ static void host_failed(int host, const char *why)
         above->peer_failed(h->first_rank + (int) k, why);
     if (impi_up)
         impi_up->host_lost(host, why);
-    for (uint32_t k = 0; IH.icbc_in && k < h->nprocs; k++) {
-        icbc_in_t *in = IH.icbc_in[h->first_rank + (int) k];
+    for (uint32_t k = 0; impi_host.icbc_in && k < h->nprocs; k++) {
+        icbc_in_t *in = impi_host.icbc_in[h->first_rank + (int) k];
         if (in && in->active)
             icbc_in_end(in, 0);
     }
@@ -408,12 +410,12 @@ static void link_lost(const char *why)
 {
     char err[256];
 
-    if (IH.link < 0)
+    if (impi_host.link < 0)
         return;
-    close(IH.link);
-    IH.link = -1;
+    close(impi_host.link);
+    impi_host.link = -1;
     snprintf(err, sizeof(err), "the link to this node's IMPI host (world rank %d) broke: %s",
-             MPIDI_ICBC_impi.layout.hosts[IH.self_host].first_rank, why);
+             MPIDI_ICBC_impi.layout.hosts[impi_host.self_host].first_rank, why);
     for (int host = 0; host < MPIDI_ICBC_impi.layout.nhosts_total; host++)
         if (MPIDI_ICBC_impi.layout.hosts[host].client != MPIDI_ICBC_impi.client)
             host_failed(host, err);
@@ -424,14 +426,15 @@ static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *bod
     char err[256];
 
     /* the agent checked HOST when it read the packet from the WAN */
-    if (host >= (uint32_t) MPIDI_ICBC_impi.layout.nhosts_total || host == (uint32_t) IH.self_host)
+    if (host >= (uint32_t) MPIDI_ICBC_impi.layout.nhosts_total ||
+        host == (uint32_t) impi_host.self_host)
         return;
     if (kind == IMPI_FRAME_LOST) {
         snprintf(err, sizeof(err), "%.*s", (int) len, (const char *) body);
         host_failed((int) host, err);
-    } else if (kind == IMPI_FRAME_PACKET && !IH.conns[host].failed &&
-               impi_rx_feed(&IH.conns[host].rx, body, len, on_packet, (void *) (intptr_t) host, err,
-                            sizeof(err)) != ICBC_OK) {
+    } else if (kind == IMPI_FRAME_PACKET && !impi_host.conns[host].failed &&
+               impi_rx_feed(&impi_host.conns[host].rx, body, len, on_packet,
+                            (void *) (intptr_t) host, err, sizeof(err)) != ICBC_OK) {
         host_failed((int) host, err);
     }
 }
@@ -445,19 +448,19 @@ static int agent_progress(void)
     char err[256];
     size_t n;
 
-    if (IH.in_walk)
+    if (impi_host.in_walk)
         return 0; /* a callback of the frames below made progress */
-    pthread_mutex_lock(&IH.agent_lock);
-    impi_agent_poll(IH.agent, 0);
-    n = impi_agent_local_swap(IH.agent, 0, &IH.in, &IH.in_cap);
-    pthread_mutex_unlock(&IH.agent_lock);
+    pthread_mutex_lock(&impi_host.agent_lock);
+    impi_agent_poll(impi_host.agent, 0);
+    n = impi_agent_local_swap(impi_host.agent, 0, &impi_host.in, &impi_host.in_cap);
+    pthread_mutex_unlock(&impi_host.agent_lock);
     /* whole frames, whose packets the agent held to the layout: read in
      * place */
-    IH.in_walk = 1;
+    impi_host.in_walk = 1;
     for (size_t off = 0; off + IMPI_FRAME_HDR_SIZE <= n;) {
-        uint32_t kind = icbc_get32(IH.in + off), host = icbc_get32(IH.in + off + 4);
-        uint32_t len = icbc_get32(IH.in + off + 8);
-        const uint8_t *body = IH.in + off + IMPI_FRAME_HDR_SIZE;
+        uint32_t kind = icbc_get32(impi_host.in + off), host = icbc_get32(impi_host.in + off + 4);
+        uint32_t len = icbc_get32(impi_host.in + off + 8);
+        const uint8_t *body = impi_host.in + off + IMPI_FRAME_HDR_SIZE;
         impi_pkt_hdr_t hdr;
         off += IMPI_FRAME_HDR_SIZE + len;
         if (host >= (uint32_t) l->nhosts_total || kind != IMPI_FRAME_PACKET ||
@@ -465,12 +468,12 @@ static int agent_progress(void)
             on_frame(NULL, kind, host, body, len);
             continue;
         }
-        if (IH.conns[host].failed)
+        if (impi_host.conns[host].failed)
             continue;
         impi_rx_pkt_t pkt = { &hdr, -1, -1, body + IMPI_PKT_HDR_SIZE, len - IMPI_PKT_HDR_SIZE };
         if (impi_pkt_hdr_parse(body, l->datalen, &hdr) == ICBC_OK) {
             pkt.src = impi_layout_proc_rank(l, (int) host, &hdr.src);
-            pkt.dest = impi_layout_proc_rank(l, IH.self_host, &hdr.dest);
+            pkt.dest = impi_layout_proc_rank(l, impi_host.self_host, &hdr.dest);
         }
         if (pkt.src < 0 || pkt.dest != MPIR_Process.rank || pkt.len != hdr.len) {
             snprintf(err, sizeof(err),
@@ -482,7 +485,7 @@ static int agent_progress(void)
         }
         on_packet((void *) (intptr_t) host, &pkt);
     }
-    IH.in_walk = 0;
+    impi_host.in_walk = 0;
     return n > 0;
 }
 
@@ -492,16 +495,18 @@ static int impi_progress(void)
     char err[256];
     int events = 0;
 
-    if (IH.ndones)
+    if (impi_host.ndones)
         events = fire_dones();
-    if (IH.open && IH.agent) {
+    if (impi_host.open && impi_host.agent) {
         events += agent_progress();
         server_check();
         return events;
     }
-    if (!IH.open || IH.link < 0)
+    if (!impi_host.open || impi_host.link < 0)
         return events;
-    struct pollfd p = { IH.link, (short) (POLLIN | (IH.out_len > IH.out_off ? POLLOUT : 0)), 0 };
+    struct pollfd p = { impi_host.link,
+                        (short) (POLLIN | (impi_host.out_len > impi_host.out_off ? POLLOUT : 0)),
+                        0 };
     if (poll(&p, 1, 0) > 0) {
         events++;
         if ((p.revents & POLLOUT) && flush_out() != 0) {
@@ -509,11 +514,11 @@ static int impi_progress(void)
             return 1;
         }
         if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = recv(IH.link, buf, sizeof(buf), MSG_DONTWAIT);
+            ssize_t r = recv(impi_host.link, buf, sizeof(buf), MSG_DONTWAIT);
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
                 link_lost(r == 0 ? "it closed" : strerror(errno));
-            else if (r > 0 && impi_frames_feed(&IH.frames, buf, (size_t) r, on_frame, NULL, err,
-                                               sizeof(err)) != ICBC_OK)
+            else if (r > 0 && impi_frames_feed(&impi_host.frames, buf, (size_t) r, on_frame, NULL,
+                                               err, sizeof(err)) != ICBC_OK)
                 link_lost(err);
         }
     }
@@ -546,7 +551,7 @@ static int connect_host(int host, struct in_addr self_addr, double deadline, cha
         /* from the address this host advertised: LAM knows a host by it */
         if (bind(fd, (struct sockaddr *) &me, sizeof(me)) == 0 &&
             connect(fd, (struct sockaddr *) &to, sizeof(to)) == 0) {
-            icbc_put32(rank, (uint32_t) IH.self_host);
+            icbc_put32(rank, (uint32_t) impi_host.self_host);
             if (send(fd, rank, sizeof(rank), MSG_NOSIGNAL) == (ssize_t) sizeof(rank))
                 return fd;
         }
@@ -614,8 +619,8 @@ static int accept_hosts(int *fds, int want, double deadline, char *why, size_t w
             close(fd);
             continue;
         }
-        if (impi_host_accept_check(l, IH.self_host, rank, from.sin_addr.s_addr, connected, &host,
-                                   err, sizeof(err)) != ICBC_OK ||
+        if (impi_host_accept_check(l, impi_host.self_host, rank, from.sin_addr.s_addr, connected,
+                                   &host, err, sizeof(err)) != ICBC_OK ||
             l->hosts[host].client == MPIDI_ICBC_impi.client) {
             icbc_warn("refused an IMPI connection from %s: %s", a,
                       err[0] ? err : "a host of this client");
@@ -713,14 +718,14 @@ static int link_accept(int lfd, const impi_host_t *h, int *fds, double deadline,
  * the lock first moves it, and the other finds nothing). */
 static void *agent_thread(void *arg)
 {
-    struct pollfd p = { impi_agent_fd(IH.agent), POLLIN, 0 };
+    struct pollfd p = { impi_agent_fd(impi_host.agent), POLLIN, 0 };
     int done = 0;
 
     while (!done) {
         poll(&p, 1, 100);
-        pthread_mutex_lock(&IH.agent_lock);
-        done = impi_agent_poll(IH.agent, 0);
-        pthread_mutex_unlock(&IH.agent_lock);
+        pthread_mutex_lock(&impi_host.agent_lock);
+        done = impi_agent_poll(impi_host.agent, 0);
+        pthread_mutex_unlock(&impi_host.agent_lock);
     }
     return NULL;
 }
@@ -733,7 +738,7 @@ static int host_open(struct in_addr self_addr, double deadline)
 {
     int mpi_errno = MPI_SUCCESS;
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    const impi_host_t *self = &l->hosts[IH.self_host];
+    const impi_host_t *self = &l->hosts[impi_host.self_host];
     int n = l->nhosts_total, want = 0, lfd = -1;
     int *host_fds = MPL_malloc(sizeof(int) * n, MPL_MEM_OTHER);
     int *local_fds = MPL_malloc(sizeof(int) * self->nprocs, MPL_MEM_OTHER);
@@ -757,7 +762,7 @@ static int host_open(struct in_addr self_addr, double deadline)
     for (int h = 0; h < n; h++) {
         if (l->hosts[h].client == MPIDI_ICBC_impi.client)
             continue;
-        if (!impi_host_connects(IH.self_host, h)) {
+        if (!impi_host_connects(impi_host.self_host, h)) {
             want++;
             continue;
         }
@@ -775,9 +780,9 @@ static int host_open(struct in_addr self_addr, double deadline)
         }
     local_fds[0] = IMPI_AGENT_INPROC; /* this process */
     /* the agent owns the descriptors from here on, also when it fails */
-    if (impi_agent_create(l, IH.self_host, host_fds, local_fds,
+    if (impi_agent_create(l, impi_host.self_host, host_fds, local_fds,
                           MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000,
-                          &IH.agent) != ICBC_OK) {
+                          &impi_host.agent) != ICBC_OK) {
         for (int h = 0; h < n; h++)
             if (host_fds[h] >= 0)
                 close(host_fds[h]);
@@ -786,13 +791,13 @@ static int host_open(struct in_addr self_addr, double deadline)
                 close(local_fds[k]);
         MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
     }
-    pthread_mutex_init(&IH.agent_lock, NULL);
+    pthread_mutex_init(&impi_host.agent_lock, NULL);
     /* a host of one process (every process of a job of ICBC clients) needs
      * no thread: what it receives waits in the sockets for its progress, as
      * on every other path */
-    IH.has_thread = self->nprocs > 1;
-    MPIR_ERR_CHKANDJUMP(IH.has_thread &&
-                            pthread_create(&IH.agent_thread, NULL, agent_thread, NULL) != 0,
+    impi_host.has_thread = self->nprocs > 1;
+    MPIR_ERR_CHKANDJUMP(impi_host.has_thread &&
+                            pthread_create(&impi_host.agent_thread, NULL, agent_thread, NULL) != 0,
                         mpi_errno, MPI_ERR_OTHER, "**nomem");
 fn_exit:
     if (lfd >= 0)
@@ -801,7 +806,7 @@ fn_exit:
     MPL_free(local_fds);
     return mpi_errno;
 fn_fail:
-    if (IH.agent == NULL) {
+    if (impi_host.agent == NULL) {
         for (int h = 0; host_fds && h < n; h++)
             if (host_fds[h] >= 0)
                 close(host_fds[h]);
@@ -809,8 +814,8 @@ fn_fail:
             if (local_fds[k] >= 0)
                 close(local_fds[k]);
     } else {
-        impi_agent_destroy(IH.agent);
-        IH.agent = NULL;
+        impi_agent_destroy(impi_host.agent);
+        impi_host.agent = NULL;
     }
     goto fn_exit;
 }
@@ -824,16 +829,17 @@ int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *above_)
     char why[512];
 
     above = above_;
-    IH.link = -1;
-    MPIDI_ICBC_impi_where(MPIR_Process.rank, &client, &IH.self_host);
-    const impi_host_t *self = &l->hosts[IH.self_host];
-    IH.conns = MPL_calloc(l->nhosts_total, sizeof(*IH.conns), MPL_MEM_OTHER);
-    MPIR_ERR_CHKANDJUMP(IH.conns == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIR_ERR_CHKANDJUMP(impi_frames_init(&IH.frames, l->datalen) != ICBC_OK, mpi_errno,
+    impi_host.link = -1;
+    MPIDI_ICBC_impi_where(MPIR_Process.rank, &client, &impi_host.self_host);
+    const impi_host_t *self = &l->hosts[impi_host.self_host];
+    impi_host.conns = MPL_calloc(l->nhosts_total, sizeof(*impi_host.conns), MPL_MEM_OTHER);
+    MPIR_ERR_CHKANDJUMP(impi_host.conns == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_ERR_CHKANDJUMP(impi_frames_init(&impi_host.frames, l->datalen) != ICBC_OK, mpi_errno,
                         MPI_ERR_OTHER, "**nomem");
     for (int h = 0; h < l->nhosts_total; h++)
         if (l->hosts[h].client != MPIDI_ICBC_impi.client)
-            MPIR_ERR_CHKANDJUMP(impi_rx_init(&IH.conns[h].rx, l, IH.self_host, h) != ICBC_OK,
+            MPIR_ERR_CHKANDJUMP(impi_rx_init(&impi_host.conns[h].rx, l, impi_host.self_host, h) !=
+                                    ICBC_OK,
                                 mpi_errno, MPI_ERR_OTHER, "**nomem");
 
     if (MPIR_Process.rank == self->first_rank) {
@@ -843,8 +849,8 @@ int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *above_)
         mpi_errno = host_open(self_addr, deadline);
         MPIR_ERR_CHECK(mpi_errno);
     } else {
-        IH.link = link_connect(self, deadline, why, sizeof(why));
-        if (IH.link < 0)
+        impi_host.link = link_connect(self, deadline, why, sizeof(why));
+        if (impi_host.link < 0)
             MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**icbc_impi", "**icbc_impi %s", why);
     }
     /* every host this one talks to is connected (or it is the first
@@ -852,9 +858,9 @@ int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *above_)
      * the job runs */
     close(MPIDI_ICBC_impi.listen_fd);
     MPIDI_ICBC_impi.listen_fd = -1;
-    if (IH.link >= 0)
-        fcntl(IH.link, F_SETFL, O_NONBLOCK);
-    IH.open = 1;
+    if (impi_host.link >= 0)
+        fcntl(impi_host.link, F_SETFL, O_NONBLOCK);
+    impi_host.open = 1;
 fn_fail:
     return mpi_errno;
 }
@@ -867,45 +873,46 @@ static void impi_finalize(void)
 {
     double deadline = icbc_clock_coarse() + MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1);
 
-    if (!IH.open)
+    if (!impi_host.open)
         return;
     if (link_put(IMPI_FRAME_DONE, 0, NULL, 0, NULL, 0) == ICBC_OK)
-        while (IH.link >= 0 && IH.out_len > IH.out_off && icbc_clock_coarse() < deadline) {
+        while (impi_host.link >= 0 && impi_host.out_len > impi_host.out_off &&
+               icbc_clock_coarse() < deadline) {
             impi_progress();
             usleep(1000);
         }
-    if (IH.agent) {
-        if (IH.has_thread) {
-            pthread_join(IH.agent_thread, NULL);
+    if (impi_host.agent) {
+        if (impi_host.has_thread) {
+            pthread_join(impi_host.agent_thread, NULL);
         } else { /* FINI to every host, and theirs (bounded by the agent) */
-            while (!impi_agent_poll(IH.agent, 10))
+            while (!impi_agent_poll(impi_host.agent, 10))
                 ;
         }
-        impi_agent_destroy(IH.agent);
-        pthread_mutex_destroy(&IH.agent_lock);
+        impi_agent_destroy(impi_host.agent);
+        pthread_mutex_destroy(&impi_host.agent_lock);
     }
-    if (IH.link >= 0)
-        close(IH.link);
+    if (impi_host.link >= 0)
+        close(impi_host.link);
     for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
-        impi_rx_free(&IH.conns[h].rx);
-    impi_frames_free(&IH.frames);
-    for (int r = 0; IH.icbc_in && r < MPIR_Process.size; r++) {
-        if (IH.icbc_in[r] && IH.icbc_in[r]->active)
-            icbc_in_end(IH.icbc_in[r], 0);
-        MPL_free(IH.icbc_in[r]);
+        impi_rx_free(&impi_host.conns[h].rx);
+    impi_frames_free(&impi_host.frames);
+    for (int r = 0; impi_host.icbc_in && r < MPIR_Process.size; r++) {
+        if (impi_host.icbc_in[r] && impi_host.icbc_in[r]->active)
+            icbc_in_end(impi_host.icbc_in[r], 0);
+        MPL_free(impi_host.icbc_in[r]);
     }
-    MPL_free(IH.icbc_in);
-    MPL_free(IH.dones);
-    MPL_free(IH.conns);
-    MPL_free(IH.out);
-    free(IH.in); /* grown by the agent (realloc) */
-    memset(&IH, 0, sizeof(IH));
-    IH.link = -1;
+    MPL_free(impi_host.icbc_in);
+    MPL_free(impi_host.dones);
+    MPL_free(impi_host.conns);
+    MPL_free(impi_host.out);
+    free(impi_host.in); /* grown by the agent (realloc) */
+    memset(&impi_host, 0, sizeof(impi_host));
+    impi_host.link = -1;
 }
 
 static int impi_active(void)
 {
-    return IH.open;
+    return impi_host.open;
 }
 
 static int impi_nlanes(icbc_peer_t *peer)
@@ -915,17 +922,17 @@ static int impi_nlanes(icbc_peer_t *peer)
 
 static void impi_dump(FILE *f)
 {
-    fprintf(f, "  impi: host %d%s, %zu byte(s) to the host%s\n", IH.self_host,
-            IH.agent ? " (its agent runs here)" : "", IH.out_len - IH.out_off,
-            IH.link < 0 ? ", link closed" : "");
+    fprintf(f, "  impi: host %d%s, %zu byte(s) to the host%s\n", impi_host.self_host,
+            impi_host.agent ? " (its agent runs here)" : "", impi_host.out_len - impi_host.out_off,
+            impi_host.link < 0 ? ", link closed" : "");
     for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
-        if (IH.conns[h].failed)
+        if (impi_host.conns[h].failed)
             fprintf(f, "  impi:   host %d: lost\n", h);
-    for (int r = 0; IH.icbc_in && r < MPIR_Process.size; r++)
-        if (IH.icbc_in[r] && IH.icbc_in[r]->active)
+    for (int r = 0; impi_host.icbc_in && r < MPIR_Process.size; r++)
+        if (impi_host.icbc_in[r] && impi_host.icbc_in[r]->active)
             fprintf(f, "  impi:   ICBC message from rank %d: %llu of %llu bytes\n", r,
-                    (unsigned long long) IH.icbc_in[r]->got,
-                    (unsigned long long) IH.icbc_in[r]->total);
+                    (unsigned long long) impi_host.icbc_in[r]->got,
+                    (unsigned long long) impi_host.icbc_in[r]->total);
     if (impi_up)
         impi_up->dump(f);
 }

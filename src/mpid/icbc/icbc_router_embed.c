@@ -95,11 +95,11 @@ static struct {
     pthread_t thread;
     int running;
     char placement[160]; /* where this process runs, when a router shares its host */
-} E;
+} embedded;
 
 const char *MPIDI_ICBC_router_embed_placement(void)
 {
-    return E.placement;
+    return embedded.placement;
 }
 
 /* A process on a router's host that nothing bound leaves the router's
@@ -121,9 +121,10 @@ static void place_process(const icbc_routerfile_t *rf, const char *host)
     if (icbc_netif_holding((const struct sockaddr *) &rt->wan.sa, iface, sizeof(iface)) != ICBC_OK)
         iface[0] = '\0';
     moved = icbc_bind_avoid(spec, iface[0] ? iface : NULL, where, sizeof(where));
-    snprintf(E.placement, sizeof(E.placement), "CPUs %s (%s)", where,
+    snprintf(embedded.placement, sizeof(embedded.placement), "CPUs %s (%s)", where,
              moved ? "the router's left to it" : "as it was bound before MPI_Init");
-    icbc_info("runs on %s; router %s of this host: router-bind %s", E.placement, rt->host, spec);
+    icbc_info("runs on %s; router %s of this host: router-bind %s", embedded.placement, rt->host,
+              spec);
 }
 
 /* True when something listens on ADDR already (a router daemon, or the
@@ -143,7 +144,7 @@ static int addr_in_use(const icbc_rf_addr_t *a)
 
 static void *router_thread(void *arg)
 {
-    icbc_router_run(E.router);
+    icbc_router_run(embedded.router);
     return NULL;
 }
 
@@ -155,14 +156,14 @@ int MPIDI_ICBC_router_embed_start(void)
     const icbc_rf_router_t *rt;
     int cluster, rc;
 
-    if (icbc_routerfile_load_env(&E.rf, err, sizeof(err)) != ICBC_OK)
+    if (icbc_routerfile_load_env(&embedded.rf, err, sizeof(err)) != ICBC_OK)
         return MPI_SUCCESS; /* no router file: nothing to embed (errors come from xpath) */
-    if (icbc_routerfile_num_clusters(E.rf) < 2 ||
+    if (icbc_routerfile_num_clusters(embedded.rf) < 2 ||
         icbc_routerfile_self_host(host, sizeof(host)) != ICBC_OK)
         goto none;
-    place_process(E.rf, host);
+    place_process(embedded.rf, host);
     if (!MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER || MPIR_Process.local_rank != 0 ||
-        (rt = icbc_routerfile_find_router(E.rf, host, &cluster)) == NULL)
+        (rt = icbc_routerfile_find_router(embedded.rf, host, &cluster)) == NULL)
         goto none;
 
     if (addr_in_use(&rt->fabric) || addr_in_use(&rt->wan)) {
@@ -173,7 +174,7 @@ int MPIDI_ICBC_router_embed_start(void)
         goto none;
     }
     icbc_router_config_t cfg = {
-        .rf = E.rf,
+        .rf = embedded.rf,
         .host = host,
         .max_memory = (size_t) MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY, 1) << 20,
         .streams = MPL_MAX(MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS, 1),
@@ -188,56 +189,56 @@ int MPIDI_ICBC_router_embed_start(void)
                            ? MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES
                            : NULL,
     };
-    if (icbc_router_create(&cfg, &E.router, err, sizeof(err)) != ICBC_OK) {
+    if (icbc_router_create(&cfg, &embedded.router, err, sizeof(err)) != ICBC_OK) {
         /* MPICH keeps a line of an error stack short: the reason first */
         snprintf(why, sizeof(why), "rank %d cannot start the embedded router of host %s: %s",
                  MPIR_Process.rank, host, err);
         goto fail;
     }
-    rc = pthread_create(&E.thread, NULL, router_thread, NULL);
+    rc = pthread_create(&embedded.thread, NULL, router_thread, NULL);
     if (rc != 0) {
-        icbc_router_destroy(E.router);
-        E.router = NULL;
+        icbc_router_destroy(embedded.router);
+        embedded.router = NULL;
         snprintf(why, sizeof(why),
                  "rank %d cannot start the embedded router thread of host "
                  "%s: %s",
                  MPIR_Process.rank, host, strerror(rc));
         goto fail;
     }
-    E.running = 1;
+    embedded.running = 1;
     return MPI_SUCCESS;
 
 none:
-    icbc_routerfile_free(E.rf);
-    E.rf = NULL;
+    icbc_routerfile_free(embedded.rf);
+    embedded.rf = NULL;
     return MPI_SUCCESS;
 
 fail:
-    icbc_routerfile_free(E.rf);
-    E.rf = NULL;
+    icbc_routerfile_free(embedded.rf);
+    embedded.rf = NULL;
     return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_FATAL, __func__, __LINE__, MPI_ERR_OTHER,
                                 "**icbc_cfg", "**icbc_cfg %s", why);
 }
 
 void MPIDI_ICBC_router_embed_stop(void)
 {
-    if (E.running) {
+    if (embedded.running) {
         /* Let the processes of the cluster close their connections first:
          * the side that closes first keeps the TIME_WAIT, and the router's
          * fixed address must be free for the next job. */
         icbc_router_stats_t st;
         for (int i = 0; i < 300; i++) {
-            icbc_router_get_stats(E.router, &st);
+            icbc_router_get_stats(embedded.router, &st);
             if (st.registered == 0)
                 break;
             usleep(10000);
         }
-        icbc_router_stop(E.router);
-        pthread_join(E.thread, NULL);
-        icbc_router_destroy(E.router);
-        E.running = 0;
+        icbc_router_stop(embedded.router);
+        pthread_join(embedded.thread, NULL);
+        icbc_router_destroy(embedded.router);
+        embedded.running = 0;
     }
-    if (E.rf)
-        icbc_routerfile_free(E.rf);
-    memset(&E, 0, sizeof(E));
+    if (embedded.rf)
+        icbc_routerfile_free(embedded.rf);
+    memset(&embedded, 0, sizeof(embedded));
 }
