@@ -99,6 +99,14 @@ enum { K_HELLO = 1, K_HELLO_ACK, K_AM, K_RTS, K_CTS, K_FIN, K_BYE, K_PING };
  * rate, 0.903 before); with 128 the 4 routers ran at 0.74-0.85. */
 #define OFI_RXM_MSG_RX_SIZE "1024"
 
+/* Unless the user set it, rxm's eager buffers hold 16 KiB, so a message of
+ * 16 KiB of payload and our headers went by rxm's rendezvous: 62 us one
+ * way against 27 us with 16 + 4 KiB, and 0.68 x the windowed bandwidth,
+ * other sizes unchanged (benchmarks/results/ofi-direct/rxm-buffer); the
+ * 1024 shared receive buffers take 20 MB instead of 16. (16 + 1 KiB gave
+ * the same at 16 KiB but 0.64-0.79 x the bandwidth at 32-256 KiB.) */
+#define OFI_RXM_BUFFER_SIZE "20480"
+
 /* Every message starts with this (host order: a fabric joins one cluster's
  * nodes, all of one architecture). */
 typedef struct {
@@ -1450,6 +1458,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     if (prov == NULL || *prov == '\0')
         prov = params->ofi_provider ? params->ofi_provider : "tcp;ofi_rxm";
     setenv("FI_OFI_RXM_MSG_RX_SIZE", OFI_RXM_MSG_RX_SIZE, 0); /* read at libfabric's start */
+    setenv("FI_OFI_RXM_BUFFER_SIZE", OFI_RXM_BUFFER_SIZE, 0);
     if (params->addr) {
         char text[80];
         bt_sock_addr_text(params->addr, text, sizeof(text));
