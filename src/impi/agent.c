@@ -296,12 +296,12 @@ static void on_ready(int fd, uint32_t events, void *arg)
     (void) fd;
     if ((events & EPOLLOUT) && wire_flush(w) != 0)
         w->broken = 1;
-    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || w->broken)
-        return;
-    if (w->who >= 0)
-        read_host(w->a, w->who);
-    else
-        read_local(w->a, -w->who - 1);
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !w->broken) {
+        if (w->who >= 0)
+            read_host(w->a, w->who);
+        else
+            read_local(w->a, -w->who - 1);
+    }
     wire_arm(w);
 }
 
