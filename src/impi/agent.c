@@ -142,8 +142,8 @@ static size_t wire_queued(const wire_t *w)
     return w->len - w->off;
 }
 
-/* What the poller waits for on W: its bytes, while it has any waiting, and
- * what it sends, unless the other side is paused. */
+/* What the poller waits for on W: input, unless reading it is paused
+ * (back-pressure), and room to write while W has bytes queued. */
 static void wire_arm(wire_t *w)
 {
     int paused = w->who >= 0 ? w->a->hosts_paused : w->a->locals_paused;

@@ -143,6 +143,12 @@ test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
 test/fuzz/impi_frames_fuzz: $(top_srcdir)/test/fuzz/impi_frames_fuzz.c \
     $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/agent.c $(top_srcdir)/src/impi/rx.c $(top_srcdir)/src/impi/proto.c \
+    $(top_srcdir)/src/bt_lib/opts.c $(top_srcdir)/src/bt_lib/sockopt.c \
+    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/poller.c \
+    $(top_srcdir)/src/bt_lib/conn.c $(top_srcdir)/src/bt_lib/send.c \
+    $(top_srcdir)/src/bt_lib/recv.c $(top_srcdir)/src/bt_lib/auth.c \
+    $(top_srcdir)/src/bt_lib/listen.c $(top_srcdir)/src/icbc/log.c \
+    $(top_srcdir)/src/bt_lib/bt_lib.h $(top_srcdir)/src/bt_lib/bt_impl.h \
     $(top_srcdir)/src/impi/impi_agent.h $(top_srcdir)/src/impi/impi_rx.h \
     $(top_srcdir)/src/impi/impi_client.h $(top_srcdir)/src/impi/impi_proto.h \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(top_srcdir)/src/icbc/icbc_clock.h $(FUZZ_HDRS)
