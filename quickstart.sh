@@ -8,7 +8,7 @@
 #                          under the policies aggregate, static and alltoall side
 #                          by side
 #   ./quickstart.sh test   the same set-up and the test packages, then the default
-#                          tier of the tests (about 25 min on 2 cores); lists every
+#                          tier of the tests (about 30 min on 2 cores); lists every
 #                          skip and ends with "N passed, N failed, N skipped"; exits
 #                          non-zero on any failure
 #
