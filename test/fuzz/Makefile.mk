@@ -24,6 +24,12 @@ FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=un
 FUZZ_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/bt_lib -I$(top_srcdir)/src/impi \
     -I$(top_srcdir)/src/router \
     -I$(top_srcdir)/test/fuzz
+# bt_lib whole (its poller needs the rest), for the targets that run on it
+FUZZ_BT_LIB = $(top_srcdir)/src/bt_lib/opts.c $(top_srcdir)/src/bt_lib/sockopt.c \
+    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/poller.c \
+    $(top_srcdir)/src/bt_lib/conn.c $(top_srcdir)/src/bt_lib/send.c \
+    $(top_srcdir)/src/bt_lib/recv.c $(top_srcdir)/src/bt_lib/auth.c \
+    $(top_srcdir)/src/bt_lib/listen.c $(top_srcdir)/src/icbc/log.c
 FUZZ_HDRS = $(top_srcdir)/test/fuzz/fuzz_check.h $(top_srcdir)/src/icbc/icbc_status.h
 FUZZ_LINK = $(AM_V_CCLD)$(MKDIR_P) test/fuzz && \
     $(CLANG) $(FUZZ_FLAGS) $(FUZZ_CPPFLAGS) -o $@ $(filter %.c,$^) $(CRYPTO_LIBS)
@@ -89,11 +95,7 @@ test/fuzz/bt_frame_fuzz: $(top_srcdir)/test/fuzz/bt_frame_fuzz.c \
 	$(FUZZ_LINK)
 
 test/fuzz/bt_stream_fuzz: $(top_srcdir)/test/fuzz/bt_stream_fuzz.c \
-    $(top_srcdir)/src/bt_lib/opts.c $(top_srcdir)/src/bt_lib/sockopt.c \
-    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/poller.c \
-    $(top_srcdir)/src/bt_lib/conn.c $(top_srcdir)/src/bt_lib/send.c \
-    $(top_srcdir)/src/bt_lib/recv.c $(top_srcdir)/src/bt_lib/auth.c \
-    $(top_srcdir)/src/bt_lib/listen.c $(top_srcdir)/src/icbc/log.c \
+    $(FUZZ_BT_LIB) \
     $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/bt_lib/bt_lib.h \
     $(top_srcdir)/src/bt_lib/bt_impl.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
@@ -143,11 +145,7 @@ test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
 test/fuzz/impi_frames_fuzz: $(top_srcdir)/test/fuzz/impi_frames_fuzz.c \
     $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/agent.c $(top_srcdir)/src/impi/rx.c $(top_srcdir)/src/impi/proto.c \
-    $(top_srcdir)/src/bt_lib/opts.c $(top_srcdir)/src/bt_lib/sockopt.c \
-    $(top_srcdir)/src/bt_lib/frame.c $(top_srcdir)/src/bt_lib/poller.c \
-    $(top_srcdir)/src/bt_lib/conn.c $(top_srcdir)/src/bt_lib/send.c \
-    $(top_srcdir)/src/bt_lib/recv.c $(top_srcdir)/src/bt_lib/auth.c \
-    $(top_srcdir)/src/bt_lib/listen.c $(top_srcdir)/src/icbc/log.c \
+    $(FUZZ_BT_LIB) \
     $(top_srcdir)/src/bt_lib/bt_lib.h $(top_srcdir)/src/bt_lib/bt_impl.h \
     $(top_srcdir)/src/impi/impi_agent.h $(top_srcdir)/src/impi/impi_rx.h \
     $(top_srcdir)/src/impi/impi_client.h $(top_srcdir)/src/impi/impi_proto.h \
