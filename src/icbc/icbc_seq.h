@@ -44,7 +44,9 @@ typedef struct icbc_seq_msg {
     size_t hdr_len;
     uint8_t *payload;
     size_t len;
-    uint64_t user; /* the caller's, untouched */
+    /* the caller's, untouched: what to tell once the message has left */
+    void (*user_cb)(void *arg, icbc_status_t status);
+    void *user_arg;
 } icbc_seq_msg_t;
 
 typedef struct icbc_seq_config {

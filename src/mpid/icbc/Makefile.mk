@@ -15,8 +15,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/icbc_peer_ep.c \
                     src/mpid/ch4/netmod/icbc/icbc_am_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_delegate.c \
-                    src/mpid/ch4/netmod/icbc/icbc_xfer.c \
-                    src/mpid/ch4/netmod/icbc/icbc_xrecv.c \
+                    src/mpid/ch4/netmod/icbc/icbc_proto_icbc.c \
                     src/mpid/ch4/netmod/icbc/icbc_recv.c \
                     src/mpid/ch4/netmod/icbc/icbc_path.c \
                     src/mpid/ch4/netmod/icbc/icbc_path_routed.c \

@@ -23,7 +23,7 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done(MPIR_Request *sreq, icbc_
                                                       __LINE__, MPI_ERR_OTHER, "**icbc_send",
                                                       "**icbc_send %s", icbc_status_str(status));
     }
-    MPIDI_ICBC_am_isend_done_common(sreq);
+    MPIDI_ICBC_proto_send_done(sreq);
 }
 
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_cb(void *arg, icbc_status_t status)

@@ -90,13 +90,6 @@ const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_fabric = {
     .matched = fabric_matched,
 };
 
-/* MPIDIG matched a receive whose payload has not come: the protocol it came
- * by brings it. */
-int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
-{
-    return MPIDI_ICBC_AMREQ(rreq).xproto->matched(rreq);
-}
-
 int MPIDI_ICBC_am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg)
 {
     (void) f;

@@ -49,7 +49,6 @@ int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, mx_fabric_ep_t **ep_p);
 
 /* Receive side of the direct path's active message (icbc_am_recv.c). */
 int MPIDI_ICBC_am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg);
-int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq);
 /* Delivery of one direct-path message (also routed whole messages that a
  * router sent by rendezvous); SRC >= 0 must match the wire header. Returns
  * 1 when DATA (a rendezvous descriptor) is kept for the pull. */
@@ -107,18 +106,6 @@ const char *MPIDI_ICBC_router_embed_placement(void);
         if (cond)                                                                                  \
             MPIDI_ICBC_ERR_PEER_SETANDJUMP(err, rank, why);                                        \
     } while (0)
-
-/* A send finished (any path): release what the request owned, tell MPIDIG. */
-MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_isend_done_common(MPIR_Request *sreq)
-{
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
-
-    MPL_free(amreq->hdr_buf);
-    amreq->hdr_buf = NULL;
-    MPL_free(amreq->pack_buf);
-    amreq->pack_buf = NULL;
-    MPIDIG_global.origin_cbs[amreq->handler_id](sreq);
-}
 
 MPL_STATIC_INLINE_PREFIX icbc_peer_t *MPIDI_ICBC_comm_rank_to_peer(MPIR_Comm *comm, int rank)
 {

@@ -585,7 +585,6 @@ int MPIDI_ICBC_mpi_finalize_hook(void)
     /* closes what is still open and waits (bounded) for the closes */
     mx_fabric_destroy(MPIDI_ICBC_global.fabric);
     MPIDI_ICBC_global.fabric = NULL;
-    MPIDI_ICBC_path_done_destroy();
     MPIDI_ICBC_xrecv_finalize();
     icbc_peer_table_destroy(peers);
 

@@ -166,7 +166,7 @@ static void release_held(void)
         icbc_pace_charge(&pace.bucket, h->len + h->inner_len);
         if (MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, h->inner, h->inner_len, h->payload,
                                  h->len, h->cb, h->arg, &busy) != MPI_SUCCESS)
-            h->cb(h->arg, 0);
+            h->cb(h->arg, ICBC_ERR_PEER_FAILED);
         MPL_free(h);
         if (icbc_pace_on(&pace.bucket) && !may_send_now())
             return;

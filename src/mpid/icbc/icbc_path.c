@@ -14,7 +14,6 @@
 #include "icbc_path.h"
 #include "icbc_impi.h"
 #include "core/icbc_netprobe.h"
-#include "core/icbc_freelist.h"
 
 #include <netinet/in.h>
 
@@ -88,59 +87,6 @@ int MPIDI_ICBC_path_tcp_used(void)
 {
     return P.policy == ICBC_RF_POLICY_TCP ||
            (P.policy == ICBC_RF_POLICY_ALLTOALL && P.rf && icbc_routerfile_num_clusters(P.rf) > 1);
-}
-
-void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
-                               icbc_route_hdr_t *rh)
-{
-    icbc_route_hdr_t h = {
-        .type = ICBC_ROUTE_MSG,
-        .flags = lane == MPIDI_ICBC_LANE_ORDERED ? ICBC_ROUTE_F_ORDERED : 0,
-        .src_cluster = (uint16_t) (P.cluster < 0 ? 0 : P.cluster),
-        .dst_cluster = (uint16_t) (peer->cluster < 0 ? 0 : peer->cluster),
-        .src_rank = (uint32_t) MPIR_Process.rank,
-        .dst_rank = (uint32_t) peer->rank,
-        .job = P.job,
-        .inner_len = (uint32_t) inner_len,
-        .payload_len = len,
-    };
-    *rh = h;
-}
-
-/* Completions of lane sends: one per chunk in flight, from a free list
- * (none allocated per chunk once it holds the traffic's depth). */
-static icbc_freelist_t done_list;
-
-MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg)
-{
-    MPIDI_ICBC_path_done_t *d;
-
-    if (done_list.size == 0)
-        icbc_freelist_init(&done_list, sizeof(*d), 256);
-    d = icbc_freelist_get(&done_list);
-    MPIR_Assert(d);
-    d->cb = cb;
-    d->arg = arg;
-    return d;
-}
-
-void MPIDI_ICBC_path_done_free(MPIDI_ICBC_path_done_t *d)
-{
-    icbc_freelist_put(&done_list, d);
-}
-
-void MPIDI_ICBC_path_done_fire(void *arg, icbc_status_t status)
-{
-    MPIDI_ICBC_path_done_t d = *(MPIDI_ICBC_path_done_t *) arg;
-
-    icbc_freelist_put(&done_list, arg);
-    if (d.cb)
-        d.cb(d.arg, status == ICBC_OK);
-}
-
-uint64_t MPIDI_ICBC_path_done_slabs(void)
-{
-    return done_list.nslabs;
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -409,10 +355,4 @@ void MPIDI_ICBC_path_finalize(void)
     if (P.rf)
         icbc_routerfile_free(P.rf);
     memset(&P, 0, sizeof(P));
-}
-
-void MPIDI_ICBC_path_done_destroy(void)
-{
-    icbc_freelist_destroy(&done_list);
-    memset(&done_list, 0, sizeof(done_list));
 }

@@ -43,8 +43,10 @@
 /* Path kinds that can have an ops table. */
 #define ICBC_PATH_KINDS (ICBC_PATH_IMPI + 1)
 
-/* Completion of one lane send: ok = 0 when the message was lost. */
-typedef void (*MPIDI_ICBC_xdone_cb_t)(void *arg, int ok);
+/* Completion of one lane send: STATUS is ICBC_OK, or why the message was
+ * lost. The type of mx_client's and the seq lane's completions, so that a
+ * path passes it through without a record of its own. */
+typedef void (*MPIDI_ICBC_xdone_cb_t)(void *arg, icbc_status_t status);
 
 /* A message being received, held by the path that receives it and filled
  * in by the layer above (recv_begin .. recv_end). */
@@ -172,24 +174,12 @@ void MPIDI_ICBC_path_set_pacing(int kind, uint64_t bits_per_s);
 /* Bytes path KIND was given and has not put on the wire yet (0 when it
  * keeps no such count). */
 size_t MPIDI_ICBC_path_unsent(int kind);
-/* The route header of a message to PEER on LANE. */
-void MPIDI_ICBC_path_route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
-                               icbc_route_hdr_t *rh);
 
 /* A lane send's completion, kept while the transport has the message. */
 typedef struct {
     MPIDI_ICBC_xdone_cb_t cb;
     void *arg;
 } MPIDI_ICBC_path_done_t;
-MPIDI_ICBC_path_done_t *MPIDI_ICBC_path_done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg);
-/* Gives back a completion that will not fire (its send did not start). */
-void MPIDI_ICBC_path_done_free(MPIDI_ICBC_path_done_t *d);
-/* Calls the completion and gives it back (an icbc status callback). */
-void MPIDI_ICBC_path_done_fire(void *done, icbc_status_t status);
-/* Slabs of completions allocated so far (each holds many). */
-uint64_t MPIDI_ICBC_path_done_slabs(void);
-/* Frees them once UCX is closed (no completion is left to fire). */
-void MPIDI_ICBC_path_done_destroy(void);
 
 /* Set-up steps of the implementations. */
 int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *up);

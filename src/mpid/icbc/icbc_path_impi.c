@@ -198,7 +198,7 @@ static int fire_dones(void)
 
     /* a completion may send again and queue more: they wait for the next round */
     for (int i = 0; i < n; i++)
-        impi_host.dones[i].cb(impi_host.dones[i].arg, 1);
+        impi_host.dones[i].cb(impi_host.dones[i].arg, ICBC_OK);
     memmove(impi_host.dones, impi_host.dones + n,
             sizeof(*impi_host.dones) * (impi_host.ndones - n));
     impi_host.ndones -= n;

@@ -142,6 +142,18 @@ static int router_error(icbc_peer_t *peer, int router, const char *why)
                                 MPI_ERR_OTHER, "**icbc_router", "**icbc_router %d %s", router, why);
 }
 
+/* Sends INNER and PAYLOAD to PEER through ROUTER on LANE: the router
+ * client writes the route header. */
+static icbc_status_t via_router(int router, const icbc_peer_t *peer, int lane, const void *inner,
+                                size_t inner_len, const void *payload, size_t len,
+                                MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    return mx_client_send(routed.mx, router, (uint16_t) (peer->cluster < 0 ? 0 : peer->cluster),
+                          (uint32_t) peer->rank,
+                          lane == MPIDI_ICBC_LANE_ORDERED ? ICBC_ROUTE_F_ORDERED : 0, inner,
+                          inner_len, payload, len, cb, arg);
+}
+
 /* ---- numbered ordered lane (failover) ---------------------------------- */
 
 /* A send of kept message M completed: the caller's completion runs at the
@@ -149,11 +161,11 @@ static int router_error(icbc_peer_t *peer, int router, const char *why)
 static void numbered_sent(void *arg, icbc_status_t status)
 {
     icbc_seq_msg_t *m = arg;
-    MPIDI_ICBC_path_done_t *d = (MPIDI_ICBC_path_done_t *) (uintptr_t) m->user;
+    MPIDI_ICBC_xdone_cb_t cb = m->user_cb;
 
-    if (d) {
-        m->user = 0;
-        MPIDI_ICBC_path_done_fire(d, ICBC_OK);
+    if (cb) {
+        m->user_cb = NULL;
+        cb(m->user_arg, ICBC_OK);
     }
     icbc_seq_send_done(routed.seq, m);
 }
@@ -163,11 +175,9 @@ static void numbered_sent(void *arg, icbc_status_t status)
 static void numbered_post(icbc_seq_msg_t *m)
 {
     icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, m->peer);
-    icbc_route_hdr_t rh;
 
-    MPIDI_ICBC_path_route_hdr(peer, MPIDI_ICBC_LANE_ORDERED, m->hdr_len, m->len, &rh);
-    if (mx_client_send(routed.mx, m->route, rh.dst_cluster, rh.dst_rank, rh.flags, m->hdr,
-                       m->hdr_len, m->payload, m->len, numbered_sent, m) != ICBC_OK)
+    if (via_router(m->route, peer, MPIDI_ICBC_LANE_ORDERED, m->hdr, m->hdr_len, m->payload, m->len,
+                   numbered_sent, m) != ICBC_OK)
         numbered_sent(m, ICBC_ERR_PEER_FAILED);
 }
 
@@ -184,7 +194,8 @@ static int numbered_send(icbc_peer_t *peer, const void *inner, size_t inner_len,
         return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
                                     MPI_ERR_OTHER, "**nomem", 0);
     icbc_am_hdr_set_seq(m->hdr, m->seq);
-    m->user = (uint64_t) (uintptr_t) MPIDI_ICBC_path_done_new(cb, arg);
+    m->user_cb = cb;
+    m->user_arg = arg;
     numbered_post(m);
     return MPI_SUCCESS;
 }
@@ -212,15 +223,12 @@ static void send_ack(int rank, uint32_t upto)
         .src_rank = (uint32_t) MPIR_Process.rank,
         .acked = upto,
     };
-    icbc_route_hdr_t rh;
     int router = fixed_router(peer);
 
     if (router < 0 || peer->state == ICBC_PEER_FAILED)
         return; /* a later acknowledgement covers this one */
     icbc_am_hdr_pack(&wh, inner);
-    MPIDI_ICBC_path_route_hdr(peer, MPIDI_ICBC_LANE_ORDERED, sizeof(inner), 0, &rh);
-    mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, sizeof(inner),
-                   NULL, 0, NULL, NULL);
+    via_router(router, peer, MPIDI_ICBC_LANE_ORDERED, inner, sizeof(inner), NULL, 0, NULL, NULL);
 }
 
 static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
@@ -229,8 +237,6 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
 {
     int ordered = (lane == MPIDI_ICBC_LANE_ORDERED);
     int router;
-    icbc_route_hdr_t rh;
-    MPIDI_ICBC_path_done_t *d;
     icbc_status_t st;
 
     *busy = 0;
@@ -260,12 +266,8 @@ static int routed_send(icbc_peer_t *peer, int lane, const void *inner, size_t in
     }
     if (router < 0)
         return router_error(peer, router, NULL);
-    MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
-    d = MPIDI_ICBC_path_done_new(cb, arg);
-    st = mx_client_send(routed.mx, router, rh.dst_cluster, rh.dst_rank, rh.flags, inner, inner_len,
-                        payload, len, MPIDI_ICBC_path_done_fire, d);
+    st = via_router(router, peer, lane, inner, inner_len, payload, len, cb, arg);
     if (st != ICBC_OK) {
-        MPIDI_ICBC_path_done_free(d);
         if (P.failover && lane >= 0 && st == ICBC_ERR_PEER_FAILED) {
             routed.lanes_dirty = 1; /* a chunk waits for the lane's loss to be seen */
             *busy = 1;

@@ -7,6 +7,7 @@
 #include <mpidimpl.h>
 #include "icbc_impl.h"
 #include "icbc_path.h"
+#include "core/icbc_freelist.h"
 #include "core/icbc_pace.h"
 #include "bt_lib/bt_lib.h"
 
@@ -95,9 +96,31 @@ static const MPIDI_ICBC_path_up_t *above; /* the layer above */
 
 /* ---- send --------------------------------------------------------------- */
 
+/* Completions of lane sends while bt_lib has them: one per chunk in
+ * flight, from a free list (none allocated per chunk once it holds the
+ * traffic's depth). */
+static icbc_freelist_t done_list;
+
+static MPIDI_ICBC_path_done_t *done_new(MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    MPIDI_ICBC_path_done_t *d;
+
+    if (done_list.size == 0)
+        icbc_freelist_init(&done_list, sizeof(*d), 256);
+    d = icbc_freelist_get(&done_list);
+    MPIR_Assert(d);
+    d->cb = cb;
+    d->arg = arg;
+    return d;
+}
+
 static void tcp_send_done(bt_conn_t *c, icbc_status_t status, void *arg)
 {
-    MPIDI_ICBC_path_done_fire(arg, status);
+    MPIDI_ICBC_path_done_t d = *(MPIDI_ICBC_path_done_t *) arg;
+
+    icbc_freelist_put(&done_list, arg);
+    if (d.cb)
+        d.cb(d.arg, status);
 }
 
 static int tcp_connect(icbc_peer_t *peer);
@@ -109,18 +132,18 @@ static void tcp_flush(int rank)
     while (t->head && t->ready) {
         tcp_pending_t *m = t->head;
         struct iovec iov = { .iov_base = (void *) m->payload, .iov_len = m->len };
-        MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(m->cb, m->arg);
+        MPIDI_ICBC_path_done_t *d = done_new(m->cb, m->arg);
         icbc_status_t st =
             bt_conn_send(t->conn, m->hdr, m->hdr_len, &iov, m->len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_ERR_BUSY) {
-            MPIDI_ICBC_path_done_free(d);
+            icbc_freelist_put(&done_list, d);
             return;
         }
         t->head = m->next;
         if (t->head == NULL)
             t->tail = NULL;
         if (st != ICBC_OK)
-            MPIDI_ICBC_path_done_fire(d, st);
+            tcp_send_done(t->conn, st, d);
         MPL_free(m);
     }
 }
@@ -133,7 +156,7 @@ static void tcp_fail_pending(int rank)
         tcp_pending_t *m = t->head;
         t->head = m->next;
         if (m->cb)
-            m->cb(m->arg, 0);
+            m->cb(m->arg, ICBC_ERR_PEER_FAILED);
         MPL_free(m);
     }
     t->tail = NULL;
@@ -154,11 +177,11 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
         return MPIDI_ICBC_ERR_PEER(peer->rank, "its TCP connection failed");
     if (t->ready && t->head == NULL) {
         struct iovec iov = { .iov_base = (void *) payload, .iov_len = len };
-        MPIDI_ICBC_path_done_t *d = MPIDI_ICBC_path_done_new(cb, arg);
+        MPIDI_ICBC_path_done_t *d = done_new(cb, arg);
         icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0, tcp_send_done, d);
         if (st == ICBC_OK)
             return MPI_SUCCESS;
-        MPIDI_ICBC_path_done_free(d);
+        icbc_freelist_put(&done_list, d);
         if (st != ICBC_ERR_BUSY)
             return MPIDI_ICBC_ERR_PEER(peer->rank, icbc_status_str(st));
     }
@@ -183,6 +206,24 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
     return MPI_SUCCESS;
 }
 
+/* The route header of a message to PEER on LANE. */
+static void route_hdr(const icbc_peer_t *peer, int lane, size_t inner_len, size_t len,
+                      icbc_route_hdr_t *rh)
+{
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_MSG,
+        .flags = lane == MPIDI_ICBC_LANE_ORDERED ? ICBC_ROUTE_F_ORDERED : 0,
+        .src_cluster = (uint16_t) (P.cluster < 0 ? 0 : P.cluster),
+        .dst_cluster = (uint16_t) (peer->cluster < 0 ? 0 : peer->cluster),
+        .src_rank = (uint32_t) MPIR_Process.rank,
+        .dst_rank = (uint32_t) peer->rank,
+        .job = P.job,
+        .inner_len = (uint32_t) inner_len,
+        .payload_len = len,
+    };
+    *rh = h;
+}
+
 static int tcp_path_send(icbc_peer_t *peer, int lane, const void *inner, size_t inner_len,
                          const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg,
                          int *busy)
@@ -194,7 +235,7 @@ static int tcp_path_send(icbc_peer_t *peer, int lane, const void *inner, size_t 
     if (peer->state == ICBC_PEER_FAILED)
         return MPIDI_ICBC_ERR_PEER(peer->rank, "failed earlier");
     MPIR_Assert(inner_len <= sizeof(hdr) - ICBC_ROUTE_HDR_SIZE);
-    MPIDI_ICBC_path_route_hdr(peer, lane, inner_len, len, &rh);
+    route_hdr(peer, lane, inner_len, len, &rh);
     icbc_route_hdr_pack(&rh, hdr);
     memcpy(hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
     return tcp_send(peer, lane == MPIDI_ICBC_LANE_ORDERED, hdr, ICBC_ROUTE_HDR_SIZE + inner_len,
@@ -537,8 +578,10 @@ static void tcp_dump(FILE *f)
         for (tcp_pending_t *m = tcp.peers[r].head; m; m = m->next)
             queued++;
     }
-    fprintf(f, "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room\n", open,
-            failed, queued);
+    fprintf(f,
+            "  tcp: %d connection(s) open, %d failed, %d message(s) waiting for room, "
+            "%llu slab(s) of send completions\n",
+            open, failed, queued, (unsigned long long) done_list.nslabs);
 }
 
 static void tcp_finalize(void)
@@ -573,6 +616,9 @@ static void tcp_finalize(void)
     MPL_free(tcp.peers);
     MPL_free(tcp.wan_ranks);
     memset(&tcp, 0, sizeof(tcp));
+    /* the poller is gone: no send completion is left to fire */
+    icbc_freelist_destroy(&done_list);
+    memset(&done_list, 0, sizeof(done_list));
 }
 
 const MPIDI_ICBC_path_ops_t MPIDI_ICBC_path_tcp_ops = {

@@ -7,8 +7,8 @@
  *                          rendezvous for large payloads (icbc_am.h sends
  *                          inline, icbc_am_recv.c receives)
  *   MPIDI_ICBC_proto_icbc  ICBC's own protocol on a path's lanes: whole
- *                          messages, the striping rendezvous (icbc_xfer.c,
- *                          icbc_xrecv.c)
+ *                          messages, the striping rendezvous
+ *                          (icbc_proto_icbc.c)
  *   MPIDI_ICBC_proto_impi  IMPI's, towards the processes of other IMPI
  *                          clients (icbc_proto_impi.c)
  *
@@ -42,6 +42,26 @@ typedef struct MPIDI_ICBC_proto {
 extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_fabric;
 extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_icbc;
 extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_impi;
+
+/* A send finished, by any protocol: release what the request owned, tell
+ * MPIDIG. */
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_proto_send_done(MPIR_Request *sreq)
+{
+    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
+
+    MPL_free(amreq->hdr_buf);
+    amreq->hdr_buf = NULL;
+    MPL_free(amreq->pack_buf);
+    amreq->pack_buf = NULL;
+    MPIDIG_global.origin_cbs[amreq->handler_id](sreq);
+}
+
+/* MPIDIG matched a receive whose payload has not come (its data-copy
+ * callback): the protocol the header came by brings it. */
+MPL_STATIC_INLINE_PREFIX int MPIDI_ICBC_rndv_pull(MPIR_Request *rreq)
+{
+    return MPIDI_ICBC_AMREQ(rreq).xproto->matched(rreq);
+}
 
 /* The protocol towards PEER; NULL for the direct path, whose UCX sends are
  * inline (icbc_am.h). */

@@ -172,7 +172,7 @@ static void send_complete(MPIR_Request *sreq, int ok)
         MPIDIG_AM_ATTR_SET_VCIS(attr, 0, 0);
         MPIDIG_global.target_msg_cbs[MPIDIG_SSEND_ACK](&ack, NULL, 0, attr, NULL);
     }
-    MPIDI_ICBC_am_isend_done_common(sreq);
+    MPIDI_ICBC_proto_send_done(sreq);
 }
 
 static void on_send_done(void *arg, uint64_t srqid)

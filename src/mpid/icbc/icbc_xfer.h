@@ -14,8 +14,8 @@
  * A chunk names its slot and offset, so chunks may take any lane, arrive in
  * any order, and could be sent again through another router.
  *
- *   icbc_xfer.c   send side; the MPI glue of the striping engine
- *   icbc_xrecv.c  receive side: one entry (begin/end) for every path
+ *   icbc_proto_icbc.c  both sides; the MPI glue of the striping engine;
+ *                      one receive entry (begin/end) for every path
  *   src/icbc/stripe.c  the engine: tables, chunks, accounting, stalls
  *   icbc_path*.c  the paths (lanes) the messages travel on
  */
@@ -47,7 +47,7 @@ extern MPIDI_ICBC_xfer_t MPIDI_ICBC_xfer;
 /* What the paths hand up to this protocol (icbc_path.h). */
 extern const MPIDI_ICBC_path_up_t MPIDI_ICBC_xfer_up;
 
-/* ---- send side (icbc_xfer.c) --------------------------------------------- */
+/* ---- send side (icbc_proto_icbc.c) ------------------------------------------ */
 
 int MPIDI_ICBC_xfer_init(void);
 void MPIDI_ICBC_xfer_finalize(void);
@@ -90,7 +90,7 @@ void MPIDI_ICBC_xfer_lane_lost(int lane);
 void MPIDI_ICBC_xfer_send_delivered(int rank, int lane, size_t bytes);
 void MPIDI_ICBC_xfer_lane_revived(int lane);
 
-/* ---- receive side (icbc_xrecv.c) ----------------------------------------- */
+/* ---- receive side (icbc_proto_icbc.c) -------------------------------------- */
 
 /* A message from SRC_RANK arrived with header INNER: parses it once and
  * acts on it. PAYLOAD: its payload when already in memory, else NULL. Sets
