@@ -1324,7 +1324,10 @@ static void ofi_destroy(mx_fabric_t *base)
             if (e->state == EP_OPEN)
                 ep_send_bye(e);
         }
-        for (int i = 0; i < 1000; i++) {
+        /* their BYEs out, for up to a second: an endpoint closed with them
+         * queued drops them, and a peer that misses one learns only from
+         * its silence */
+        for (double end = icbc_clock_ms() + 1000; icbc_clock_ms() < end;) {
             size_t busy = 0;
             ofi_progress(base);
             for (icbc_list_t *l = f->eps.next; l != &f->eps; l = l->next)
