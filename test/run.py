@@ -111,8 +111,10 @@ def default_suites(a):
               "the WAN side seen from the other cluster"),
         Suite("clusters", pytest("test_clusters.py", "test_mpich_clusters.py",
                                  "test_apps_results.py", "test_testbed_counters.py",
-                                 "test_pacing.py", "test_bind.py", mark="not full", extra=p),
-              "two clusters: every policy, routers, failure paths, MPICH CI subset, pacing",
+                                 "test_pacing.py", "test_bind.py", "test_mixed_fabric.py",
+                                 mark="not full", extra=p),
+              "two clusters: every policy, routers, failure paths, MPICH CI subset, pacing, "
+              "placement and pacing with a UCX and a libfabric cluster",
               ("mpich-tests",)),
         Suite("npb", pytest("test_npb.py", "test_apps_harness.py", mark="not full",
                             extra=p + npb_args(a)),

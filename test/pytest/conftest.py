@@ -136,6 +136,19 @@ def two_clusters(prefix, work, request):
         yield b
 
 
+@pytest.fixture(scope="session")
+def mixed_clusters(prefix, work, request):
+    """Two clusters of two nodes, both router nodes: cluster a on UCX, b on
+    libfabric (the router file's fabric-api lines, which icbc-testbed writes
+    from --fabric-api); NIC 1 Gbit/s, WAN 2 Gbit/s, 1 ms one way; ranks
+    alternate a0 b0 a1 b1."""
+    with bed(prefix, work, "pm",
+             ["--clusters", "2", "--nodes", "2", "--routers", "2", "--fabric-api", "b=ofi",
+              "--nic-rate", "1gbit", "--wan-rate", "2gbit", "--delay", "1ms"],
+             ["a0", "b0", "a1", "b1"], request.config.getoption("--keep")) as b:
+        yield b
+
+
 class Daemons:
     """icbc-router daemons on the router nodes, started as docs/router.md
     says, bounded to 16 MiB of payload and 24 MiB resident."""
