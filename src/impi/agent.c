@@ -377,11 +377,21 @@ fail:
     return st;
 }
 
+/* A payload with at least this many bytes still to come is received
+ * straight into the packet (impi_rx_payload_room), not through BUF: no
+ * copy in user space for the bulk of a long message. Below it one read
+ * takes what has come of several packets. */
+#define READ_DIRECT_MIN 4096
+
 static void read_host(impi_agent_t *a, int h)
 {
     host_conn_t *hc = &a->hosts[h];
     char err[256];
-    ssize_t r = recv(hc->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
+    size_t want;
+    uint8_t *room = impi_rx_payload_room(&hc->rx, &want);
+    int direct = room != NULL && want >= READ_DIRECT_MIN;
+    ssize_t r = direct ? recv(hc->w.fd, room, want, MSG_DONTWAIT)
+                       : recv(hc->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
 
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
@@ -394,8 +404,10 @@ static void read_host(impi_agent_t *a, int h)
         host_lost(a, h, r == 0 ? "it closed its connection" : strerror(errno));
         return;
     }
-    if (impi_rx_feed(&hc->rx, a->buf, (size_t) r, on_host_packet, &hc->w, err, sizeof(err)) !=
-        ICBC_OK)
+    if (direct)
+        impi_rx_payload_filled(&hc->rx, (size_t) r, on_host_packet, &hc->w);
+    else if (impi_rx_feed(&hc->rx, a->buf, (size_t) r, on_host_packet, &hc->w, err, sizeof(err)) !=
+             ICBC_OK)
         host_lost(a, h, err);
 }
 

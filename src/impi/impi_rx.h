@@ -55,6 +55,15 @@ void impi_rx_free(impi_rx_t *rx);
 icbc_status_t impi_rx_feed(impi_rx_t *rx, const void *bytes, size_t len, impi_rx_cb_t cb, void *arg,
                            char *err, size_t errlen);
 
+/* While the payload of a packet is being read: where its next bytes go
+ * and how many it still wants (*WANT), so that a reader can receive them
+ * there itself (a large payload straight from the socket, no copy); NULL
+ * otherwise (header bytes come first, or the connection failed). */
+uint8_t *impi_rx_payload_room(impi_rx_t *rx, size_t *want);
+/* N (at most *WANT) bytes were written at impi_rx_payload_room's pointer:
+ * CB runs if that completed the packet. */
+void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg);
+
 /* The world rank of process PROC on host HOST of LAYOUT (by the IPv4 bytes
  * 12..15 of its P_IPV6 and its pid), or -1. */
 int impi_layout_proc_rank(const impi_layout_t *layout, int host, const impi_proc_t *proc);

@@ -82,6 +82,33 @@ static icbc_status_t check_header(impi_rx_t *rx, char *err, size_t errlen)
     return ICBC_OK;
 }
 
+/* The packet is whole: to CB, and the next one's header is read next. */
+static void deliver(impi_rx_t *rx, impi_rx_cb_t cb, void *arg)
+{
+    impi_rx_pkt_t pkt = { &rx->hdr, rx->src, rx->dest, rx->payload, rx->hdr.len };
+
+    rx->in_payload = 0;
+    rx->have = 0;
+    cb(arg, &pkt);
+}
+
+uint8_t *impi_rx_payload_room(impi_rx_t *rx, size_t *want)
+{
+    if (rx->failed || !rx->in_payload) {
+        *want = 0;
+        return NULL;
+    }
+    *want = rx->hdr.len - rx->have;
+    return rx->payload + rx->have;
+}
+
+void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg)
+{
+    rx->have += n;
+    if (rx->have == rx->hdr.len)
+        deliver(rx, cb, arg);
+}
+
 icbc_status_t impi_rx_feed(impi_rx_t *rx, const void *bytes, size_t len, impi_rx_cb_t cb, void *arg,
                            char *err, size_t errlen)
 {
@@ -100,12 +127,8 @@ icbc_status_t impi_rx_feed(impi_rx_t *rx, const void *bytes, size_t len, impi_rx
         } else {
             icbc_fill(rx->payload, &rx->have, rx->hdr.len, &p, &len);
         }
-        if (rx->in_payload && rx->have == rx->hdr.len) {
-            impi_rx_pkt_t pkt = { &rx->hdr, rx->src, rx->dest, rx->payload, rx->hdr.len };
-            rx->in_payload = 0;
-            rx->have = 0;
-            cb(arg, &pkt);
-        }
+        if (rx->in_payload && rx->have == rx->hdr.len)
+            deliver(rx, cb, arg);
     }
     return ICBC_OK;
 }

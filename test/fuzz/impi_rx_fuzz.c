@@ -3,7 +3,10 @@
  * its connection, turned into packets and held to the job's layout (the
  * layout of impi_fuzz_layout.h). The input is this host and the peer host
  * (1 byte each, modulo the hosts), the size of the pieces the bytes arrive
- * in (1 byte), then the bytes.
+ * in (1 byte: its top bit set, a piece that arrives while a payload is
+ * being read is written in place, as the agent receives long payloads,
+ * through impi_rx_payload_room and impi_rx_payload_filled), then the
+ * bytes.
  * Checks:
  *   - every packet delivered comes from a process of the peer host and goes
  *     to one of this host (FINI: neither), with at most DATALEN payload
@@ -55,17 +58,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     peer_host = data[1] % layout.nhosts_total;
     if (peer_host == self_host)
         peer_host = (peer_host + 1) % layout.nhosts_total;
-    size_t piece = 1 + data[2] % 200;
+    size_t piece = 1 + (data[2] & 0x7f) % 200;
+    int in_place = (data[2] & 0x80) != 0;
     FUZZ_CHECK(impi_rx_init(&rx, &layout, self_host, peer_host) == ICBC_OK);
     packets = 0;
     int failed = 0;
-    for (size_t i = 3; i < size; i += piece) {
+    for (size_t i = 3; i < size;) {
         size_t n = size - i < piece ? size - i : piece;
+        size_t want;
+        uint8_t *room = in_place ? impi_rx_payload_room(&rx, &want) : NULL;
+        if (room != NULL) {
+            FUZZ_CHECK(want > 0 && want <= layout.datalen);
+            size_t k = n < want ? n : want; /* the rest of the piece comes next */
+            memcpy(room, data + i, k);
+            impi_rx_payload_filled(&rx, k, on_packet, NULL);
+            i += k;
+            continue;
+        }
         uint8_t *copy = malloc(n); /* exactly its bytes, for ASan */
         memcpy(copy, data + i, n);
         err[0] = '\0';
         icbc_status_t rc = impi_rx_feed(&rx, copy, n, on_packet, NULL, err, sizeof(err));
         free(copy);
+        i += n;
         if (rc != ICBC_OK) {
             FUZZ_CHECK(rc == ICBC_ERR_INVALID && strncmp(err, "IMPI host ", 10) == 0);
             failed = 1;

@@ -494,6 +494,43 @@ TEST_F(Rx, PacketsArriveWholeInAnyPieces)
     }
 }
 
+TEST_F(Rx, APayloadMayBeWrittenInPlaceByTheReader)
+{
+    Bytes data(5000);
+    for (size_t i = 0; i < data.size(); i++)
+        data[i] = (uint8_t) (i * 7);
+    Bytes first = pkt(IMPI_PK_DATA, 1001, 1, 1, 0, data);
+    Bytes second = pkt(IMPI_PK_DATA, 1000, 1, 0, 0, { 1, 2, 3 });
+    size_t want = 1;
+
+    /* no room before a header has been read */
+    EXPECT_EQ(nullptr, impi_rx_payload_room(&rx, &want));
+    EXPECT_EQ(0u, want);
+    /* the header and 100 payload bytes through feed, the rest written in
+     * place in three pieces, then the next packet through feed again */
+    ASSERT_EQ(ICBC_OK, impi_rx_feed(&rx, first.data(), IMPI_PKT_HDR_SIZE + 100, on_pkt, this, err,
+                                    sizeof(err)))
+        << err;
+    size_t at = IMPI_PKT_HDR_SIZE + 100;
+    for (size_t piece : { (size_t) 1, (size_t) 2899, (size_t) 2000 }) {
+        uint8_t *room = impi_rx_payload_room(&rx, &want);
+        ASSERT_NE(nullptr, room);
+        ASSERT_EQ(first.size() - at, want);
+        EXPECT_TRUE(got.empty());
+        memcpy(room, first.data() + at, piece);
+        impi_rx_payload_filled(&rx, piece, on_pkt, this);
+        at += piece;
+    }
+    ASSERT_EQ(first.size(), at);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_EQ(data, got[0].payload);
+    EXPECT_EQ(4, got[0].src);
+    EXPECT_EQ(nullptr, impi_rx_payload_room(&rx, &want)) << "room after the packet was whole";
+    ASSERT_EQ(ICBC_OK, feed(second, second.size())) << err;
+    ASSERT_EQ(2u, got.size());
+    EXPECT_EQ(Bytes({ 1, 2, 3 }), got[1].payload);
+}
+
 TEST_F(Rx, PacketsThePeerMayNotSendEndTheConnection)
 {
     struct Case {
