@@ -61,7 +61,11 @@ typedef struct impi_msg {
 typedef struct impi_p2p_ops {
     /* Packet HDR (IMPI_PKT_HDR_SIZE bytes) and LEN payload bytes for host
      * HOST. Both are taken (copied or written) before it returns; an error
-     * fails the call that emitted. */
+     * fails the call that emitted. ICBC_ERR_BUSY for a DATA or DATASYNC
+     * packet: the transport holds too much for HOST now; the engine keeps
+     * the packet and the pair's later ones and tries again in
+     * impi_p2p_progress (answers, PROTOACK and FINI must always be taken:
+     * the peer's window opens only with them). */
     icbc_status_t (*emit)(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len);
     /* The first packet of a message. */
     void (*arrived)(void *arg, const impi_msg_t *msg);
@@ -115,6 +119,14 @@ icbc_status_t impi_p2p_packet(impi_p2p_t *p2p, int host, const impi_rx_pkt_t *pk
 
 /* Sends FINI to HOST. */
 icbc_status_t impi_p2p_fini(impi_p2p_t *p2p, int host);
+
+/* Tries again the pairs whose packet the transport refused with
+ * ICBC_ERR_BUSY, in order per pair; call it once the transport has moved
+ * some of what it held. */
+icbc_status_t impi_p2p_progress(impi_p2p_t *p2p);
+
+/* Pairs waiting for the transport. */
+size_t impi_p2p_held(const impi_p2p_t *p2p);
 
 /* Sends in flight (not yet done), and packets held by the window. */
 size_t impi_p2p_sends_pending(const impi_p2p_t *p2p);

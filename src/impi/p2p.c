@@ -26,6 +26,7 @@ typedef struct pair {
     uint32_t received;      /* packets received since the last PROTOACK we sent */
     send_op_t *head, *tail; /* sends in flight, in the order they started */
     int busy, again;        /* in pair_progress; a send_done callback started another send */
+    int held;               /* the transport refused its next packet (in impi_p2p.held) */
 } pair_t;
 
 /* A long message being received. Its drqid names its slot of the table
@@ -44,7 +45,10 @@ struct impi_p2p {
     int first_local, nlocal; /* world ranks of this host's processes */
     impi_p2p_ops_t ops;
     void *arg;
-    pair_t *pairs; /* nlocal x nprocs_total */
+    pair_t *pairs;       /* nlocal x nprocs_total */
+    uint32_t *held;      /* indices of the pairs the transport refused: one slot per pair */
+    uint32_t *held_walk; /* the list impi_p2p_progress walks while HELD refills */
+    size_t nheld;
     long_recv_t *longs;
     uint32_t *longs_free; /* indices of free slots: a stack */
     size_t nfree, longs_cap;
@@ -108,7 +112,12 @@ icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_
     p->ops = *ops;
     p->arg = arg;
     p->pairs = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(pair_t));
-    if (!p->pairs) {
+    p->held = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(uint32_t));
+    p->held_walk = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(uint32_t));
+    if (!p->pairs || !p->held || !p->held_walk) {
+        free(p->pairs);
+        free(p->held);
+        free(p->held_walk);
         free(p);
         return ICBC_ERR_NO_MEMORY;
     }
@@ -130,6 +139,8 @@ void impi_p2p_destroy(impi_p2p_t *p)
         }
     }
     free(p->pairs);
+    free(p->held);
+    free(p->held_walk);
     free(p->longs);
     free(p->longs_free);
     free(p);
@@ -196,6 +207,21 @@ static void send_fields(const send_op_t *op, impi_pkt_hdr_t *h)
     h->count = -1;
 }
 
+/* The transport refused a packet of the pair (ICBC_ERR_BUSY): the pair
+ * waits, in order, for impi_p2p_progress. Any other error is the caller's. */
+static icbc_status_t hold(impi_p2p_t *p, int local, int remote, pair_t *pr, icbc_status_t st)
+{
+    if (st != ICBC_ERR_BUSY)
+        return st;
+    if (!pr->held) {
+        pr->held = 1;
+        p->held[p->nheld++] =
+            (uint32_t) ((size_t) (local - p->first_local) * (size_t) p->layout->nprocs_total +
+                        (size_t) remote);
+    }
+    return ICBC_OK;
+}
+
 /* Emits what the window lets go of the sends from LOCAL to REMOTE, in the
  * order they started (a send waiting for SYNCACK lets later ones pass: the
  * receiver has its first packet, so their order is kept). */
@@ -215,7 +241,7 @@ static icbc_status_t pair_progress_once(impi_p2p_t *p, int local, int remote, pa
             uint32_t type = (is_long || op->s.sync) ? IMPI_PK_DATASYNC : IMPI_PK_DATA;
             icbc_status_t st = emit(p, host, type, local, remote, &h, op->s.buf, n);
             if (st != ICBC_OK)
-                return st;
+                return hold(p, local, remote, pr, st);
             pr->unacked++;
             op->sent = n;
             if (type == IMPI_PK_DATA)
@@ -229,7 +255,7 @@ static icbc_status_t pair_progress_once(impi_p2p_t *p, int local, int remote, pa
                 icbc_status_t st = emit(p, host, IMPI_PK_DATA, local, remote, &h,
                                         (const uint8_t *) op->s.buf + op->sent, n);
                 if (st != ICBC_OK)
-                    return st;
+                    return hold(p, local, remote, pr, st);
                 pr->unacked++;
                 op->sent += n;
             }
@@ -513,6 +539,34 @@ icbc_status_t impi_p2p_fini(impi_p2p_t *p, int host)
     h.tag = -1;
     h.count = -1;
     return emit(p, host, IMPI_PK_FINI, -1, -1, &h, NULL, 0);
+}
+
+icbc_status_t impi_p2p_progress(impi_p2p_t *p)
+{
+    size_t n = p->nheld, total = (size_t) p->layout->nprocs_total;
+    uint32_t *walk = p->held;
+    icbc_status_t st = ICBC_OK;
+
+    /* a pair refused again, or one a completion started, goes on the other
+     * list (a pair is on one list at most once: its flag stays set until it
+     * is walked) */
+    p->held = p->held_walk;
+    p->held_walk = walk;
+    p->nheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t idx = walk[i];
+        p->pairs[idx].held = 0;
+        icbc_status_t s =
+            pair_progress(p, p->first_local + (int) (idx / total), (int) (idx % total));
+        if (s != ICBC_OK && st == ICBC_OK)
+            st = s;
+    }
+    return st;
+}
+
+size_t impi_p2p_held(const impi_p2p_t *p)
+{
+    return p->nheld;
 }
 
 size_t impi_p2p_sends_pending(const impi_p2p_t *p)

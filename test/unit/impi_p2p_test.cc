@@ -49,6 +49,8 @@ struct Host {
     std::vector<int> finis;
     std::vector<uint32_t> emitted; /* packet types, in order */
     int cancel_answer = 0;
+    bool busy = false; /* the transport refuses DATA and DATASYNC */
+    int refusals = 0;
     std::vector<uint64_t> cancel_asked;
     std::function<void(uint64_t)> on_done;
 
@@ -60,11 +62,15 @@ struct Host {
                               size_t len)
     {
         Host *h = static_cast<Host *>(arg);
+        uint32_t type = icbc_get32(hdr);
+        if (h->busy && (type == IMPI_PK_DATA || type == IMPI_PK_DATASYNC)) {
+            h->refusals++;
+            return ICBC_ERR_BUSY;
+        }
         Packet p{ host, Bytes(hdr, hdr + IMPI_PKT_HDR_SIZE) };
         if (len)
             p.bytes.insert(p.bytes.end(), (const uint8_t *) payload,
                            (const uint8_t *) payload + len);
-        uint32_t type = icbc_get32(hdr);
         h->emitted.push_back(type);
         h->wire->q.push_back(p);
         return ICBC_OK;
@@ -413,6 +419,45 @@ TEST_F(P2p, SendsThatCannotBeAreRefused)
     s = send(0, 1, big, 9);
     ASSERT_EQ(ICBC_OK, impi_p2p_send(a.p2p, &s));
     EXPECT_EQ(ICBC_ERR_INVALID, impi_p2p_send(a.p2p, &s)) << "srqid 9 is in flight";
+}
+
+TEST_F(P2p, PacketsTheTransportRefusesWaitInOrderForProgress)
+{
+    Bytes big = pattern(5000, 1), small = pattern(20, 2), other = pattern(30, 3);
+    impi_send_t s1 = send(0, 1, big, 1), s2 = send(0, 1, small, 2), s3 = send(0, 2, other, 3);
+    ASSERT_EQ(ICBC_OK, impi_p2p_send(a.p2p, &s1));
+    pump();
+    ASSERT_EQ(1u, b.heads.size());
+    a.busy = true;
+    b.match(0); /* the SYNCACK comes back while the transport is full */
+    pump();
+    ASSERT_EQ(ICBC_OK, impi_p2p_send(a.p2p, &s2));
+    ASSERT_EQ(ICBC_OK, impi_p2p_send(a.p2p, &s3));
+    pump();
+    EXPECT_GT(a.refusals, 0);
+    EXPECT_EQ(2u, impi_p2p_held(a.p2p)) << "pairs 0-1 and 0-2";
+    EXPECT_TRUE(a.done.empty());
+    EXPECT_EQ(1u, b.heads.size());
+    ASSERT_EQ(ICBC_OK, impi_p2p_progress(a.p2p)); /* still full: held again */
+    EXPECT_EQ(2u, impi_p2p_held(a.p2p));
+    a.busy = false;
+    /* the window (HIWATER 4) lets some go each round; PROTOACKs open it */
+    for (int round = 0; round < 20 && a.done.size() < 3; round++) {
+        ASSERT_EQ(ICBC_OK, impi_p2p_progress(a.p2p));
+        pump();
+    }
+    EXPECT_EQ(0u, impi_p2p_held(a.p2p));
+    ASSERT_EQ(3u, a.done.size());
+    std::vector<uint64_t> pair01;
+    for (uint64_t id : a.done)
+        if (id != 3)
+            pair01.push_back(id);
+    EXPECT_EQ((std::vector<uint64_t>{ 1, 2 }), pair01) << "pair 0-1 in order";
+    ASSERT_EQ(3u, b.heads.size());
+    EXPECT_EQ(big, b.longs.begin()->second);
+    for (size_t i = 1; i < 3; i++)
+        EXPECT_EQ(b.heads[i].srqid == 2 ? small : other, b.head_bytes[i]) << i;
+    EXPECT_EQ("", refused);
 }
 
 /* Each hostile packet gets its own pair of engines: a refused packet ends

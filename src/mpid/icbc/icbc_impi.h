@@ -90,13 +90,25 @@ typedef struct {
      * ends, with WHY. */
     void (*host_lost)(int host, const char *why);
     void (*dump)(FILE *f);
+    /* Every progress of the host connections: what the protocol held back
+     * while they were full (MPIDI_ICBC_IMPI_BACKLOG) may go. */
+    void (*writable)(void);
 } MPIDI_ICBC_impi_up_t;
+
+/* Bytes a process lets wait for a host connection before it holds its data
+ * back (the striping engine's chunks, IMPI's DATA packets), so that what
+ * waits in user space stays bounded; what must not wait (the ordered lane,
+ * answers and PROTOACKs, which open the peers' windows) goes anyway. */
+#define MPIDI_ICBC_IMPI_BACKLOG (4u << 20)
 
 /* The host connections (icbc_path_impi.c). */
 void MPIDI_ICBC_impi_attach(const MPIDI_ICBC_impi_up_t *up);
 /* An IMPI packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
 icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_len,
                                    const void *payload, size_t len);
+/* Bytes waiting to go towards HOST: on the agent's connection to it in the
+ * node's first process, to the agent (for every host) in the others. */
+size_t MPIDI_ICBC_impi_backlog(int host);
 /* HOST broke the protocol: its connection closes, its processes fail. */
 void MPIDI_ICBC_impi_host_failed(int host, const char *why);
 

@@ -150,10 +150,6 @@ icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_le
  * packets travel in order (one local link, one agent, one connection), so a
  * process reassembles at most one message per source at a time. */
 
-/* Bytes of chunks a process lets wait for a host connection before the
- * striping engine holds the rest back (the ordered lane never waits). */
-#define ICBC_CHUNK_BACKLOG (4u << 20)
-
 typedef struct icbc_in {
     int active;
     int host;
@@ -162,7 +158,7 @@ typedef struct icbc_in {
     MPIDI_ICBC_xrecv_t x;
 } icbc_in_t;
 
-static size_t host_backlog(int host)
+size_t MPIDI_ICBC_impi_backlog(int host)
 {
     size_t n;
 
@@ -224,7 +220,8 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
         return MPIDI_ICBC_ERR_PEER(peer->rank,
                                    "the IMPI job's DATALEN is too small for ICBC's messages");
     MPIDI_ICBC_impi_where(peer->rank, &client, &host);
-    if (lane != MPIDI_ICBC_LANE_ORDERED && host_backlog(host) > ICBC_CHUNK_BACKLOG) {
+    if (lane != MPIDI_ICBC_LANE_ORDERED &&
+        MPIDI_ICBC_impi_backlog(host) > MPIDI_ICBC_IMPI_BACKLOG) {
         *busy = 1;
         return MPI_SUCCESS;
     }
@@ -489,7 +486,7 @@ static int agent_progress(void)
     return n > 0;
 }
 
-static int impi_progress(void)
+static int impi_move(void)
 {
     static uint8_t buf[1 << 16];
     char err[256];
@@ -525,6 +522,16 @@ static int impi_progress(void)
     /* after the link: what the agent already said about a host (why it
      * was lost) comes before the server's closing, which follows it */
     server_check();
+    return events;
+}
+
+static int impi_progress(void)
+{
+    int events = impi_move();
+
+    /* what the protocol held back while the connections were full */
+    if (impi_up && impi_up->writable)
+        impi_up->writable();
     return events;
 }
 

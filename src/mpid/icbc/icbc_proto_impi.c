@@ -29,6 +29,7 @@
 #include "icbc_impi.h"
 #include "icbc_impi_coll.h"
 #include "impi/impi_p2p.h"
+#include "core/icbc_bytes.h"
 #include "core/icbc_hmap.h"
 
 /* Context ids with LAM/MPI 7.1.4 (docs/impi.md, LAM/MPI 7.1.4 as it
@@ -439,7 +440,21 @@ fn_fail:
 
 static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *payload, size_t len)
 {
+    uint32_t type = icbc_get32(hdr);
+
+    /* data waits in its pair's order while the connection is full
+     * (impi_p2p_progress in writable); answers never wait */
+    if ((type == IMPI_PK_DATA || type == IMPI_PK_DATASYNC) &&
+        MPIDI_ICBC_impi_backlog(host) > MPIDI_ICBC_IMPI_BACKLOG)
+        return ICBC_ERR_BUSY;
     return MPIDI_ICBC_impi_emit(host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+}
+
+/* An emit fails only towards a lost host, whose sends end in on_host_lost. */
+static void on_writable(void)
+{
+    if (impi_p2p_held(msgs.p2p))
+        (void) impi_p2p_progress(msgs.p2p);
 }
 
 static const impi_p2p_ops_t p2p_ops = {
@@ -494,8 +509,11 @@ static void on_host_lost(int host, const char *why)
 
 static void on_dump(FILE *f)
 {
-    fprintf(f, "  impi: %d send(s) in flight, %zu send(s) pending\n", msgs.nsends,
-            msgs.p2p ? impi_p2p_sends_pending(msgs.p2p) : (size_t) 0);
+    fprintf(f,
+            "  impi: %d send(s) in flight, %zu send(s) pending, %zu pair(s) held for a full "
+            "connection\n",
+            msgs.nsends, msgs.p2p ? impi_p2p_sends_pending(msgs.p2p) : (size_t) 0,
+            msgs.p2p ? impi_p2p_held(msgs.p2p) : (size_t) 0);
     for (int i = 0; i < msgs.narrivals; i++)
         if (msgs.arrivals[i].used)
             fprintf(f, "  impi:   arrival from rank %d: %llu bytes, %s\n", msgs.arrivals[i].msg.src,
@@ -509,6 +527,7 @@ static const MPIDI_ICBC_impi_up_t impi_up = {
     .packet = on_packet,
     .host_lost = on_host_lost,
     .dump = on_dump,
+    .writable = on_writable,
 };
 
 int MPIDI_ICBC_proto_impi_open(void)
