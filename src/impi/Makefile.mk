@@ -11,12 +11,19 @@ libicbc_la_SOURCES += \
     src/impi/rx.c \
     src/impi/p2p.c \
     src/impi/agent.c \
-    src/impi/coll.c
+    src/impi/coll.c \
+    src/impi/relay_startup.c \
+    src/impi/relay.c
 include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h \
     src/impi/impi_hostconn.h src/impi/impi_rx.h src/impi/impi_p2p.h src/impi/impi_coll.h \
-    src/impi/impi_agent.h
+    src/impi/impi_agent.h src/impi/impi_relay.h
 
 bin_PROGRAMS += impi-server
 impi_server_SOURCES = src/impi/server_main.c
 impi_server_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/impi
 impi_server_LDADD = libicbc.la
+
+bin_PROGRAMS += impi-relay
+impi_relay_SOURCES = src/impi/relay_main.c
+impi_relay_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/impi
+impi_relay_LDADD = libicbc.la

@@ -40,6 +40,10 @@ extern "C" {
 #define IMPI_AUTH_REPLY_SIZE 8 /* {Int4 which, Int4 len}, no command header */
 #define IMPI_AUTH_KEY_SIZE 8   /* Uint8 key, raw */
 
+/* The key in file PATH: a decimal number on its first line, as LAM/MPI's
+ * IMPI_AUTH_KEY (impi-server's and impi-relay's -auth key:FILE). */
+icbc_status_t impi_key_read(const char *path, uint64_t *key, char *err, size_t errlen);
+
 /* COLL labels: per client (C_), per host (H_), per process (P_). */
 #define IMPI_C_VERSION 0x1000u
 #define IMPI_C_NHOSTS 0x1100u

@@ -1,6 +1,9 @@
 /* IMPI command and packet headers; see impi_proto.h. */
 #include "impi_proto.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "icbc_bytes.h"
@@ -113,4 +116,23 @@ icbc_status_t impi_pkt_hdr_parse(const void *buf, uint32_t datalen, impi_pkt_hdr
         return ICBC_OK;
     default: return ICBC_ERR_INVALID;
     }
+}
+
+icbc_status_t impi_key_read(const char *path, uint64_t *key, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    char line[64] = "", *end;
+
+    if (f == NULL)
+        return icbc_err(ICBC_ERR_IO, err, errlen, "cannot read key file %s: %s", path,
+                        strerror(errno));
+    if (fgets(line, sizeof(line), f) == NULL)
+        line[0] = '\0';
+    fclose(f);
+    errno = 0;
+    *key = strtoull(line, &end, 10);
+    if (end == line || errno || (*end && *end != '\n'))
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "%s:1: want the key as a decimal number",
+                        path);
+    return ICBC_OK;
 }

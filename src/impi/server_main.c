@@ -52,20 +52,10 @@ static int bad(const char *opt, const char *val, const char *want)
 
 static int read_key(const char *path, uint64_t *key)
 {
-    FILE *f = fopen(path, "r");
-    char line[64] = "", *end;
+    char err[256];
 
-    if (f == NULL) {
-        fprintf(stderr, "impi-server: cannot read key file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    if (fgets(line, sizeof(line), f) == NULL)
-        line[0] = '\0';
-    fclose(f);
-    errno = 0;
-    *key = strtoull(line, &end, 10);
-    if (end == line || errno || (*end && *end != '\n')) {
-        fprintf(stderr, "impi-server: %s:1: want the key as a decimal number\n", path);
+    if (impi_key_read(path, key, err, sizeof(err)) != ICBC_OK) {
+        fprintf(stderr, "impi-server: %s\n", err);
         return -1;
     }
     return 0;

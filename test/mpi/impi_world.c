@@ -3,7 +3,8 @@
  * (test/pytest/test_impi_clients.py): MPI_COMM_WORLD spans every client.
  *
  *   mpiexec -n K -genv ICBC_IMPI_SERVER ADDR:PORT -genv ICBC_IMPI_CLIENT C \
- *       impi_world K0 K1 ...        (the process count of each client)
+ *       impi_world K0 K1 ...        (the process count of each client; "Kr":
+ *                                    the client joins through an impi-relay)
  *
  * (or with a router file whose impi entries make the job client 0).
  *
@@ -166,8 +167,21 @@ int main(int argc, char **argv)
     }
 
     /* IMPI's attributes: between ICBC clients every process is a host of
-     * its own (C_ICBC_HOSTS) */
-    int want_attr[4] = { argc - 1, client, total, rank }, *attr, flag;
+     * its own (C_ICBC_HOSTS); a relay stands in as one host for a client
+     * behind it (seen from outside) and for every other client (seen from
+     * behind it) */
+    int my_relayed = 0, hosts = 0, my_host = 0;
+    for (int c = 0; c + 1 < argc; c++)
+        if (c == client)
+            my_relayed = strchr(argv[c + 1], 'r') != NULL;
+    for (int c = 0; c + 1 < argc; c++) {
+        int seen =
+            c == client || (!my_relayed && !strchr(argv[c + 1], 'r')) ? atoi(argv[c + 1]) : 1;
+        if (c < client)
+            my_host += seen;
+        hosts += seen;
+    }
+    int want_attr[4] = { argc - 1, client, hosts, my_host + job_rank }, *attr, flag;
     int keys[4] = { IMPI_CLIENT_SIZE, IMPI_CLIENT_COLOR, IMPI_HOST_SIZE, IMPI_HOST_COLOR };
     const char *key_names[4] = { "IMPI_CLIENT_SIZE", "IMPI_CLIENT_COLOR", "IMPI_HOST_SIZE",
                                  "IMPI_HOST_COLOR" };

@@ -1,0 +1,113 @@
+/*
+ * The IMPI relay (docs/impi-relay.md): how a cluster whose nodes have
+ * private addresses joins an IMPI job. The relay runs on a node with both
+ * an inside (private) and an outside address. Toward impi-server it is the
+ * client of the private cluster; toward the client inside it is the
+ * server. It stands in as one host on each side: outside, one host holding
+ * every process of the private client; inside, one host per client
+ * outside (a *persona*), holding that client's processes. It rewrites the
+ * host and process tables of start-up and the process ids of every packet
+ * in both directions, so that no IMPI implementation on either side needs
+ * to know it is there. World ranks are the same on both sides.
+ *
+ * In two layers:
+ *
+ *   impi_rly_*     start-up, without sockets: the inside client's commands
+ *                  and the server's answers go in, the rewritten commands
+ *                  and answers come out, and both sides' layouts are built
+ *                  from what went by (unit-tested and fuzzed alone)
+ *   impi_relay_*   the daemon: the sockets of start-up, the host
+ *                  connections on both sides, and packets forwarded between
+ *                  them on bt_lib's poller
+ */
+#ifndef ICBC_IMPI_RELAY_H
+#define ICBC_IMPI_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "icbc_status.h"
+#include "impi_client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- start-up ------------------------------------------------------------ */
+
+typedef struct impi_rly impi_rly_t;
+
+typedef struct impi_rly_config {
+    uint8_t inside_addr[16];  /* the relay as the inside sees it (IPv4 in bytes 12..15) */
+    uint8_t outside_addr[16]; /* the relay as the other clients see it */
+    uint32_t outside_port;    /* the relay's host port outside */
+    int require_key;          /* the inside client must send KEY; the relay sends it on */
+    uint64_t key;
+    /* The port of the persona of outside client C, asked once the number of
+     * clients is known; 0: none could be opened (start-up fails). */
+    uint32_t (*persona_port)(void *arg, int client);
+    void *arg;
+} impi_rly_config_t;
+
+icbc_status_t impi_rly_create(const impi_rly_config_t *cfg, impi_rly_t **rly);
+void impi_rly_destroy(impi_rly_t *rly);
+
+/* LEN bytes from the inside client / from impi-server. An error (message in
+ * ERR, naming the side and what was wrong) ends start-up. */
+icbc_status_t impi_rly_inside_input(impi_rly_t *rly, const void *bytes, size_t len, char *err,
+                                    size_t errlen);
+icbc_status_t impi_rly_server_input(impi_rly_t *rly, const void *bytes, size_t len, char *err,
+                                    size_t errlen);
+/* Bytes waiting for the inside client / the server (*LEN 0: none);
+ * consume what was written. */
+const void *impi_rly_inside_output(impi_rly_t *rly, size_t *len);
+void impi_rly_inside_consume(impi_rly_t *rly, size_t n);
+const void *impi_rly_server_output(impi_rly_t *rly, size_t *len);
+void impi_rly_server_consume(impi_rly_t *rly, size_t n);
+
+/* The server's DONE went inside: the layouts are whole. */
+int impi_rly_started(const impi_rly_t *rly);
+/* The inside client sent FINI (passed on to the server). */
+int impi_rly_finished(const impi_rly_t *rly);
+/* The private client's rank, or -1 before its IMPI command. */
+int impi_rly_client(const impi_rly_t *rly);
+/* The job as the inside sees it (personas for the other clients) and as
+ * the outside sees it (the relay one host of the private client's
+ * processes); valid once started. */
+const impi_layout_t *impi_rly_inside(const impi_rly_t *rly);
+const impi_layout_t *impi_rly_outside(const impi_rly_t *rly);
+
+/* ---- the daemon ---------------------------------------------------------- */
+
+typedef struct impi_relay_config {
+    const char *server;       /* impi-server's "ADDR:PORT" */
+    const char *inside_addr;  /* the relay's address inside; NULL: this node's first IPv4
+                                 address that is not the outside one */
+    const char *outside_addr; /* its address outside; NULL: the one it reaches the server
+                                 from */
+    uint16_t port;            /* the inside start-up port; 0: any free one */
+    int require_key;
+    uint64_t key;
+    double timeout; /* seconds start-up and the end may make no progress */
+} impi_relay_config_t;
+
+typedef struct impi_relay impi_relay_t;
+
+/* Opens the inside start-up port. */
+icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **relay, char *err,
+                                size_t errlen);
+/* The inside start-up address and port: what the client inside is given
+ * as its server. */
+const char *impi_relay_inside_addr(const impi_relay_t *relay);
+uint16_t impi_relay_port(const impi_relay_t *relay);
+/* Serves one IMPI job: start-up, then the packets, until every host on
+ * both sides said FINI and the inside client sent FINI (ICBC_OK), or an
+ * error (message in ERR). */
+icbc_status_t impi_relay_run(impi_relay_t *relay, char *err, size_t errlen);
+void impi_relay_destroy(impi_relay_t *relay);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ICBC_IMPI_RELAY_H */
