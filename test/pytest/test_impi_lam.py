@@ -58,6 +58,7 @@ DEFAULT_TIER = {
     "test_two_lam_clients_through_our_server": [dict(auth="key")],
     "test_icbc_nodes_with_lam_across_the_wan": [dict(lam_first=False)],
     "test_icbc_job_with_lam_through_a_keyed_server": [dict(lam_first=True)],
+    "test_lam_and_icbc_through_a_relay": [dict(np=2, icbc_np=2)],
 }
 
 
@@ -203,6 +204,35 @@ def start_server(build_dir, nclients, work, args=()):
         time.sleep(0.05)
     p.kill()
     pytest.fail("impi-server printed no address")
+
+
+# impi-relay's two addresses in the tests where a client joins through it
+# (docs/impi-relay.md): inside, where the client behind it reaches it, and
+# outside, where the other clients do. Each differs from both clients', as
+# a front-end node's addresses would.
+RELAY_INSIDE = "127.0.0.3"
+RELAY_OUTSIDE = "127.0.0.4"
+
+
+def start_relay(build_dir, server, work, args=()):
+    """impi-relay -server SERVER started as docs/impi-relay.md says: (process,
+    the "ADDR:PORT" it printed for the client inside, stderr file)."""
+    out = open(os.path.join(work, "impi-relay.out"), "w+")
+    err = open(os.path.join(work, "impi-relay.err"), "w+")
+    p = subprocess.Popen([os.path.join(build_dir, "impi-relay"), "-server", server,
+                          "-inside", RELAY_INSIDE, "-outside", RELAY_OUTSIDE,
+                          "-timeout", str(TIMEOUT)] + list(args), stdout=out, stderr=err)
+    for _ in range(100):
+        out.seek(0)
+        line = out.readline().strip()
+        if line:
+            return p, line, err
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    p.kill()
+    err.seek(0)
+    pytest.fail("impi-relay printed no address: " + err.read())
 
 
 def finish(procs, timeout=TIMEOUT):
@@ -369,13 +399,15 @@ def icbc_coll(prefix, build_dir):
 
 
 def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_exe, icbc_exe,
-                          ok_text, args=(), key=None):
+                          ok_text, args=(), key=None, behind=None):
     """An ICBC job of ICBC_NP processes on 127.0.0.2 (our mpiexec; one IMPI
     host) and a LAM/MPI client of NP processes, each running its build of
     the same program, through our impi-server (with KEY: started with
     -auth key:FILE, LAM given IMPI_AUTH_KEY and the ICBC job ICBC_IMPI_KEY, as
     docs/impi.md says); both must exit 0 and every rank print "rank R:
-    OK_TEXT"."""
+    OK_TEXT". BEHIND ("icbc" or "lam"): that client joins through
+    impi-relay, given the relay's address as its server (and the relay the
+    key too)."""
     u = Universe(lam, work, "lam")
     server_args, icbc_env = [], []
     if key is not None:
@@ -390,25 +422,34 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, 
     u.boot()
     try:
         server, addr, server_err = start_server(build_dir, 2, work, server_args)
+        lam_addr = icbc_addr = addr
+        relay = []
+        if behind:
+            rp, raddr, relay_err = start_relay(build_dir, addr, work, server_args)
+            relay = [rp]
+            lam_addr, icbc_addr = (raddr, addr) if behind == "lam" else (addr, raddr)
         lam_client = 0 if lam_first else 1
         lam_log = os.path.join(work, "lam.log")
         with open(lam_log, "w") as out:
-            pl = u.run(["mpirun", "-client", str(lam_client), addr, "-np", str(np), lam_exe,
+            pl = u.run(["mpirun", "-client", str(lam_client), lam_addr, "-np", str(np), lam_exe,
                         *args],
                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         icbc_log = os.path.join(work, "icbc.log")
         with open(icbc_log, "w") as f:
             pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", str(icbc_np),
-                                   "-genv", "ICBC_IMPI_SERVER", addr,
+                                   "-genv", "ICBC_IMPI_SERVER", icbc_addr,
                                    "-genv", "ICBC_IMPI_CLIENT", str(1 - lam_client),
                                    "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR, *icbc_env,
                                    icbc_exe, *args],
                                   stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            codes = finish([pi, pl, server])
-        logs = {n: open(p).read() for n, p in
-                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+            codes = finish([pi, pl, server] + relay)
+        files = [("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name)]
+        if behind:
+            files.append(("relay", relay_err.name))
+        logs = {n: open(p).read() for n, p in files}
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
-        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        assert codes == [0] * (3 + len(relay)), \
+            f"exit codes icbc, lam, impi-server (, impi-relay): {codes}\n{report}"
         icbc_ranks = range(np, np + icbc_np) if lam_first else range(icbc_np)
         lam_ranks = range(np) if lam_first else range(icbc_np, icbc_np + np)
         for r in icbc_ranks:
@@ -443,6 +484,24 @@ def test_icbc_job_with_lam_through_a_keyed_server(prefix, build_dir, lam, lam_co
     run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, 2, 2, lam_coll_all,
                           icbc_coll_all, "coll_all ok", args=coll_all_args(4),
                           key=98765432109876)
+
+
+@pytest.mark.parametrize("behind", ["icbc", "lam"], ids=["icbc-behind-relay", "lam-behind-relay"])
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+@pytest.mark.parametrize("np,icbc_np", [(2, 2), (4, 1), (1, 4)], ids=["2+2", "4+1", "1+4"])
+def test_lam_and_icbc_through_a_relay(prefix, build_dir, lam, lam_coll_all, icbc_coll_all, work,
+                                      behind, lam_first, np, icbc_np):
+    """A cluster with private addresses in an IMPI job with LAM/MPI 7.1.4
+    (docs/impi-relay.md): the ICBC job, or the LAM client, is given
+    impi-relay's address as its server, the other impi-server's; every
+    collective of coll_all.c that LAM can run across clients, every result
+    checked on every rank. The relay stands in as one host for the client
+    behind it and for the other client; LAM knows a host by its address, so
+    this also checks that the relay connects from the address it
+    advertised on each side."""
+    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_coll_all,
+                          icbc_coll_all, "coll_all ok", args=coll_all_args(np + icbc_np),
+                          behind=behind)
 
 
 @pytest.fixture(scope="session")
@@ -719,5 +778,79 @@ def test_icbc_nodes_with_lam_across_the_wan(prefix, build_dir, lam, lam_prog, ic
                     assert f"rank {rank}: {ok}" in r.output, report
                 for rank in range(lam_base, lam_base + 2):
                     assert f"rank {rank}: {ok}" in open(lam_log).read(), report
+    finally:
+        u.halt()
+
+
+@pytest.fixture(scope="session")
+def lam_private(prefix, request):
+    """Cluster a with private addresses (--private a: only its front-end a0
+    reaches the WAN; a1 and a2 have fabric addresses alone) and cluster b,
+    1 ms one way: the ICBC job on a1 and a2, impi-relay on a0, LAM and
+    impi-server on b0."""
+    import conftest  # the suite's testbed helper (conftest.py)
+    with conftest.bed(prefix, os.path.join(TOP, "_build", "test-pytest"), "lp",
+                      ["--clusters", "2", "--nodes", "3", "--routers", "1", "--delay", "1ms",
+                       "--private", "a"],
+                      ["a1", "a2"], request.config.getoption("--keep")) as b:
+        yield b
+
+
+def test_private_icbc_cluster_with_lam_through_a_relay(prefix, build_dir, lam, icbc_coll_all,
+                                                       lam_coll_all, lam_private, work):
+    """A cluster whose compute nodes have private addresses joins an IMPI
+    job with LAM/MPI across the emulated WAN, started as docs/impi-relay.md
+    tells a user: impi-server on b0; impi-relay on the front-end a0, given
+    the server and its fabric address; the ICBC job on a1 and a2 (two
+    processes each) through the testbed's env file and mpiexec with
+    ICBC_IMPI_SERVER set to what the relay printed; LAM on b0 with the
+    server's address. coll_all, every collective from every root, checked on
+    every rank; every program and the relay and server exit 0."""
+    from mpirun import run_mpi  # test/harness, on the path conftest.py sets
+    bed = lam_private
+    tb_name = bed.env["ICBC_TESTBED"]
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(bed.tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}
+    fabric_a0 = "10.100.0.1"  # docs/testbed.md, address plan
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("a1:2\na2:2\n")
+    u = Universe(lam, work, "lam", netns=f"{tb_name}-b0", addr=addr["b0"])
+    u.boot()
+    try:
+        err = open(os.path.join(work, "impi-server.err"), "w+")
+        server = subprocess.Popen(["ip", "netns", "exec", f"{tb_name}-b0",
+                                   os.path.join(build_dir, "impi-server"), "-server", "2",
+                                   "-host", addr["b0"], "-listen", addr["b0"],
+                                   "-timeout", str(TIMEOUT)],
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        server_addr = server.stdout.readline().strip()
+        assert server_addr, "impi-server printed no address"
+        rerr = open(os.path.join(work, "impi-relay.err"), "w+")
+        relay = subprocess.Popen(["ip", "netns", "exec", f"{tb_name}-a0",
+                                  os.path.join(build_dir, "impi-relay"), "-server", server_addr,
+                                  "-inside", fabric_a0, "-timeout", str(TIMEOUT)],
+                                 stdout=subprocess.PIPE, stderr=rerr, text=True)
+        relay_addr = relay.stdout.readline().strip()
+        assert relay_addr.startswith(fabric_a0 + ":"), \
+            f"impi-relay printed {relay_addr!r}; {open(rerr.name).read()}"
+        lam_log = os.path.join(work, "lam.log")
+        with open(lam_log, "w") as out:
+            pl = u.run(["mpirun", "-client", "1", server_addr, "-np", "2", lam_coll_all,
+                        *coll_all_args(6)], stdout=out, stderr=subprocess.STDOUT,
+                       stdin=subprocess.DEVNULL)
+        r = run_mpi(prefix, bed.env, icbc_coll_all, 4, work, name="icbc", hosts=hosts,
+                    args=list(coll_all_args(6)), timeout=TIMEOUT,
+                    extra_env={"ICBC_IMPI_SERVER": relay_addr, "ICBC_IMPI_CLIENT": "0"})
+        codes = finish([pl, server, relay])
+        report = (f"{r.describe()}\n--- lam\n{open(lam_log).read()}\n"
+                  f"--- impi-server\n{open(err.name).read()}\n"
+                  f"--- impi-relay\n{open(rerr.name).read()}")
+        assert r.rc == 0 and not r.timed_out and codes == [0, 0, 0], \
+            f"icbc rc {r.rc}, lam, impi-server and impi-relay: {codes}\n{report}"
+        for rank in range(4):
+            assert f"rank {rank}: coll_all ok" in r.output, report
+        for rank in range(4, 6):
+            assert f"rank {rank}: coll_all ok" in open(lam_log).read(), report
     finally:
         u.halt()
