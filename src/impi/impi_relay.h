@@ -65,6 +65,12 @@ void impi_rly_inside_consume(impi_rly_t *rly, size_t n);
 const void *impi_rly_server_output(impi_rly_t *rly, size_t *len);
 void impi_rly_server_consume(impi_rly_t *rly, size_t n);
 
+/* The inside connection authenticated and named its client rank; before
+ * that it is nobody, and a connection that fails then (a port scan, a
+ * stranger, a wrong key) is dropped alone: impi_rly_inside_reset forgets
+ * it, and the next connection starts over. */
+int impi_rly_inside_known(const impi_rly_t *rly);
+void impi_rly_inside_reset(impi_rly_t *rly);
 /* The server's DONE went inside: the layouts are whole. */
 int impi_rly_started(const impi_rly_t *rly);
 /* The inside client sent FINI (passed on to the server). */

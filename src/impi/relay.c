@@ -138,7 +138,8 @@ static uint32_t persona_port(void *arg, int client)
  * relay's outside host port there. */
 static icbc_status_t connect_server(impi_relay_t *r, char *err, size_t errlen)
 {
-    struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = r->srv_v4,
+    struct sockaddr_in to = { .sin_family = AF_INET,
+                              .sin_addr = r->srv_v4,
                               .sin_port = htons(r->srv_port) };
     struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->out_v4 };
     socklen_t sl = sizeof(me);
@@ -172,7 +173,7 @@ static int other_address(struct in_addr not, struct in_addr *found)
         if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK))
             continue;
         struct in_addr a = ((struct sockaddr_in *) i->ifa_addr)->sin_addr;
-        if (a.s_addr != not.s_addr) {
+        if (a.s_addr != not .s_addr) {
             *found = a;
             ok = 1;
         }
@@ -221,7 +222,8 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
     if (connect_server(r, err, errlen) != ICBC_OK)
         goto fail;
     if (!cfg->inside_addr && !other_address(r->out_v4, &r->in_v4)) {
-        snprintf(err, errlen, "this node has no IPv4 address beside %s, the one it reaches "
+        snprintf(err, errlen,
+                 "this node has no IPv4 address beside %s, the one it reaches "
                  "impi-server from: name the inside one with -inside",
                  inet_ntoa(r->out_v4));
         goto fail;
@@ -372,14 +374,26 @@ static icbc_status_t run_startup(impi_relay_t *r, char *err, size_t errlen)
             }
         }
         for (int i = 1; i < 3; i++) {
-            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)) || p[i].fd < 0)
                 continue;
             ssize_t got = recv(p[i].fd, r->buf, sizeof(r->buf), 0);
             if (got <= 0)
-                return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "%s closed during start-up",
-                                i == 1 ? "the inside client" : "impi-server");
-            st = i == 1 ? impi_rly_inside_input(r->rly, r->buf, (size_t) got, err, errlen)
-                        : impi_rly_server_input(r->rly, r->buf, (size_t) got, err, errlen);
+                st = icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "%s closed during start-up",
+                              i == 1 ? "the inside client" : "impi-server");
+            else
+                st = i == 1 ? impi_rly_inside_input(r->rly, r->buf, (size_t) got, err, errlen)
+                            : impi_rly_server_input(r->rly, r->buf, (size_t) got, err, errlen);
+            if (st != ICBC_OK && i == 1 && !impi_rly_inside_known(r->rly)) {
+                /* nobody yet: dropped alone, and the port waits for the
+                 * client */
+                icbc_warn("dropped a connection to the inside port before it named its "
+                          "client: %s",
+                          err);
+                close(r->startup_fd);
+                r->startup_fd = -1;
+                impi_rly_inside_reset(r->rly);
+                continue;
+            }
             if (st != ICBC_OK)
                 return st;
         }
@@ -604,8 +618,8 @@ static void on_ready(int fd, uint32_t events, void *arg)
     conn_arm(c);
 }
 
-static icbc_status_t conn_open(impi_relay_t *r, conn_t *c, int side, int client, int self,
-                               int peer, int fd)
+static icbc_status_t conn_open(impi_relay_t *r, conn_t *c, int side, int client, int self, int peer,
+                               int fd)
 {
     const impi_layout_t *l = side == INSIDE ? r->in : r->out;
 
@@ -628,7 +642,8 @@ static int connect_host(const impi_layout_t *l, int self, int peer, struct in_ad
                         double deadline, char *err, size_t errlen)
 {
     struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = from };
-    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t) l->hosts[peer].port) };
+    struct sockaddr_in to = { .sin_family = AF_INET,
+                              .sin_port = htons((uint16_t) l->hosts[peer].port) };
     uint32_t v4 = impi_host_v4(&l->hosts[peer]);
     uint8_t rank[IMPI_HOST_RANK_SIZE];
     int one = 1;
@@ -762,20 +777,20 @@ static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
             }
             for (int h = 0; h < l->nhosts_total; h++)
                 connected[h] = c < 0 ? r->outs[h].fd >= 0
-                               : (l->hosts[h].client == K && inside_conn(r, c, h)->fd >= 0);
-            icbc_status_t ok =
-                rn == (ssize_t) sizeof(rank)
-                    ? impi_host_accept_check(l, self, rank, from.sin_addr.s_addr, connected, &host,
-                                             why, sizeof(why))
-                    : ICBC_ERR_INVALID;
+                                     : (l->hosts[h].client == K && inside_conn(r, c, h)->fd >= 0);
+            icbc_status_t ok = rn == (ssize_t) sizeof(rank)
+                                   ? impi_host_accept_check(l, self, rank, from.sin_addr.s_addr,
+                                                            connected, &host, why, sizeof(why))
+                                   : ICBC_ERR_INVALID;
             free(connected);
-            if (ok == ICBC_OK && (c < 0 ? l->hosts[host].client == K : l->hosts[host].client != K)) {
+            if (ok == ICBC_OK &&
+                (c < 0 ? l->hosts[host].client == K : l->hosts[host].client != K)) {
                 snprintf(why, sizeof(why), "host %d is not one the relay stands for here", host);
                 ok = ICBC_ERR_INVALID;
             }
             if (ok != ICBC_OK) {
-                icbc_warn("refused a connection to the %s port: %s",
-                              c < 0 ? "outside" : "inside", why);
+                icbc_warn("refused a connection to the %s port: %s", c < 0 ? "outside" : "inside",
+                          why);
                 close(fd);
                 continue;
             }
@@ -830,8 +845,8 @@ static void watch_startup(impi_relay_t *r)
             close(r->server_fd);
             r->server_fd = -1;
         } else if (n >= 0) {
-            failf(r, "impi-server %s", n == 0 ? "closed its connection: the IMPI job ended"
-                                              : "spoke after start-up");
+            failf(r, "impi-server %s",
+                  n == 0 ? "closed its connection: the IMPI job ended" : "spoke after start-up");
         }
     }
 }
@@ -845,8 +860,10 @@ icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
         return st;
     if ((st = run_connect(r, err, errlen)) != ICBC_OK)
         return st;
-    icbc_info("client %d: %d inside host(s), %d outside host(s); forwarding", r->client,
-                  r->nin, r->out->nhosts_total - 1);
+    /* the second line of stdout: start-up is over, packets go through */
+    printf("relaying client %d: %d inside host(s), %d outside host(s)\n", r->client, r->nin,
+           r->out->nhosts_total - 1);
+    fflush(stdout);
     while (!r->failed) {
         bt_poller_wait(r->poller, 100);
         if (r->startup_fd >= 0 || r->server_fd >= 0)

@@ -52,7 +52,7 @@ typedef enum {
 
 /* The labels whose parts the relay rewrites, and keeps the inside's of. */
 static const uint32_t rewritten[] = {
-    IMPI_C_NHOSTS,   IMPI_H_IPV6,    IMPI_H_PORT, IMPI_H_NPROCS,
+    IMPI_C_NHOSTS,  IMPI_H_IPV6,    IMPI_H_PORT, IMPI_H_NPROCS,
     IMPI_H_ACKMARK, IMPI_H_HIWATER, IMPI_P_IPV6, IMPI_P_PID,
 };
 #define NREWRITTEN ((int) (sizeof(rewritten) / sizeof(rewritten[0])))
@@ -218,8 +218,8 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
             return fail(err, errlen, INSIDE, "COLL label 0x%x with %u bytes, not 4", label, n);
         v = icbc_get32(p);
         if (v < 1 || v > (label == IMPI_C_NHOSTS ? IMPI_HOSTS_MAX : IMPI_PROCS_MAX))
-            return fail(err, errlen, INSIDE, "%s %u", label == IMPI_C_NHOSTS ? "C_NHOSTS" : "C_NPROCS",
-                        v);
+            return fail(err, errlen, INSIDE, "%s %u",
+                        label == IMPI_C_NHOSTS ? "C_NHOSTS" : "C_NPROCS", v);
         if (label == IMPI_C_NHOSTS)
             r->in_nhosts = v;
         else
@@ -237,8 +237,8 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
     if (nh == 0 || np == 0)
         return fail(err, errlen, INSIDE, "COLL label 0x%x before C_NHOSTS and C_NPROCS", label);
     if ((uint64_t) n != (uint64_t) unit * count)
-        return fail(err, errlen, INSIDE, "COLL label 0x%x with %u bytes for %u %s, not %llu",
-                    label, n, count, unit == 8 || label >= IMPI_P_IPV6 ? "processes" : "hosts",
+        return fail(err, errlen, INSIDE, "COLL label 0x%x with %u bytes for %u %s, not %llu", label,
+                    n, count, unit == 8 || label >= IMPI_P_IPV6 ? "processes" : "hosts",
                     (unsigned long long) unit * count);
     switch (label) {
     case IMPI_H_IPV6: return put(q, r->cfg.outside_addr, 16) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
@@ -251,7 +251,8 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
             sum += v;
         }
         if (sum != np)
-            return fail(err, errlen, INSIDE, "H_NPROCS: the hosts hold %llu processes, C_NPROCS said %u",
+            return fail(err, errlen, INSIDE,
+                        "H_NPROCS: the hosts hold %llu processes, C_NPROCS said %u",
                         (unsigned long long) sum, np);
         return put32(q, np) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
     case IMPI_H_ACKMARK:
@@ -383,13 +384,14 @@ static icbc_status_t server_coll(impi_rly_t *r, const uint8_t *p, uint32_t len, 
         if (known_label(label) &&
             impi_layout_add(&r->inside, label, mask, p + 8, len - 8, why, sizeof(why)) != ICBC_OK)
             return fail(err, errlen, SERVER, "%s", why);
-        return put_cmd(&r->to_in, IMPI_CMD_COLL, len) || put(&r->to_in, p, len)
-                   ? ICBC_ERR_NO_MEMORY
-                   : ICBC_OK;
+        return put_cmd(&r->to_in, IMPI_CMD_COLL, len) || put(&r->to_in, p, len) ? ICBC_ERR_NO_MEMORY
+                                                                                : ICBC_OK;
     }
     if (((mask >> r->client) & 1) && !r->kept[k].given)
-        return fail(err, errlen, SERVER, "COLL label 0x%x answered with a part of client %d, "
-                    "which gave none", label, r->client);
+        return fail(err, errlen, SERVER,
+                    "COLL label 0x%x answered with a part of client %d, "
+                    "which gave none",
+                    label, r->client);
     for (int c = 0; c < r->nclients; c++) {
         if (!((mask >> c) & 1))
             continue;
@@ -441,8 +443,8 @@ static int append(inbuf_t *b, const void *bytes, size_t len)
     return 0;
 }
 
-static icbc_status_t inside_cmd(impi_rly_t *r, const impi_cmd_hdr_t *h, const uint8_t *p,
-                                char *err, size_t errlen)
+static icbc_status_t inside_cmd(impi_rly_t *r, const impi_cmd_hdr_t *h, const uint8_t *p, char *err,
+                                size_t errlen)
 {
     uint8_t reply[IMPI_AUTH_REPLY_SIZE];
 
@@ -470,8 +472,8 @@ static icbc_status_t inside_cmd(impi_rly_t *r, const impi_cmd_hdr_t *h, const ui
         r->in_state = IN_WAIT;
         r->srv_state = SRV_AUTH;
         return put_cmd(&r->to_srv, IMPI_CMD_AUTH, 4) ||
-                       put32(&r->to_srv, r->cfg.require_key ? IMPI_AUTH_MASK_KEY
-                                                            : IMPI_AUTH_MASK_NONE)
+                       put32(&r->to_srv,
+                             r->cfg.require_key ? IMPI_AUTH_MASK_KEY : IMPI_AUTH_MASK_NONE)
                    ? ICBC_ERR_NO_MEMORY
                    : ICBC_OK;
     }
@@ -660,6 +662,20 @@ const void *impi_rly_server_output(impi_rly_t *r, size_t *len)
 void impi_rly_server_consume(impi_rly_t *r, size_t n)
 {
     consume(&r->to_srv, n);
+}
+
+int impi_rly_inside_known(const impi_rly_t *r)
+{
+    return r->in_state > IN_RANK;
+}
+
+void impi_rly_inside_reset(impi_rly_t *r)
+{
+    if (r->in_state > IN_RANK)
+        return;
+    r->in.len = 0;
+    r->to_in.off = r->to_in.len = 0;
+    r->in_state = IN_AUTH;
 }
 
 int impi_rly_started(const impi_rly_t *r)
