@@ -30,6 +30,7 @@ extern "C" {
 #define IMPI_HOSTS_MAX (1u << 16)
 #define IMPI_PROCS_MAX (1u << 20)
 #define IMPI_DATALEN_MIN 1024u
+#define IMPI_DATALEN_MAX (16u << 20) /* what every host connection may have to buffer */
 #define IMPI_TAGUB_MIN 32767
 
 /* Defaults for a client that does not give an optional label. */

@@ -28,6 +28,7 @@
 
 #include "icbc_status.h"
 #include "impi_client.h"
+#include "impi_rx.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,6 +83,14 @@ int impi_rly_client(const impi_rly_t *rly);
  * processes); valid once started. */
 const impi_layout_t *impi_rly_inside(const impi_rly_t *rly);
 const impi_layout_t *impi_rly_outside(const impi_rly_t *rly);
+
+/* A packet that impi_rx took from a connection of one side (FROM_INSIDE:
+ * from an inside host, to a persona; else from an outside host, to the
+ * relay's outside host), not FINI: *HDR is its header as the other side
+ * knows its processes, *HOST (in that side's layout) the host it goes to.
+ * impi_rx has held its source and destination to the side's layout. */
+void impi_rly_route(const impi_rly_t *rly, int from_inside, const impi_rx_pkt_t *pkt,
+                    impi_pkt_hdr_t *hdr, int *host);
 
 /* ---- the daemon ---------------------------------------------------------- */
 

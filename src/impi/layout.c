@@ -489,6 +489,11 @@ icbc_status_t impi_layout_check(impi_layout_t *l, char *err, size_t errlen)
     /* labels no client gave: their defaults */
     if (l->datalen == UINT32_MAX)
         l->datalen = IMPI_DEFAULT_DATALEN;
+    if (l->datalen > IMPI_DATALEN_MAX)
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "C_DATALEN: the clients agree on packets of %u bytes; at most %u are "
+                        "taken",
+                        l->datalen, IMPI_DATALEN_MAX);
     if (l->coll_xsize == 0)
         l->coll_xsize = IMPI_DEFAULT_COLL_XSIZE;
     if (l->coll_maxlinear == 0)

@@ -505,20 +505,6 @@ static conn_t *inside_conn(impi_relay_t *r, int client, int host)
     return &r->ins[client * r->nin + (host - r->in->first_host[r->client])];
 }
 
-static int host_of(const impi_layout_t *l, int rank)
-{
-    int lo = 0, hi = l->nhosts_total - 1;
-
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (l->hosts[mid].first_rank <= rank)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* FINI per hop (the file's comment). */
 static void fini_check(impi_relay_t *r)
 {
@@ -551,21 +537,15 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
     impi_pkt_hdr_t h = *pkt->hdr;
     uint8_t b[IMPI_PKT_HDR_SIZE];
     conn_t *to;
+    int host;
 
     if (h.type == IMPI_PK_FINI) {
         c->fini_in = 1;
         fini_check(r);
         return;
     }
-    if (c->side == INSIDE) {
-        h.src = r->out->procs[pkt->src];
-        h.dest = r->out->procs[pkt->dest];
-        to = &r->outs[host_of(r->out, pkt->dest)];
-    } else {
-        h.src = r->in->procs[pkt->src];
-        h.dest = r->in->procs[pkt->dest];
-        to = inside_conn(r, c->client, host_of(r->in, pkt->dest));
-    }
+    impi_rly_route(r->rly, c->side == INSIDE, pkt, &h, &host);
+    to = c->side == INSIDE ? &r->outs[host] : inside_conn(r, c->client, host);
     impi_pkt_hdr_pack(&h, b);
     conn_put(to, b, pkt->payload, pkt->len);
 }

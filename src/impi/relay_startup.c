@@ -31,6 +31,7 @@
 
 #include "icbc_bytes.h"
 #include "impi_proto.h"
+#include "impi_rx.h"
 
 typedef enum {
     IN_AUTH, /* AUTH expected */
@@ -201,14 +202,12 @@ void impi_rly_destroy(impi_rly_t *r)
 
 /* ---- the inside's parts, sent out ---------------------------------------- */
 
-/* The relay's part for LABEL from the inside's part P (N bytes), queued to
- * the server as the payload of a COLL after the label. */
+/* The relay's part for LABEL from the inside's part P (N bytes), into Q. */
 static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *p, uint32_t n,
-                                  char *err, size_t errlen)
+                                  queue_t *q, char *err, size_t errlen)
 {
     uint32_t nh = r->in_nhosts, np = r->in_nprocs, unit = 0, count = 0, v, best = UINT32_MAX;
     uint64_t sum = 0;
-    queue_t *q = &r->to_srv;
     int bad = 0;
 
     switch (label) {
@@ -280,38 +279,23 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
     return bad ? ICBC_ERR_NO_MEMORY : ICBC_OK;
 }
 
-/* The size of the relay's part of LABEL given the inside's N bytes. */
-static uint32_t outward_len(const impi_rly_t *r, uint32_t label, uint32_t n)
-{
-    switch (label) {
-    case IMPI_C_NHOSTS:
-    case IMPI_C_NPROCS:
-    case IMPI_H_PORT:
-    case IMPI_H_NPROCS:
-    case IMPI_H_ACKMARK:
-    case IMPI_H_HIWATER: return 4;
-    case IMPI_H_IPV6: return 16;
-    case IMPI_P_IPV6: return 16 * r->in_nprocs;
-    case IMPI_P_PID: return 8 * r->in_nprocs;
-    default: return n;
-    }
-}
-
 static icbc_status_t inside_coll(impi_rly_t *r, const uint8_t *p, uint32_t len, char *err,
                                  size_t errlen)
 {
     uint32_t label = icbc_get32(p);
     int k = kept_index(label);
+    queue_t part = { 0 };
     icbc_status_t st;
 
     if (label == 0 || label <= r->last_label)
         return fail(err, errlen, INSIDE, "COLL label 0x%x after 0x%x (labels must ascend)", label,
                     r->last_label);
     r->last_label = label;
-    if (put_cmd(&r->to_srv, IMPI_CMD_COLL, 4 + outward_len(r, label, len - 4)) ||
-        put32(&r->to_srv, label))
-        return ICBC_ERR_NO_MEMORY;
-    st = outward_part(r, label, p + 4, len - 4, err, errlen);
+    st = outward_part(r, label, p + 4, len - 4, &part, err, errlen);
+    if (st == ICBC_OK && (put_cmd(&r->to_srv, IMPI_CMD_COLL, (uint32_t) (4 + part.len)) ||
+                          put32(&r->to_srv, label) || put(&r->to_srv, part.buf, part.len)))
+        st = ICBC_ERR_NO_MEMORY;
+    free(part.buf);
     if (st != ICBC_OK)
         return st;
     if (k >= 0) {
@@ -436,6 +420,8 @@ static void drop(inbuf_t *b, size_t n)
 
 static int append(inbuf_t *b, const void *bytes, size_t len)
 {
+    if (len == 0)
+        return 0;
     if (grow(&b->buf, &b->cap, b->len + len) < 0)
         return -1;
     memcpy(b->buf + b->len, bytes, len);
@@ -557,12 +543,34 @@ static icbc_status_t server_sized(impi_rly_t *r, const uint8_t *p, char *err, si
                : ICBC_OK;
 }
 
+/* The outside layout holds the relay as the private client's one host, as
+ * the relay gave it: the server passed its parts on unchanged. */
+static int own_part_intact(const impi_rly_t *r)
+{
+    const impi_layout_t *o = &r->outside;
+    int k = r->client, h = o->first_host[k];
+
+    if (o->nhosts[k] != 1 || o->nprocs[k] != r->in_nprocs ||
+        memcmp(o->hosts[h].addr, r->cfg.outside_addr, 16) != 0 ||
+        o->hosts[h].port != r->cfg.outside_port)
+        return 0;
+    for (uint32_t i = 0; i < o->nprocs[k]; i++)
+        if (memcmp(o->procs[o->first_rank[k] + (int) i].host, r->cfg.outside_addr, 16) != 0 ||
+            o->procs[o->first_rank[k] + (int) i].pid != (int64_t) i)
+            return 0;
+    return 1;
+}
+
 static icbc_status_t server_done(impi_rly_t *r, char *err, size_t errlen)
 {
     char why[256];
 
     if (impi_layout_check(&r->outside, why, sizeof(why)) != ICBC_OK)
         return fail(err, errlen, SERVER, "%s", why);
+    if (!own_part_intact(r))
+        return fail(err, errlen, SERVER,
+                    "its answers give client %d other hosts or processes than the relay gave",
+                    r->client);
     if (impi_layout_check(&r->inside, why, sizeof(why)) != ICBC_OK)
         return fail(err, errlen, INSIDE, "%s", why);
     r->started = 1;
@@ -634,7 +642,7 @@ icbc_status_t impi_rly_server_input(impi_rly_t *r, const void *bytes, size_t len
 static const void *pending(queue_t *q, size_t *len)
 {
     *len = q->len - q->off;
-    return q->buf + q->off;
+    return q->buf ? q->buf + q->off : NULL;
 }
 
 static void consume(queue_t *q, size_t n)
@@ -701,4 +709,31 @@ const impi_layout_t *impi_rly_inside(const impi_rly_t *r)
 const impi_layout_t *impi_rly_outside(const impi_rly_t *r)
 {
     return &r->outside;
+}
+
+/* ---- packets ------------------------------------------------------------- */
+
+static int host_of_rank(const impi_layout_t *l, int rank)
+{
+    int lo = 0, hi = l->nhosts_total - 1;
+
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (l->hosts[mid].first_rank <= rank)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+void impi_rly_route(const impi_rly_t *r, int from_inside, const impi_rx_pkt_t *pkt,
+                    impi_pkt_hdr_t *hdr, int *host)
+{
+    const impi_layout_t *to = from_inside ? &r->outside : &r->inside;
+
+    *hdr = *pkt->hdr;
+    hdr->src = to->procs[pkt->src];
+    hdr->dest = to->procs[pkt->dest];
+    *host = host_of_rank(to, pkt->dest);
 }

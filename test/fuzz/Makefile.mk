@@ -17,7 +17,8 @@ FUZZ_TARGETS = \
     test/fuzz/impi_hostconn_fuzz \
     test/fuzz/impi_rx_fuzz \
     test/fuzz/impi_p2p_fuzz \
-    test/fuzz/impi_frames_fuzz
+    test/fuzz/impi_frames_fuzz \
+    test/fuzz/impi_relay_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
@@ -53,6 +54,7 @@ EXTRA_DIST += \
     test/fuzz/impi_rx_fuzz.c \
     test/fuzz/impi_p2p_fuzz.c \
     test/fuzz/impi_frames_fuzz.c \
+    test/fuzz/impi_relay_fuzz.c \
     test/fuzz/impi_fuzz_layout.h \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
@@ -133,6 +135,13 @@ test/fuzz/impi_rx_fuzz: $(top_srcdir)/test/fuzz/impi_rx_fuzz.c \
     $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/proto.c \
     $(top_srcdir)/src/impi/impi_rx.h $(top_srcdir)/src/impi/impi_client.h \
     $(top_srcdir)/src/impi/impi_proto.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+test/fuzz/impi_relay_fuzz: $(top_srcdir)/test/fuzz/impi_relay_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/impi/relay_startup.c \
+    $(top_srcdir)/src/impi/rx.c $(top_srcdir)/src/impi/layout.c $(top_srcdir)/src/impi/proto.c \
+    $(top_srcdir)/src/impi/impi_relay.h $(top_srcdir)/src/impi/impi_rx.h \
+    $(top_srcdir)/src/impi/impi_client.h $(top_srcdir)/src/impi/impi_proto.h \
+    $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
     $(top_srcdir)/src/icbc/status.c \

@@ -33,6 +33,7 @@ endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/impi_server_test.cc test/unit/impi_client_test.cc \
     test/unit/impi_p2p_test.cc test/unit/impi_coll_test.cc test/unit/impi_agent_test.cc \
+    test/unit/impi_relay_test.cc \
     test/unit/impi_daemon.h \
     test/unit/impi_test_layout.h
 test_unit_icbc_unit_tests_CPPFLAGS += -I$(top_srcdir)/src/impi \

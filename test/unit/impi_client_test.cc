@@ -348,6 +348,21 @@ TEST_F(Layout, CheckNamesALabelThatNeverCame)
     EXPECT_STREQ("start-up ended without P_PID", err);
 }
 
+TEST_F(Layout, PacketsLargerThanAHostMayBufferAreRefused)
+{
+    /* every client may give a large DATALEN; the smallest is what goes,
+     * and a job whose smallest is above IMPI_DATALEN_MAX does not start */
+    cl = { Client(0, { 1 }, IMPI_DATALEN_MAX + 1), Client(1, { 1 }, UINT32_MAX) };
+    add_all();
+    EXPECT_EQ(ICBC_ERR_INVALID, impi_layout_check(&l, err, sizeof(err)));
+    EXPECT_NE(nullptr, strstr(err, "C_DATALEN")) << err;
+    impi_layout_free(&l);
+    cl = { Client(0, { 1 }, IMPI_DATALEN_MAX), Client(1, { 1 }, UINT32_MAX) };
+    add_all();
+    EXPECT_EQ(ICBC_OK, impi_layout_check(&l, err, sizeof(err))) << err;
+    EXPECT_EQ(IMPI_DATALEN_MAX, l.datalen);
+}
+
 TEST_F(Layout, AcceptedHostConnectionsAreHeldToTheLayout)
 {
     cl = { Client(0, { 1, 1 }), Client(1, { 2 }) };

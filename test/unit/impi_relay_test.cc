@@ -1,0 +1,378 @@
+/*
+ * The IMPI relay's start-up (impi_rly_*): an inside client's commands go
+ * through the relay to the server's protocol (impi_srv, in process), beside
+ * a client outside that talks to the server directly; each side reads the
+ * answers it gets into a layout, as a client would, and the test checks
+ * what each sees of the other. Hostile or out-of-order input from either
+ * side is refused with its reason.
+ */
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "icbc_bytes.h"
+#include "impi_proto.h"
+#include "impi_relay.h"
+#include "impi_server.h"
+#include "impi_test_layout.h"
+
+namespace
+{
+
+Bytes cmd(uint32_t c, const Bytes &payload = {})
+{
+    Bytes b(IMPI_CMD_HDR_SIZE);
+    impi_cmd_hdr_pack(c, (uint32_t) payload.size(), b.data());
+    b.insert(b.end(), payload.begin(), payload.end());
+    return b;
+}
+
+Bytes u32(uint32_t v)
+{
+    Bytes b(4);
+    icbc_put32(b.data(), v);
+    return b;
+}
+
+Bytes coll(uint32_t label, const Bytes &part)
+{
+    Bytes b = u32(label);
+    b.insert(b.end(), part.begin(), part.end());
+    return cmd(IMPI_CMD_COLL, b);
+}
+
+/* Every COLL label of CL's part, then DONE. */
+Bytes labels_and_done(const Client &cl)
+{
+    int n;
+    const uint32_t *labels = impi_layout_labels(&n);
+    Bytes b;
+    for (int i = 0; i < n; i++) {
+        Bytes c = coll(labels[i], cl.part(labels[i]));
+        b.insert(b.end(), c.begin(), c.end());
+    }
+    Bytes d = cmd(IMPI_CMD_DONE);
+    b.insert(b.end(), d.begin(), d.end());
+    return b;
+}
+
+/* The answers a client got, read as a client reads them. */
+struct Reader {
+    Bytes in;
+    size_t off = 0;
+    bool auth = false;
+    int nclients = 0;
+    bool done = false;
+    impi_layout_t layout{};
+    std::string err;
+
+    void feed(const void *p, size_t n)
+    {
+        in.insert(in.end(), (const uint8_t *) p, (const uint8_t *) p + n);
+        if (!auth && in.size() - off >= IMPI_AUTH_REPLY_SIZE) {
+            auth = true;
+            off += IMPI_AUTH_REPLY_SIZE;
+        }
+        impi_cmd_hdr_t h;
+        while (auth && err.empty() && in.size() - off >= IMPI_CMD_HDR_SIZE &&
+               impi_cmd_hdr_parse(&in[off], &h) == ICBC_OK &&
+               in.size() - off >= IMPI_CMD_HDR_SIZE + h.len) {
+            const uint8_t *p = &in[off + IMPI_CMD_HDR_SIZE];
+            char why[256] = "";
+            if (h.cmd == IMPI_CMD_IMPI) {
+                nclients = (int) icbc_get32(p);
+                impi_layout_init(&layout, nclients);
+            } else if (h.cmd == IMPI_CMD_COLL) {
+                if (impi_layout_add(&layout, icbc_get32(p), icbc_get32(p + 4), p + 8, h.len - 8,
+                                    why, sizeof(why)) != ICBC_OK)
+                    err = why;
+            } else if (h.cmd == IMPI_CMD_DONE) {
+                if (impi_layout_check(&layout, why, sizeof(why)) != ICBC_OK)
+                    err = why;
+                done = true;
+            }
+            off += IMPI_CMD_HDR_SIZE + h.len;
+        }
+    }
+    ~Reader()
+    {
+        if (nclients)
+            impi_layout_free(&layout);
+    }
+};
+
+uint32_t persona_port(void *, int client)
+{
+    return 7000 + (uint32_t) client;
+}
+
+/* impi_srv for two clients: slot A is client 0 outside, slot B the relay
+ * of client 1, whose inside client talks to the relay only. */
+struct RelayStartup : ::testing::Test {
+    impi_srv_t *srv = nullptr;
+    impi_rly_t *rly = nullptr;
+    int a = -1, b = -1;
+    Reader outside, inside;
+    std::string srv_err, rly_err;
+    impi_rly_config_t cfg{};
+
+    void SetUp() override
+    {
+        impi_srv_config_t sc = { 2, 0, 0 };
+        ASSERT_EQ(ICBC_OK, impi_srv_create(&sc, &srv));
+        a = impi_srv_accept(srv, "outside");
+        b = impi_srv_accept(srv, "relay");
+        cfg.inside_addr[12] = 192, cfg.inside_addr[13] = 168, cfg.inside_addr[15] = 1;
+        cfg.outside_addr[12] = 10, cfg.outside_addr[15] = 99;
+        cfg.outside_port = 6000;
+        cfg.persona_port = persona_port;
+    }
+    void make_relay()
+    {
+        ASSERT_EQ(ICBC_OK, impi_rly_create(&cfg, &rly));
+    }
+    void TearDown() override
+    {
+        impi_rly_destroy(rly);
+        impi_srv_destroy(srv);
+    }
+    /* Moves bytes between the four ends until nothing moves. */
+    void pump()
+    {
+        for (bool moved = true; moved && srv_err.empty() && rly_err.empty();) {
+            moved = false;
+            char err[512] = "";
+            size_t n;
+            const void *p = impi_srv_output(srv, a, &n);
+            if (n) {
+                outside.feed(p, n);
+                impi_srv_consume(srv, a, n);
+                moved = true;
+            }
+            p = impi_srv_output(srv, b, &n);
+            if (n) {
+                if (impi_rly_server_input(rly, p, n, err, sizeof(err)) != ICBC_OK)
+                    rly_err = err;
+                impi_srv_consume(srv, b, n);
+                moved = true;
+            }
+            p = impi_rly_server_output(rly, &n);
+            if (n) {
+                Bytes copy((const uint8_t *) p, (const uint8_t *) p + n);
+                impi_rly_server_consume(rly, n);
+                if (impi_srv_input(srv, b, copy.data(), n, err, sizeof(err)) != ICBC_OK)
+                    srv_err = err;
+                moved = true;
+            }
+            p = impi_rly_inside_output(rly, &n);
+            if (n) {
+                inside.feed(p, n);
+                impi_rly_inside_consume(rly, n);
+                moved = true;
+            }
+        }
+    }
+    void from_outside(const Bytes &bytes)
+    {
+        char err[512] = "";
+        if (impi_srv_input(srv, a, bytes.data(), bytes.size(), err, sizeof(err)) != ICBC_OK)
+            srv_err = err;
+        pump();
+    }
+    icbc_status_t from_inside(const Bytes &bytes)
+    {
+        char err[512] = "";
+        icbc_status_t st = impi_rly_inside_input(rly, bytes.data(), bytes.size(), err, sizeof(err));
+        if (st != ICBC_OK)
+            rly_err = err;
+        pump();
+        return st;
+    }
+    Bytes hello(uint32_t rank, uint32_t auth_mask = IMPI_AUTH_MASK_NONE)
+    {
+        Bytes h = cmd(IMPI_CMD_AUTH, u32(auth_mask)), i = cmd(IMPI_CMD_IMPI, u32(rank));
+        h.insert(h.end(), i.begin(), i.end());
+        return h;
+    }
+};
+
+TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
+{
+    make_relay();
+    Client out(0, { 1, 2 }, 0, 10), in(1, { 2, 1, 1 }, 16384, 4);
+    from_outside(hello(0));
+    ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
+    EXPECT_EQ(2, inside.nclients);
+    EXPECT_EQ(1, impi_rly_client(rly));
+    from_outside(labels_and_done(out));
+    ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
+    ASSERT_EQ("", srv_err);
+    ASSERT_EQ("", rly_err);
+    ASSERT_TRUE(outside.done && inside.done);
+    ASSERT_EQ("", outside.err);
+    ASSERT_EQ("", inside.err);
+    ASSERT_TRUE(impi_rly_started(rly));
+
+    /* outside: client 1 is the relay, one host of its 4 processes */
+    const impi_layout_t &o = outside.layout;
+    ASSERT_EQ(3, o.nhosts_total);
+    ASSERT_EQ(7, o.nprocs_total);
+    EXPECT_EQ(0, memcmp(o.hosts[2].addr, cfg.outside_addr, 16));
+    EXPECT_EQ(6000u, o.hosts[2].port);
+    EXPECT_EQ(4u, o.hosts[2].nprocs);
+    EXPECT_EQ(3, o.hosts[2].first_rank);
+    EXPECT_EQ(4u, o.hosts[2].ackmark) << "the smallest of the inside hosts'";
+    for (int r = 3; r < 7; r++) {
+        EXPECT_EQ(0, memcmp(o.procs[r].host, cfg.outside_addr, 16)) << r;
+        EXPECT_EQ(r - 3, o.procs[r].pid) << r;
+    }
+    EXPECT_EQ(16384u, o.datalen) << "what is not about hosts goes by as it is";
+
+    /* inside: client 0 is the persona, one host of its 3 processes; the
+     * inside client's own hosts as it gave them */
+    const impi_layout_t &i = inside.layout;
+    ASSERT_EQ(4, i.nhosts_total);
+    ASSERT_EQ(7, i.nprocs_total);
+    EXPECT_EQ(0, memcmp(i.hosts[0].addr, cfg.inside_addr, 16));
+    EXPECT_EQ(7000u, i.hosts[0].port);
+    EXPECT_EQ(3u, i.hosts[0].nprocs);
+    EXPECT_EQ(10u, i.hosts[0].ackmark);
+    for (int h = 0; h < 3; h++)
+        EXPECT_EQ(0, memcmp(i.hosts[1 + h].addr, in.hosts[(size_t) h].addr, 16)) << h;
+    EXPECT_EQ(in.procs[3].pid, i.procs[6].pid);
+    EXPECT_EQ(1, i.procs[1].pid);
+
+    /* the relay's own two views are the ones the clients got */
+    const impi_layout_t *ro = impi_rly_outside(rly), *ri = impi_rly_inside(rly);
+    EXPECT_EQ(0, memcmp(ro->hosts, o.hosts, 3 * sizeof(impi_host_t)));
+    EXPECT_EQ(0, memcmp(ri->procs, i.procs, 7 * sizeof(impi_proc_t)));
+    EXPECT_EQ(o.ackmark, ri->ackmark);
+    EXPECT_EQ(o.hiwater, ri->hiwater);
+
+    /* FINI from the inside goes to the server */
+    ASSERT_EQ(ICBC_OK, from_inside(cmd(IMPI_CMD_FINI)));
+    EXPECT_TRUE(impi_rly_finished(rly));
+    EXPECT_EQ("", srv_err);
+}
+
+TEST_F(RelayStartup, TheKeyIsAskedInsideAndSentToTheServer)
+{
+    impi_srv_destroy(srv);
+    impi_srv_config_t sc = { 2, 1, 4242 };
+    ASSERT_EQ(ICBC_OK, impi_srv_create(&sc, &srv));
+    a = impi_srv_accept(srv, "outside");
+    b = impi_srv_accept(srv, "relay");
+    cfg.require_key = 1;
+    cfg.key = 4242;
+    make_relay();
+    Bytes key(8);
+    icbc_put64(key.data(), 4242);
+    Bytes auth = cmd(IMPI_CMD_AUTH, u32(IMPI_AUTH_MASK_KEY));
+    ASSERT_EQ(ICBC_OK, from_inside(auth));
+    ASSERT_EQ(8u, inside.in.size()) << "the relay's own AUTH answer";
+    EXPECT_EQ((uint32_t) IMPI_AUTH_KEY, icbc_get32(inside.in.data()));
+    Bytes rest = key, impi = cmd(IMPI_CMD_IMPI, u32(1));
+    rest.insert(rest.end(), impi.begin(), impi.end());
+    ASSERT_EQ(ICBC_OK, from_inside(rest));
+    Bytes out_hello = cmd(IMPI_CMD_AUTH, u32(IMPI_AUTH_MASK_KEY));
+    out_hello.insert(out_hello.end(), key.begin(), key.end());
+    Bytes oi = cmd(IMPI_CMD_IMPI, u32(0));
+    out_hello.insert(out_hello.end(), oi.begin(), oi.end());
+    from_outside(out_hello);
+    EXPECT_EQ("", srv_err);
+    EXPECT_EQ(2, inside.nclients) << "the server took the relay's key";
+}
+
+TEST_F(RelayStartup, AWrongKeyInsideIsRefusedAndForgotten)
+{
+    cfg.require_key = 1;
+    cfg.key = 4242;
+    make_relay();
+    Bytes b2 = cmd(IMPI_CMD_AUTH, u32(IMPI_AUTH_MASK_KEY)), key(8);
+    icbc_put64(key.data(), 1);
+    b2.insert(b2.end(), key.begin(), key.end());
+    EXPECT_EQ(ICBC_ERR_AUTH, from_inside(b2));
+    EXPECT_NE(std::string::npos, rly_err.find("wrong key")) << rly_err;
+    EXPECT_FALSE(impi_rly_inside_known(rly));
+    impi_rly_inside_reset(rly);
+    size_t n;
+    impi_rly_server_output(rly, &n);
+    EXPECT_EQ(0u, n) << "nothing went to the server";
+}
+
+TEST_F(RelayStartup, HostileInsideCommandsAreRefusedWithTheReason)
+{
+    Client in(1, { 2, 1 });
+    struct Case {
+        const char *name;
+        Bytes bytes;
+        const char *promised;
+    };
+    Bytes nh = coll(IMPI_C_NHOSTS, u32(2)), np = coll(IMPI_C_NPROCS, u32(3));
+    Bytes counts = nh;
+    counts.insert(counts.end(), np.begin(), np.end());
+    std::vector<Case> cases = {
+        { "COLL before the IMPI answer", coll(IMPI_C_NHOSTS, u32(1)), "awaited" },
+        { "H_IPV6 of the wrong size", coll(IMPI_H_IPV6, Bytes(16)), "before C_NHOSTS" },
+        { "labels descend", coll(IMPI_C_NPROCS, u32(3)), "" },
+        { "H_NPROCS that do not add up", coll(IMPI_H_NPROCS, Bytes(8)), "no process" },
+        { "a port of 3 hosts for 2", coll(IMPI_H_PORT, Bytes(12)), "not 8" },
+        { "C_NHOSTS 0", coll(IMPI_C_NHOSTS, u32(0)), "C_NHOSTS 0" },
+        { "a malformed command", Bytes{ 'X', 'X', 'X', 'X', 0, 0, 0, 0 }, "malformed" },
+    };
+    for (size_t k = 0; k < cases.size(); k++) {
+        SCOPED_TRACE(cases[k].name);
+        TearDown();
+        SetUp();
+        make_relay();
+        rly_err.clear();
+        srv_err.clear();
+        from_outside(hello(0));
+        Bytes h = hello(1);
+        if (k == 0) { /* the relay waits for the server's IMPI answer */
+            impi_srv_destroy(srv);
+            impi_srv_config_t sc = { 2, 0, 0 };
+            ASSERT_EQ(ICBC_OK, impi_srv_create(&sc, &srv));
+            a = impi_srv_accept(srv, "outside");
+            b = impi_srv_accept(srv, "relay");
+            h.insert(h.end(), cases[k].bytes.begin(), cases[k].bytes.end());
+            EXPECT_EQ(ICBC_ERR_INVALID, from_inside(h));
+            EXPECT_NE(std::string::npos, rly_err.find(cases[k].promised)) << rly_err;
+            continue;
+        }
+        ASSERT_EQ(ICBC_OK, from_inside(h));
+        ASSERT_EQ(2, inside.nclients);
+        Bytes bytes;
+        if (k == 2)
+            bytes = coll(IMPI_C_NPROCS, u32(3));
+        if (k == 3 || k == 4)
+            bytes = counts;
+        bytes.insert(bytes.end(), cases[k].bytes.begin(), cases[k].bytes.end());
+        if (k == 2) {
+            Bytes again = coll(IMPI_C_NHOSTS, u32(2));
+            bytes.insert(bytes.end(), again.begin(), again.end());
+        }
+        EXPECT_EQ(ICBC_ERR_INVALID, from_inside(bytes));
+        EXPECT_NE(std::string::npos, rly_err.find("the inside client")) << rly_err;
+        if (k == 2)
+            EXPECT_NE(std::string::npos, rly_err.find("must ascend")) << rly_err;
+        else
+            EXPECT_NE(std::string::npos, rly_err.find(cases[k].promised)) << rly_err;
+    }
+}
+
+TEST_F(RelayStartup, AServerThatWantsAKeyTheRelayHasNotIsNamed)
+{
+    impi_srv_destroy(srv);
+    impi_srv_config_t sc = { 2, 1, 4242 };
+    ASSERT_EQ(ICBC_OK, impi_srv_create(&sc, &srv));
+    a = impi_srv_accept(srv, "outside");
+    b = impi_srv_accept(srv, "relay");
+    make_relay();
+    from_inside(hello(1));
+    EXPECT_NE(std::string::npos, srv_err.find("not the key")) << srv_err;
+}
+
+} // namespace
