@@ -33,7 +33,8 @@ from mpirun import router_stats  # noqa: E402
 PROG = "routed/run.sh"
 PARTS = ("latency", "bw", "stripe", "mbw", "alltoall", "paths", "stress", "placement")
 PLACEMENTS = ("round-robin", "window", "adaptive")
-POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock", "impi")
+POLICIES = ("aggregate", "static", "alltoall", "tcp", "stock", "impi", "impi-relay")
+IMPI_SERIES = ("impi", "impi-relay")
 FAB_DEV = "fab0"
 
 USAGE = """\
@@ -85,7 +86,9 @@ MPI and routers:
                             "impi": the two ranks as two ICBC clients of an IMPI job,
                             one mpiexec each, impi-server on a{M-1}'s WAN address
                             (test/mpich/mpiexec_impi.py), messages as IMPI packets on a
-                            host connection; latency and bw parts only)
+                            host connection; "impi-relay": the same with cluster a's
+                            client behind impi-relay on a0 (docs/impi-relay.md, M >= 2),
+                            every packet through the relay; latency and bw parts only)
   --stock-prefix PREFIX     (default /usr)
   --router PATH             icbc-router (default: PATH, PREFIX/bin, <repo>/_build)
   --router-args "..."       extra icbc-router options, e.g. "--streams 4 --max-memory 64Mi";
@@ -581,7 +584,7 @@ class Routed:
             placement = placement if placement in PLACEMENTS else None
             if placement:
                 s = "aggregate"
-            env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)] if s != "impi" else []
+            env = [("MPIR_CVAR_CH4_ICBC_POLICY", s)] if s not in IMPI_SERIES else []
             if placement:
                 env.append(("MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT", placement))
             # with daemons, a router that died must not be replaced by one embedded in a rank
@@ -591,7 +594,7 @@ class Routed:
             if y == "auto":
                 y = "1" if np + (2 * self.cur_r if self.daemons else 0) > os.cpu_count() else "0"
             env.append(("MPIR_CVAR_CH4_ICBC_YIELD", y))
-            env.append(("ICBC_ROUTERFILE", self.routerfile(r, s if s != "impi" else
+            env.append(("ICBC_ROUTERFILE", self.routerfile(r, s if s not in IMPI_SERIES else
                                                            "aggregate")))
             env += [(k, v) for k, v in self.icbc.transport_env(FAB_DEV)
                     if k != "LD_LIBRARY_PATH"]
@@ -621,9 +624,11 @@ class Routed:
         w0 = self.wan_payload()
         tx0 = [self.bed.tx_bytes(n, "ext0") for n in self.nodes]
         launcher = [inst.mpiexec]
-        if s == "impi":  # one client per cluster, through a fresh impi-server
+        if s in IMPI_SERIES:  # one client per cluster, through a fresh impi-server
             launcher = [sys.executable, os.path.join(REPO, "test", "mpich", "mpiexec_impi.py"),
                         "--prefix", o.prefix, "--hosts", hosts.replace(":1", "").replace(",", ";")]
+            if s == "impi-relay":
+                launcher += ["--relay", "a0"]
         argv = launcher + ["-n", str(np), "-hosts", hosts] + \
             engine.genv(self.series_env(s, r, np)) + [self.bins[(kind, prog)]] + opts.split()
         done_csv = r"^(paths (succeeded|FAILED)|No Errors|Found [0-9]+ errors)$"
@@ -691,7 +696,7 @@ class Routed:
                     if part == "paths" and rep > 1:
                         continue
                     for s in order:
-                        if s == "impi" and part not in ("latency", "bw"):
+                        if s in IMPI_SERIES and part not in ("latency", "bw"):
                             continue
                         self.run_one(part, s, o.routers, rep)
             self.stop_routers("after the policy runs")

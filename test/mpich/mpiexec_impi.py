@@ -5,7 +5,7 @@ the clients, each client its own mpiexec started as docs/impi.md tells a
 user (ICBC_IMPI_SERVER, ICBC_IMPI_CLIENT), through a fresh impi-server.
 
     mpiexec_impi.py --prefix DIR [--clients N] [--hosts "H,H..;H,H..;..."]
-                    [mpiexec options] -n NP PROGRAM [ARGS...]
+                    [--relay NODE] [mpiexec options] -n NP PROGRAM [ARGS...]
 
 Client k takes NP // N ranks (the first NP % N clients one more), client 0
 the lowest world ranks. With --hosts (testbed nodes; the testbed's env file
@@ -17,6 +17,11 @@ everything runs here and impi-server listens on 127.0.0.1. Prints each
 client's output (stdout and stderr apart) in client order, then impi-server's
 messages if it failed;
 exits with the first non-zero status of the clients, else the server's.
+With --relay NODE (a testbed node, with --hosts), client 0 joins through
+impi-relay run in NODE's namespace as docs/impi-relay.md says (-inside its
+fabric address; outside it reaches impi-server from its WAN address), so its
+processes are private hosts whose packets pass the relay; --relay local (no
+--hosts) runs the relay here, inside 127.0.10.1 and outside 127.0.10.2.
 """
 import argparse
 import os
@@ -27,13 +32,18 @@ import tempfile
 
 def node_addresses(state):
     """node name -> ext0 address, from the testbed's nodes file."""
+    return {name: ext for name, (_fab, ext) in node_fields(state).items()}
+
+
+def node_fields(state):
+    """node name -> (fabric address, ext0 address), from the testbed's nodes file."""
     addrs = {}
     with open(os.path.join(state, "nodes")) as f:
         for line in f:
             if line.startswith("#") or not line.strip():
                 continue
-            name, _cluster, _role, _fab, ext, _mgmt = line.split()[:6]
-            addrs[name] = ext
+            name, _cluster, _role, fab, ext, _mgmt = line.split()[:6]
+            addrs[name] = (fab, ext)
     return addrs
 
 
@@ -42,6 +52,7 @@ def main():
     p.add_argument("--prefix", required=True)
     p.add_argument("--clients", type=int, default=2)
     p.add_argument("--hosts", default="")
+    p.add_argument("--relay", default="")
     opts, rest = p.parse_known_args()
 
     # mpiexec options up to the program, then the program and its arguments
@@ -89,6 +100,30 @@ def main():
               file=sys.stderr)
         return 1
 
+    relay, client0_server = None, address
+    if opts.relay:
+        if not hosts and opts.relay != "local":
+            print("mpiexec_impi: --relay NODE needs --hosts (testbed nodes); here: --relay local",
+                  file=sys.stderr)
+            return 2
+        timeout = str(int(os.environ.get("MPIEXEC_TIMEOUT", "180")) + 30)
+        relay_cmd = [os.path.join(bindir, "impi-relay"), "-server", address, "-timeout", timeout]
+        if opts.relay == "local":
+            relay_cmd += ["-inside", "127.0.10.1", "-outside", "127.0.10.2"]
+        else:
+            fab = node_fields(os.environ["ICBC_TESTBED_DIR"])[opts.relay][0]
+            relay_cmd = ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{opts.relay}"] + \
+                relay_cmd + ["-inside", fab.split("/")[0]]
+        relay = subprocess.Popen(relay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        client0_server = relay.stdout.readline().strip()
+        if not client0_server:
+            relay.wait()
+            print(f"mpiexec_impi: impi-relay printed no address: {relay.stderr.read()}",
+                  file=sys.stderr)
+            server.kill()
+            return 1
+
     # each client's output in files of its own: a client blocked on a full
     # pipe would hold up the others, which wait for it in MPI
     clients, files = [], []
@@ -96,7 +131,8 @@ def main():
         cmd = [os.path.join(bindir, "mpiexec"), "-n", str(n)]
         if hosts:
             cmd += ["-hosts", hosts[k % len(hosts)]]
-        cmd += ["-genv", "ICBC_IMPI_SERVER", address, "-genv", "ICBC_IMPI_CLIENT", str(k)]
+        cmd += ["-genv", "ICBC_IMPI_SERVER", client0_server if k == 0 else address,
+                "-genv", "ICBC_IMPI_CLIENT", str(k)]
         cmd += passthrough + prog
         out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         files.append((out, err))
@@ -108,6 +144,14 @@ def main():
         server.kill()
         server.wait()
     server_err = server.stderr.read()
+    relay_err = ""
+    if relay:
+        try:
+            relay.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            relay.kill()
+            relay.wait()
+        relay_err = relay.stderr.read()
     for out, err in files:
         out.seek(0)
         err.seek(0)
@@ -117,6 +161,9 @@ def main():
     if rc == 0 and server.returncode != 0:
         sys.stdout.write(f"mpiexec_impi: impi-server exited with {server.returncode}: "
                          f"{server_err}")
+        rc = 1
+    if rc == 0 and relay and relay.returncode != 0:
+        sys.stdout.write(f"mpiexec_impi: impi-relay exited with {relay.returncode}: {relay_err}")
         rc = 1
     sys.stdout.flush()
     return rc
