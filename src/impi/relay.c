@@ -62,6 +62,7 @@ typedef struct conn {
     size_t off, len, cap;
     uint32_t events;
     int fini_in, fini_out, closed;
+    int dirty; /* queued to in this round, written at its end (in relay.dirty) */
 } conn_t;
 
 struct impi_relay {
@@ -80,6 +81,8 @@ struct impi_relay {
     bt_poller_t *poller;
     int paused[2]; /* a side's reading stopped: a queue of the other side is full */
     int failed;
+    conn_t **dirty; /* connections written to since the round began */
+    int ndirty;
     char why[512];
     uint8_t buf[1 << 16];
 };
@@ -295,6 +298,7 @@ void impi_relay_destroy(impi_relay_t *r)
             conn_free(&r->ins[i]);
     free(r->outs);
     free(r->ins);
+    free(r->dirty);
     int fds[] = { r->startup_lfd, r->startup_fd, r->server_fd, r->out_lfd };
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
@@ -478,9 +482,25 @@ static void conn_put(conn_t *c, const uint8_t *hdr, const void *payload, size_t 
     if (len)
         memcpy(c->out + c->len + IMPI_PKT_HDR_SIZE, payload, len);
     c->len = need;
-    conn_flush(c);
-    conn_arm(c);
-    pressure(c->r, c->side, c->len - c->off);
+    /* written once the round's packets are all queued: one send for the
+     * packets of one read */
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->r->dirty[c->r->ndirty++] = c;
+    }
+}
+
+/* The end of a round: what the round queued goes out. */
+static void flush_dirty(impi_relay_t *r)
+{
+    for (int i = 0; i < r->ndirty; i++) {
+        conn_t *c = r->dirty[i];
+        c->dirty = 0;
+        conn_flush(c);
+        conn_arm(c);
+        pressure(r, c->side, c->len - c->off);
+    }
+    r->ndirty = 0;
 }
 
 static void send_fini(conn_t *c)
@@ -593,6 +613,7 @@ static void on_ready(int fd, uint32_t events, void *arg)
     }
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->r->failed && c->fd >= 0)
         conn_read(c);
+    flush_dirty(c->r);
     if (c->fd >= 0 && c->fini_in && c->fini_out && c->len == c->off)
         shutdown(c->fd, SHUT_WR);
     conn_arm(c);
@@ -680,7 +701,9 @@ static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
     r->nin = (int) r->in->nhosts[K];
     r->outs = calloc((size_t) r->out->nhosts_total, sizeof(conn_t));
     r->ins = calloc((size_t) IMPI_MAX_CLIENTS * (size_t) r->nin, sizeof(conn_t));
-    if (!r->outs || !r->ins || bt_poller_create(&r->poller) != ICBC_OK)
+    r->dirty = calloc((size_t) r->out->nhosts_total + (size_t) IMPI_MAX_CLIENTS * (size_t) r->nin,
+                      sizeof(conn_t *));
+    if (!r->outs || !r->ins || !r->dirty || bt_poller_create(&r->poller) != ICBC_OK)
         return ICBC_ERR_NO_MEMORY;
     for (int h = 0; h < r->out->nhosts_total; h++)
         r->outs[h].fd = -1;

@@ -32,6 +32,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
                      variable is set then
   --impi "H;H"       run every test as an IMPI job of two ICBC clients, one on each
                      of the ';'-separated testbed hosts (test/mpich/mpiexec_impi.py)
+  --impi-relay NODE  with --impi: the first client joins through impi-relay on the
+                     testbed node NODE (its cluster's front-end; docs/impi-relay.md)
   --path-if IF       interface whose received bytes show that inter-node data
                      left shared memory (default fab0; ext0 across clusters)
   --retries N        run failed tests again up to N times; a later pass counts,
@@ -70,6 +72,7 @@ here=$top/test/mpich
 
 prefix= label= list= out= builddir= tbname= save= path_if=fab0 ci=0 jobs_note=0 net_defaults=1
 impi_hosts=
+impi_relay=
 dirs_default="attr basic coll comm datatype errhan group info init pt2pt rma part topo"
 dirs= nodes=2 timeout=120 retries= chunk=0 shard= exclude= fabric_api=
 extra_env=()
@@ -89,6 +92,7 @@ while [ $# -gt 0 ]; do
         --no-net-defaults) net_defaults=0; shift ;;
         --testbed) tbname=${2:?}; shift 2 ;;
         --impi) impi_hosts=${2:?}; shift 2 ;;
+        --impi-relay) impi_relay=${2:?}; shift 2 ;;
         --path-if) path_if=${2:?}; shift 2 ;;
         --retries) retries=${2:?}; shift 2 ;;
         --chunk) chunk=${2:?}; shift 2 ;;
@@ -180,6 +184,7 @@ cp "$here/testlists/basic/testlist" "$src/basic/testlist"
 # each test); this outer limit only catches a hydra that does not come back.
 if [ -n "${impi_hosts:-}" ]; then
     launch="$python $here/mpiexec_impi.py --prefix $prefix --hosts '$impi_hosts'"
+    [ -n "${impi_relay:-}" ] && launch="$launch --relay $impi_relay"
 else
     launch="$prefix/bin/mpiexec"
 fi

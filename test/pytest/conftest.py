@@ -40,6 +40,9 @@ def pytest_addoption(parser):
                      "or a file of 'DIR/prog np ...' lines")
     g.addoption("--impi-dirs", default="pt2pt coll comm datatype rma",
                 help="the directories test_mpich_impi.py runs over IMPI (default: %(default)s)")
+    g.addoption("--impi-relay", action="store_true",
+                help="test_mpich_impi.py: cluster a private (icbc-testbed --private a), its "
+                     "client on a1 through impi-relay on a0 (docs/impi-relay.md)")
     g.addoption("--mpich-shard", default="", metavar="K/N",
                 help="of each directory's list only the lines K, K+N, ... (run-testsuite.sh "
                      "--shard), so that N runs cover it")

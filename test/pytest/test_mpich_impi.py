@@ -16,6 +16,10 @@ test/mpich/long-rma.list, which move gigabytes:
 
     python3 -m pytest test/pytest/test_mpich_impi.py --mpich-list full --impi-dirs rma \
         --mpich-exclude test/mpich/long-rma.list
+
+With --impi-relay cluster a is private (icbc-testbed --private a) and its
+client runs on a1 through impi-relay on its front-end a0
+(docs/impi-relay.md): every message between the clients passes the relay.
 """
 import csv
 import os
@@ -37,10 +41,12 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="module")
 def impi_clusters(prefix, work, request):
     cfg = request.config
-    with bed(prefix, work, "pim",
-             ["--clusters", "2", "--nodes", "1", "--routers", "1", "--nic-rate", "1gbit",
-              "--wan-rate", "2gbit", "--delay", cfg.getoption("--mpich-delay")],
-             ["a0", "b0"], cfg.getoption("--keep")) as b:
+    relay = cfg.getoption("--impi-relay")
+    with bed(prefix, work, "pir" if relay else "pim",
+             ["--clusters", "2", "--nodes", "2" if relay else "1", "--routers", "1",
+              "--nic-rate", "1gbit", "--wan-rate", "2gbit",
+              "--delay", cfg.getoption("--mpich-delay")] + (["--private", "a"] if relay else []),
+             ["a1", "b0"] if relay else ["a0", "b0"], cfg.getoption("--keep")) as b:
         yield b
 
 
@@ -60,8 +66,11 @@ def impi_run(impi_clusters, prefix, work, request):
     argv = [os.path.join(TOP, "test/mpich/run-testsuite.sh"), "--mpi", prefix,
             "--label", "icbc", "--timeout", str(cfg.getoption("--mpich-timeout")),
             "--dirs", cfg.getoption("--impi-dirs"), "--testbed", impi_clusters.tb.name,
-            "--impi", "a0;b0", "--path-if", "ext0",
+            "--impi", "a1;b0" if cfg.getoption("--impi-relay") else "a0;b0",
+            "--path-if", "ext0",
             "--env", "MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER=0", "--out", out] + sel
+    if cfg.getoption("--impi-relay"):
+        argv += ["--impi-relay", "a0"]
     if cfg.getoption("--mpich-exclude"):
         argv += ["--exclude", os.path.abspath(cfg.getoption("--mpich-exclude"))]
     if cfg.getoption("--mpich-shard"):
