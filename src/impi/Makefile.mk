@@ -13,7 +13,11 @@ libicbc_la_SOURCES += \
     src/impi/agent.c \
     src/impi/coll.c \
     src/impi/relay_startup.c \
-    src/impi/relay.c
+    src/impi/relay_link.c \
+    src/impi/relay_fwd.c \
+    src/impi/relay.c \
+    src/impi/relay_impl.h \
+    src/impi/impi_relay_link.h
 include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/impi_client.h \
     src/impi/impi_hostconn.h src/impi/impi_rx.h src/impi/impi_p2p.h src/impi/impi_coll.h \
     src/impi/impi_agent.h src/impi/impi_relay.h

@@ -38,15 +38,33 @@ extern "C" {
 
 typedef struct impi_rly impi_rly_t;
 
-typedef struct impi_rly_config {
+/* Relays of one private client (trunking, docs/impi-relay.md): relay 0,
+ * the leader, runs start-up; the inside hosts are split in blocks, one per
+ * relay, each relay one host outside holding its block's processes, and
+ * every other client's processes likewise, each relay a persona inside for
+ * its block of them. */
+#define IMPI_RELAY_TRUNKS_MAX 16
+
+/* Of N items in K blocks, the first of block J (J = K: N). */
+static inline uint32_t impi_relay_block_first(uint32_t n, uint32_t k, uint32_t j)
+{
+    return (uint32_t) ((uint64_t) j * n / k);
+}
+
+typedef struct impi_rly_trunk {
     uint8_t inside_addr[16];  /* the relay as the inside sees it (IPv4 in bytes 12..15) */
     uint8_t outside_addr[16]; /* the relay as the other clients see it */
-    uint32_t outside_port;    /* the relay's host port outside */
-    int require_key;          /* the inside client must send KEY; the relay sends it on */
+    uint32_t outside_port;    /* its host port outside */
+} impi_rly_trunk_t;
+
+typedef struct impi_rly_config {
+    int ntrunks; /* relays, 1..IMPI_RELAY_TRUNKS_MAX (0: 1); trunk[0] is this one */
+    impi_rly_trunk_t trunk[IMPI_RELAY_TRUNKS_MAX];
+    int require_key; /* the inside client must send KEY; the relay sends it on */
     uint64_t key;
-    /* The port of the persona of outside client C, asked once the number of
-     * clients is known; 0: none could be opened (start-up fails). */
-    uint32_t (*persona_port)(void *arg, int client);
+    /* The port of relay RELAY's persona of outside client C, asked once the
+     * number of clients is known; 0: none could be opened (start-up fails). */
+    uint32_t (*persona_port)(void *arg, int relay, int client);
     void *arg;
 } impi_rly_config_t;
 
@@ -78,6 +96,8 @@ int impi_rly_started(const impi_rly_t *rly);
 int impi_rly_finished(const impi_rly_t *rly);
 /* The private client's rank, or -1 before its IMPI command. */
 int impi_rly_client(const impi_rly_t *rly);
+/* The number of clients, 0 before the server's IMPI answer. */
+int impi_rly_nclients(const impi_rly_t *rly);
 /* The job as the inside sees it (personas for the other clients) and as
  * the outside sees it (the relay one host of the private client's
  * processes); valid once started. */
@@ -85,12 +105,16 @@ const impi_layout_t *impi_rly_inside(const impi_rly_t *rly);
 const impi_layout_t *impi_rly_outside(const impi_rly_t *rly);
 
 /* A packet that impi_rx took from a connection of one side (FROM_INSIDE:
- * from an inside host, to a persona; else from an outside host, to the
- * relay's outside host), not FINI: *HDR is its header as the other side
- * knows its processes, *HOST (in that side's layout) the host it goes to.
- * impi_rx has held its source and destination to the side's layout. */
-void impi_rly_route(const impi_rly_t *rly, int from_inside, const impi_rx_pkt_t *pkt,
-                    impi_pkt_hdr_t *hdr, int *host);
+ * from an inside host, to a persona; else from an outside host, to a
+ * relay's outside host), not FINI, with layouts IN and OUT of private
+ * client CLIENT: *HDR is its header as the other side knows its processes,
+ * *HOST (in that side's layout) the host it goes to, and *RELAY the relay
+ * whose connection to that host carries it (the one holding its source on
+ * that side). impi_rx has held its source and destination to the side's
+ * layout. */
+void impi_relay_route(const impi_layout_t *in, const impi_layout_t *out, int client,
+                      int from_inside, const impi_rx_pkt_t *pkt, impi_pkt_hdr_t *hdr, int *host,
+                      int *relay);
 
 /* ---- the daemon ---------------------------------------------------------- */
 
@@ -103,7 +127,10 @@ typedef struct impi_relay_config {
     uint16_t port;            /* the inside start-up port; 0: any free one */
     int require_key;
     uint64_t key;
-    double timeout; /* seconds start-up and the end may make no progress */
+    double timeout;     /* seconds start-up and the end may make no progress */
+    int trunks;         /* the leader: the client's relays, itself included (0: 1) */
+    const char *leader; /* a follower: the leader's start-up "ADDR:PORT"; NULL: a leader */
+    int rank;           /* a follower: its rank, 1 .. trunks - 1 */
 } impi_relay_config_t;
 
 typedef struct impi_relay impi_relay_t;

@@ -1,96 +1,43 @@
 /*
- * The IMPI relay's daemon: start-up's two sockets around relay_startup.c,
- * then the host connections of both sides and the packets between them on
- * bt_lib's poller; see impi_relay.h.
+ * The IMPI relay's daemon: start-up and the connections (relay_fwd.c moves
+ * the packets on them); see impi_relay.h and docs/impi-relay.md.
  *
- * A packet from inside host I on persona P's connection (for a process of
- * the client P stands for) leaves on the relay's connection to the outside
- * host of its destination, and one from outside host X (for a process of
- * the private client) on persona(X's client)'s connection to the inside
- * host of its destination. Its source and destination become the ids the
- * next side knows them by (impi_rly_inside / impi_rly_outside: world ranks
- * are the same on both sides). Flow control, synchronous and long
- * messages stay end to end: the relay reads no more of a packet than its
- * addresses. FINI is per hop: the relay says it outside once every inside
- * host said it to every persona, and a persona says it inside once every
- * host of its client said it to the relay.
- *
- * Losing a host before its FINI ends the relay: every connection closes,
- * so the processes on both sides see their peers fail, with an error, as
- * they would if the host of the other side had died.
+ * One relay, or K relays of one private client (trunking): relay 0, the
+ * leader, holds start-up's two sockets around relay_startup.c; the others
+ * (followers) join it on its start-up port before the client does (HELLO),
+ * give it their persona ports once the number of clients is known, and get
+ * the two layouts when start-up is over (impi_relay_link.h). Then every
+ * relay connects to the relays below it, and, as every IMPI host does, to
+ * the hosts below its own hosts on each side, and accepts the ones above.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4 */
 #endif
-#include "impi_relay.h"
+#include "relay_impl.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bt_lib.h"
 #include "icbc_bytes.h"
 #include "icbc_clock.h"
 #include "icbc_log.h"
-#include "impi_agent.h"
 #include "impi_hostconn.h"
-#include "impi_rx.h"
 
-enum { INSIDE = 0, OUTSIDE = 1 };
+/* The largest TABLES frame a follower takes: two layouts of a job of
+ * IMPI_PROCS_MAX processes fit. */
+#define TABLES_MAX (128u << 20)
 
-typedef struct conn {
-    struct impi_relay *r;
-    int side;
-    int client; /* inside: the client the persona stands for; outside: the host's */
-    int self;   /* the relay's host on this connection, in the side's layout */
-    int peer;   /* the other host, in the side's layout */
-    int fd;
-    impi_rx_t rx;
-    uint8_t *out;
-    size_t off, len, cap;
-    uint32_t events;
-    int fini_in, fini_out, closed;
-    int dirty; /* queued to in this round, written at its end (in relay.dirty) */
-} conn_t;
-
-struct impi_relay {
-    impi_relay_config_t cfg;
-    struct in_addr in_v4, out_v4, srv_v4;
-    uint16_t srv_port;
-    int startup_lfd, startup_fd, server_fd, out_lfd;
-    int persona_lfd[IMPI_MAX_CLIENTS];
-    uint16_t port, out_port;
-    impi_rly_t *rly;
-    const impi_layout_t *in, *out;
-    int client, self_out; /* the private client; the relay's outside host */
-    conn_t *outs;         /* per outside host (the relay's own: unused) */
-    conn_t *ins;          /* per client, per inside host of the private client */
-    int nin;              /* inside hosts of the private client */
-    bt_poller_t *poller;
-    int paused[2]; /* a side's reading stopped: a queue of the other side is full */
-    int failed;
-    conn_t **dirty; /* connections written to since the round began */
-    int ndirty;
-    char why[512];
-    uint8_t buf[1 << 16];
-};
-
-#define QUEUE_MAX IMPI_AGENT_QUEUE_MAX
-
-static void failf(impi_relay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void failf(impi_relay_t *r, const char *fmt, ...)
+void relay_failf(impi_relay_t *r, const char *fmt, ...)
 {
     va_list ap;
 
@@ -108,7 +55,7 @@ static void addr16(uint8_t a[16], struct in_addr v4)
     memcpy(a + 12, &v4, 4);
 }
 
-/* A listening socket on ADDR, any port; its port in *PORT. */
+/* A listening socket on ADDR (port WANT, 0: any); its port in *PORT. */
 static int listen_on(struct in_addr addr, uint16_t want, uint16_t *port)
 {
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(want) };
@@ -127,41 +74,95 @@ static int listen_on(struct in_addr addr, uint16_t want, uint16_t *port)
     return fd;
 }
 
-static uint32_t persona_port(void *arg, int client)
+static int send_all(int fd, const void *buf, size_t len)
 {
-    impi_relay_t *r = arg;
-    uint16_t port = 0;
+    const uint8_t *p = buf;
 
-    r->persona_lfd[client] = listen_on(r->in_v4, 0, &port);
-    return r->persona_lfd[client] < 0 ? 0 : port;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t) n;
+    }
+    return 0;
 }
 
-/* Connects to impi-server (from the outside address when one was given,
- * which is otherwise the address the server is reached from) and opens the
- * relay's outside host port there. */
-static icbc_status_t connect_server(impi_relay_t *r, char *err, size_t errlen)
+static int send_frame(int fd, uint32_t kind, uint32_t a, uint32_t b, const void *body, uint32_t len)
 {
-    struct sockaddr_in to = { .sin_family = AF_INET,
-                              .sin_addr = r->srv_v4,
-                              .sin_port = htons(r->srv_port) };
-    struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->out_v4 };
-    socklen_t sl = sizeof(me);
-    int one = 1;
+    uint8_t h[IMPI_LINK_HDR_SIZE];
 
-    r->server_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (r->server_fd < 0 ||
-        (r->cfg.outside_addr && bind(r->server_fd, (struct sockaddr *) &me, sizeof(me)) != 0) ||
-        connect(r->server_fd, (struct sockaddr *) &to, sizeof(to)) != 0)
-        return icbc_err(ICBC_ERR_UNREACHABLE, err, errlen, "cannot reach impi-server at %s: %s",
-                        r->cfg.server, strerror(errno));
-    setsockopt(r->server_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    getsockname(r->server_fd, (struct sockaddr *) &me, &sl);
-    r->out_v4 = me.sin_addr;
-    r->out_lfd = listen_on(r->out_v4, 0, &r->out_port);
-    if (r->out_lfd < 0)
-        return icbc_err(ICBC_ERR_IO, err, errlen, "cannot listen on the outside address: %s",
-                        strerror(errno));
+    impi_link_hdr_pack(kind, a, b, len, h);
+    return send_all(fd, h, sizeof(h)) || (len && send_all(fd, body, len)) ? -1 : 0;
+}
+
+/* Waits for one frame of KIND on FD (a start-up connection between relays)
+ * until DEADLINE: its A and B, and its body (malloc'd) in *BODY. */
+static icbc_status_t recv_frame(int fd, uint32_t kind, double deadline, uint32_t *a, uint32_t *b,
+                                uint8_t **body, uint32_t *len, char *err, size_t errlen)
+{
+    uint8_t h[IMPI_LINK_HDR_SIZE];
+    size_t have = 0, want = sizeof(h);
+    uint8_t *p = h;
+
+    *body = NULL;
+    for (int phase = 0; phase < 2; phase++) {
+        while (have < want) {
+            struct pollfd pf = { fd, POLLIN, 0 };
+            int ms = (int) ((deadline - icbc_clock_now()) * 1000);
+            if (ms <= 0 || poll(&pf, 1, ms) <= 0) {
+                free(*body);
+                return icbc_err(ICBC_ERR_TIMEOUT, err, errlen,
+                                "no frame of kind %u from the "
+                                "other relay in time",
+                                kind);
+            }
+            ssize_t n = recv(fd, p + have, want - have, 0);
+            if (n <= 0) {
+                free(*body);
+                return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen,
+                                "the other relay closed its start-up connection");
+            }
+            have += (size_t) n;
+        }
+        if (phase == 1)
+            break;
+        if (icbc_get32(h) != kind || icbc_get32(h + 12) > TABLES_MAX)
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "the other relay sent a frame of kind %u (%u bytes), not %u",
+                            icbc_get32(h), icbc_get32(h + 12), kind);
+        *a = icbc_get32(h + 4);
+        *b = icbc_get32(h + 8);
+        *len = icbc_get32(h + 12);
+        *body = malloc(*len ? *len : 1);
+        if (*body == NULL)
+            return ICBC_ERR_NO_MEMORY;
+        p = *body;
+        have = 0;
+        want = *len;
+    }
     return ICBC_OK;
+}
+
+/* The address this node sends to ADDR from (a UDP socket's route; nothing
+ * is sent). */
+static int route_source(struct in_addr addr, uint16_t port, struct in_addr *src)
+{
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port) };
+    struct sockaddr_in me;
+    socklen_t sl = sizeof(me);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ok;
+
+    if (fd < 0)
+        return 0;
+    ok = connect(fd, (struct sockaddr *) &to, sizeof(to)) == 0 &&
+         getsockname(fd, (struct sockaddr *) &me, &sl) == 0;
+    close(fd);
+    if (ok)
+        *src = me.sin_addr;
+    return ok;
 }
 
 /* The first non-loopback IPv4 address of this node other than NOT. */
@@ -185,33 +186,55 @@ static int other_address(struct in_addr not, struct in_addr *found)
     return ok;
 }
 
+static int parse_addr_port(const char *text, struct in_addr *addr, uint16_t *port)
+{
+    char host[64];
+    const char *colon = text ? strrchr(text, ':') : NULL;
+    long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+
+    if (!colon || (size_t) (colon - text) >= sizeof(host) || p < 1 || p > 65535)
+        return -1;
+    memcpy(host, text, (size_t) (colon - text));
+    host[colon - text] = '\0';
+    if (inet_pton(AF_INET, host, addr) != 1)
+        return -1;
+    *port = (uint16_t) p;
+    return 0;
+}
+
 /* ---- create / destroy ---------------------------------------------------- */
+
+static uint32_t leader_persona_port(void *arg, int relay, int client);
 
 icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **out, char *err,
                                 size_t errlen)
 {
     impi_relay_t *r = calloc(1, sizeof(*r));
-    char host[64];
-    const char *colon;
-    long port;
 
     if (r == NULL)
         return ICBC_ERR_NO_MEMORY;
     r->cfg = *cfg;
-    r->startup_lfd = r->startup_fd = r->server_fd = r->out_lfd = -1;
+    r->rank = cfg->rank;
+    r->ntrunks = cfg->trunks ? cfg->trunks : 1;
+    r->startup_lfd = r->startup_fd = r->server_fd = r->out_lfd = r->link_lfd = -1;
+    r->self_out = -1;
     for (int c = 0; c < IMPI_MAX_CLIENTS; c++)
         r->persona_lfd[c] = -1;
-    colon = cfg->server ? strrchr(cfg->server, ':') : NULL;
-    port = colon ? strtol(colon + 1, NULL, 10) : 0;
-    if (!colon || (size_t) (colon - cfg->server) >= sizeof(host) || port < 1 || port > 65535) {
-        snprintf(err, errlen, "-server '%s': want ADDR:PORT", cfg->server ? cfg->server : "");
+    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++) {
+        r->peer[j].ctl_fd = -1;
+        r->links[j].fd = -1;
+    }
+    if (parse_addr_port(cfg->server, &r->srv_v4, &r->srv_port) < 0) {
+        snprintf(err, errlen, "-server '%s': want ADDR:PORT (IPv4)",
+                 cfg->server ? cfg->server : "");
         goto fail;
     }
-    memcpy(host, cfg->server, (size_t) (colon - cfg->server));
-    host[colon - cfg->server] = '\0';
-    r->srv_port = (uint16_t) port;
-    if (inet_pton(AF_INET, host, &r->srv_v4) != 1) {
-        snprintf(err, errlen, "-server '%s': '%s' is not an IPv4 address", cfg->server, host);
+    if (r->rank < 0 || r->rank >= IMPI_RELAY_TRUNKS_MAX || r->ntrunks < 1 ||
+        r->ntrunks > IMPI_RELAY_TRUNKS_MAX || (r->rank > 0) != (cfg->leader != NULL)) {
+        snprintf(err, errlen,
+                 "want -trunks 1..%d on the leader, -leader and -rank 1..%d on "
+                 "the others",
+                 IMPI_RELAY_TRUNKS_MAX, IMPI_RELAY_TRUNKS_MAX - 1);
         goto fail;
     }
     if (cfg->outside_addr && inet_pton(AF_INET, cfg->outside_addr, &r->out_v4) != 1) {
@@ -222,8 +245,10 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
         snprintf(err, errlen, "-inside '%s' is not an IPv4 address", cfg->inside_addr);
         goto fail;
     }
-    if (connect_server(r, err, errlen) != ICBC_OK)
+    if (!cfg->outside_addr && !route_source(r->srv_v4, r->srv_port, &r->out_v4)) {
+        snprintf(err, errlen, "no route to impi-server at %s", cfg->server);
         goto fail;
+    }
     if (!cfg->inside_addr && !other_address(r->out_v4, &r->in_v4)) {
         snprintf(err, errlen,
                  "this node has no IPv4 address beside %s, the one it reaches "
@@ -231,22 +256,67 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
                  inet_ntoa(r->out_v4));
         goto fail;
     }
-    r->startup_lfd = listen_on(r->in_v4, cfg->port, &r->port);
-    if (r->startup_lfd < 0) {
-        snprintf(err, errlen, "cannot listen on %s:%u: %s", inet_ntoa(r->in_v4), cfg->port,
-                 strerror(errno));
+    r->out_lfd = listen_on(r->out_v4, 0, &r->out_port);
+    r->link_lfd = listen_on(r->in_v4, 0, &r->link_port);
+    if (r->out_lfd < 0 || r->link_lfd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s",
+                 inet_ntoa(r->out_lfd < 0 ? r->out_v4 : r->in_v4), strerror(errno));
         goto fail;
     }
-    impi_rly_config_t rc = { .outside_port = r->out_port,
-                             .require_key = cfg->require_key,
-                             .key = cfg->key,
-                             .persona_port = persona_port,
-                             .arg = r };
-    addr16(rc.inside_addr, r->in_v4);
-    addr16(rc.outside_addr, r->out_v4);
-    if (impi_rly_create(&rc, &r->rly) != ICBC_OK) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
+    if (r->rank == 0) {
+        struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->out_v4 };
+        struct sockaddr_in to = { .sin_family = AF_INET,
+                                  .sin_addr = r->srv_v4,
+                                  .sin_port = htons(r->srv_port) };
+        int one = 1;
+        r->server_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (r->server_fd < 0 || bind(r->server_fd, (struct sockaddr *) &me, sizeof(me)) != 0 ||
+            connect(r->server_fd, (struct sockaddr *) &to, sizeof(to)) != 0) {
+            snprintf(err, errlen, "cannot reach impi-server at %s from %s: %s", cfg->server,
+                     inet_ntoa(r->out_v4), strerror(errno));
+            goto fail;
+        }
+        setsockopt(r->server_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        r->startup_lfd = listen_on(r->in_v4, cfg->port, &r->port);
+        if (r->startup_lfd < 0) {
+            snprintf(err, errlen, "cannot listen on %s:%u: %s", inet_ntoa(r->in_v4), cfg->port,
+                     strerror(errno));
+            goto fail;
+        }
+        r->peer[0].in_v4 = r->in_v4;
+        r->peer[0].out_v4 = r->out_v4;
+        r->peer[0].out_port = r->out_port;
+        r->peer[0].link_port = r->link_port;
+    } else {
+        struct in_addr la;
+        uint16_t lp;
+        uint8_t hello[16];
+        int one = 1;
+        if (parse_addr_port(cfg->leader, &la, &lp) < 0) {
+            snprintf(err, errlen, "-leader '%s': want ADDR:PORT (IPv4)", cfg->leader);
+            goto fail;
+        }
+        struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->in_v4 };
+        struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = la, .sin_port = htons(lp) };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *) &me, sizeof(me)) != 0 ||
+            connect(fd, (struct sockaddr *) &to, sizeof(to)) != 0) {
+            snprintf(err, errlen, "cannot reach the leader relay at %s: %s", cfg->leader,
+                     strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            goto fail;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        r->peer[0].ctl_fd = fd;
+        memcpy(hello, &r->in_v4, 4);
+        memcpy(hello + 4, &r->out_v4, 4);
+        icbc_put32(hello + 8, r->out_port);
+        icbc_put32(hello + 12, r->link_port);
+        if (send_frame(fd, IMPI_LINK_HELLO, (uint32_t) r->rank, 0, hello, sizeof(hello)) < 0) {
+            snprintf(err, errlen, "writing to the leader relay: %s", strerror(errno));
+            goto fail;
+        }
     }
     *out = r;
     return ICBC_OK;
@@ -267,39 +337,25 @@ uint16_t impi_relay_port(const impi_relay_t *r)
     return r->port;
 }
 
-static void conn_close(conn_t *c)
-{
-    if (c->fd >= 0) {
-        bt_poller_del_fd(c->r->poller, c->fd);
-        close(c->fd);
-    }
-    c->fd = -1;
-    c->closed = 1;
-}
-
-static void conn_free(conn_t *c)
-{
-    if (c->r && c->fd >= 0)
-        conn_close(c);
-    if (c->r)
-        impi_rx_free(&c->rx);
-    free(c->out);
-}
-
 void impi_relay_destroy(impi_relay_t *r)
 {
     if (r == NULL)
         return;
     if (r->outs && r->out)
         for (int h = 0; h < r->out->nhosts_total; h++)
-            conn_free(&r->outs[h]);
+            relay_conn_free(&r->outs[h]);
     if (r->ins)
         for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-            conn_free(&r->ins[i]);
+            relay_conn_free(&r->ins[i]);
+    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++) {
+        relay_conn_free(&r->links[j]);
+        if (r->peer[j].ctl_fd >= 0)
+            close(r->peer[j].ctl_fd);
+    }
     free(r->outs);
     free(r->ins);
     free(r->dirty);
-    int fds[] = { r->startup_lfd, r->startup_fd, r->server_fd, r->out_lfd };
+    int fds[] = { r->startup_lfd, r->startup_fd, r->server_fd, r->out_lfd, r->link_lfd };
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -309,28 +365,46 @@ void impi_relay_destroy(impi_relay_t *r)
     if (r->poller)
         bt_poller_destroy(r->poller);
     impi_rly_destroy(r->rly);
+    if (r->rank > 0 && r->in) {
+        impi_layout_free(&r->own_in);
+        impi_layout_free(&r->own_out);
+    }
     free(r);
 }
 
-/* ---- start-up ------------------------------------------------------------ */
+/* ---- the leader's start-up ---------------------------------------------------- */
 
-static int send_all(int fd, const void *buf, size_t len)
+static uint32_t leader_persona_port(void *arg, int relay, int client)
 {
-    const uint8_t *p = buf;
+    impi_relay_t *r = arg;
+    double deadline = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 600);
+    relay_peer_t *pr = &r->peer[relay];
+    uint16_t port = 0;
+    char err[256];
 
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t) n;
+    if (relay == 0) {
+        r->persona_lfd[client] = listen_on(r->in_v4, 0, &port);
+        return r->persona_lfd[client] < 0 ? 0 : port;
     }
-    return 0;
+    if (!pr->asked) { /* CLIENTS, then its PORTS */
+        uint32_t a, b, len;
+        uint8_t *body;
+        int n = impi_rly_nclients(r->rly), k = impi_rly_client(r->rly);
+        pr->asked = 1;
+        if (send_frame(r->peer[relay].ctl_fd, IMPI_LINK_CLIENTS, (uint32_t) n, (uint32_t) k, NULL,
+                       0) < 0 ||
+            recv_frame(r->peer[relay].ctl_fd, IMPI_LINK_PORTS, deadline, &a, &b, &body, &len, err,
+                       sizeof(err)) != ICBC_OK) {
+            icbc_error("relay %d: %s", relay, err);
+            return 0;
+        }
+        for (int c = 0; c < n && 4 * (uint32_t) c + 4 <= len; c++)
+            pr->ports[c] = icbc_get32(body + 4 * c);
+        free(body);
+    }
+    return pr->ports[client];
 }
 
-/* Writes what start-up has for both sides. */
 static icbc_status_t startup_flush(impi_relay_t *r, char *err, size_t errlen)
 {
     size_t n;
@@ -348,36 +422,118 @@ static icbc_status_t startup_flush(impi_relay_t *r, char *err, size_t errlen)
     return ICBC_OK;
 }
 
-/* Start-up: the inside client's commands through to the server and its
- * answers back, until the server's DONE went inside. */
-static icbc_status_t run_startup(impi_relay_t *r, char *err, size_t errlen)
+/* A connection to the start-up port whose first bytes are HELLO: a
+ * follower. Its rank and addresses are kept; it is refused alone when they
+ * are not those of a follower not yet joined. */
+static void take_follower(impi_relay_t *r, int fd, const uint8_t *first4, double deadline)
+{
+    uint8_t rest[IMPI_LINK_HDR_SIZE - 4 + 16];
+    size_t have = 0;
+
+    while (have < sizeof(rest)) {
+        struct pollfd pf = { fd, POLLIN, 0 };
+        if (poll(&pf, 1, (int) ((deadline - icbc_clock_now()) * 1000)) <= 0)
+            break;
+        ssize_t n = recv(fd, rest + have, sizeof(rest) - have, 0);
+        if (n <= 0)
+            break;
+        have += (size_t) n;
+    }
+    uint32_t rank = icbc_get32(rest), len = icbc_get32(rest + 8);
+    (void) first4;
+    if (have < sizeof(rest) || len != 16 || rank < 1 || rank >= (uint32_t) r->ntrunks ||
+        r->peer[rank].ctl_fd >= 0) {
+        icbc_warn("dropped a connection to the start-up port that is no follower relay of the "
+                  "%d this one leads",
+                  r->ntrunks - 1);
+        close(fd);
+        return;
+    }
+    relay_peer_t *p = &r->peer[rank];
+    memcpy(&p->in_v4, rest + 12, 4);
+    memcpy(&p->out_v4, rest + 16, 4);
+    p->out_port = icbc_get32(rest + 20);
+    p->link_port = icbc_get32(rest + 24);
+    p->ctl_fd = fd;
+}
+
+static int followers_joined(const impi_relay_t *r)
+{
+    for (int j = 1; j < r->ntrunks; j++)
+        if (r->peer[j].ctl_fd < 0)
+            return 0;
+    return 1;
+}
+
+static icbc_status_t make_rly(impi_relay_t *r, char *err, size_t errlen)
+{
+    impi_rly_config_t rc = { .ntrunks = r->ntrunks,
+                             .require_key = r->cfg.require_key,
+                             .key = r->cfg.key,
+                             .persona_port = leader_persona_port,
+                             .arg = r };
+
+    for (int j = 0; j < r->ntrunks; j++) {
+        addr16(rc.trunk[j].inside_addr, r->peer[j].in_v4);
+        addr16(rc.trunk[j].outside_addr, r->peer[j].out_v4);
+        rc.trunk[j].outside_port = r->peer[j].out_port;
+    }
+    if (impi_rly_create(&rc, &r->rly) != ICBC_OK)
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "a follower gave a bad outside port");
+    return ICBC_OK;
+}
+
+/* The leader's start-up: its followers join, then the inside client's
+ * commands go through to the server and its answers back, until the
+ * server's DONE went inside. */
+static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
 {
     double progress = icbc_clock_now();
     icbc_status_t st;
 
-    while (!impi_rly_started(r->rly)) {
-        struct pollfd p[3] = { { r->startup_fd >= 0 ? -1 : r->startup_lfd, POLLIN, 0 },
-                               { r->startup_fd, POLLIN, 0 },
+    while (!r->rly || !impi_rly_started(r->rly)) {
+        int joined = followers_joined(r);
+        struct pollfd p[3] = { { r->startup_fd >= 0 && joined ? -1 : r->startup_lfd, POLLIN, 0 },
+                               { joined ? r->startup_fd : -1, POLLIN, 0 },
                                { r->server_fd, POLLIN, 0 } };
+        if (joined && !r->rly && (st = make_rly(r, err, errlen)) != ICBC_OK)
+            return st;
         int n = poll(p, 3, 1000);
         if (n < 0 && errno != EINTR)
             return icbc_err(ICBC_ERR_IO, err, errlen, "poll: %s", strerror(errno));
         if (r->cfg.timeout > 0 && icbc_clock_now() - progress > r->cfg.timeout)
             return icbc_err(ICBC_ERR_TIMEOUT, err, errlen,
                             "start-up made no progress for %.0f s (%s)", r->cfg.timeout,
-                            r->startup_fd < 0 ? "no inside client connected"
-                                              : "waiting for the inside client or the server");
+                            !joined             ? "not every follower relay joined"
+                            : r->startup_fd < 0 ? "no inside client connected"
+                                                : "waiting for the inside client or the server");
         if (n <= 0)
             continue;
         progress = icbc_clock_now();
         if (p[0].revents & POLLIN) {
-            r->startup_fd = accept4(r->startup_lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (r->startup_fd >= 0) {
+            int fd = accept4(r->startup_lfd, NULL, NULL, SOCK_CLOEXEC);
+            uint8_t first[4];
+            if (fd >= 0 && !joined) {
+                /* a follower's first bytes are HELLO; a client waits in the
+                 * backlog until every follower joined */
+                struct pollfd pf = { fd, POLLIN, 0 };
+                if (poll(&pf, 1, 5000) > 0 && recv(fd, first, 4, MSG_PEEK) == 4 &&
+                    icbc_get32(first) == IMPI_LINK_HELLO && recv(fd, first, 4, 0) == 4) {
+                    take_follower(r, fd, first, icbc_clock_now() + 5);
+                    continue;
+                }
+            }
+            if (fd >= 0 && r->startup_fd < 0 && joined) {
                 int one = 1;
-                setsockopt(r->startup_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                r->startup_fd = fd;
+            } else if (fd >= 0) {
+                icbc_warn("dropped a connection to the start-up port before every follower "
+                          "relay joined");
+                close(fd);
             }
         }
-        for (int i = 1; i < 3; i++) {
+        for (int i = 1; i < 3 && r->rly; i++) {
             if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)) || p[i].fd < 0)
                 continue;
             ssize_t got = recv(p[i].fd, r->buf, sizeof(r->buf), 0);
@@ -401,276 +557,165 @@ static icbc_status_t run_startup(impi_relay_t *r, char *err, size_t errlen)
             if (st != ICBC_OK)
                 return st;
         }
-        if ((st = startup_flush(r, err, errlen)) != ICBC_OK)
+        if (r->rly && (st = startup_flush(r, err, errlen)) != ICBC_OK)
             return st;
+    }
+    r->in = impi_rly_inside(r->rly);
+    r->out = impi_rly_outside(r->rly);
+    r->client = impi_rly_client(r->rly);
+    /* the followers get the tables */
+    for (int j = 1; j < r->ntrunks; j++) {
+        uint8_t *pin = NULL, *pout = NULL;
+        size_t nin = 0, nout = 0;
+        if (impi_layout_pack(r->in, &pin, &nin) != ICBC_OK ||
+            impi_layout_pack(r->out, &pout, &nout) != ICBC_OK) {
+            free(pin);
+            return ICBC_ERR_NO_MEMORY;
+        }
+        size_t len = (size_t) r->ntrunks * 8 + 8 + nin + nout;
+        uint8_t *b = malloc(len);
+        if (b == NULL) {
+            free(pin);
+            free(pout);
+            return ICBC_ERR_NO_MEMORY;
+        }
+        for (int k = 0; k < r->ntrunks; k++) {
+            memcpy(b + 8 * k, &r->peer[k].in_v4, 4);
+            icbc_put32(b + 8 * k + 4, r->peer[k].link_port);
+        }
+        uint8_t *q = b + 8 * r->ntrunks;
+        icbc_put32(q, (uint32_t) nin);
+        memcpy(q + 4, pin, nin);
+        icbc_put32(q + 4 + nin, (uint32_t) nout);
+        memcpy(q + 8 + nin, pout, nout);
+        int bad = send_frame(r->peer[j].ctl_fd, IMPI_LINK_TABLES, (uint32_t) r->ntrunks, 0, b,
+                             (uint32_t) len);
+        free(b);
+        free(pin);
+        free(pout);
+        if (bad)
+            return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "writing to relay %d: %s", j,
+                            strerror(errno));
+        close(r->peer[j].ctl_fd);
+        r->peer[j].ctl_fd = -1;
     }
     return ICBC_OK;
 }
 
-/* ---- packets ------------------------------------------------------------- */
+/* ---- a follower's start-up ------------------------------------------------------ */
 
-static void conn_arm(conn_t *c)
+static icbc_status_t follower_startup(impi_relay_t *r, char *err, size_t errlen)
 {
-    uint32_t want = (c->r->paused[c->side] ? 0 : EPOLLIN) | (c->len > c->off ? EPOLLOUT : 0);
+    double deadline = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 86400);
+    int fd = r->peer[0].ctl_fd;
+    uint32_t n, k, len, ntr;
+    uint8_t *body;
+    char why[256];
+    icbc_status_t st;
 
-    if (c->fd >= 0 && want != c->events && bt_poller_mod_fd(c->r->poller, c->fd, want) == ICBC_OK)
-        c->events = want;
-}
-
-static void side_arm(impi_relay_t *r, int side)
-{
-    if (side == OUTSIDE) {
-        for (int h = 0; h < r->out->nhosts_total; h++)
-            conn_arm(&r->outs[h]);
-    } else {
-        for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-            conn_arm(&r->ins[i]);
-    }
-}
-
-/* Back-pressure: while a connection holds more than QUEUE_MAX bytes the
- * other side (which feeds it) is not read, until it is below half. */
-static void pressure(impi_relay_t *r, int side, size_t queued)
-{
-    int other = !side;
-
-    if (!r->paused[other] && queued > QUEUE_MAX) {
-        r->paused[other] = 1;
-        side_arm(r, other);
-    } else if (r->paused[other] && queued < QUEUE_MAX / 2) {
-        size_t most = 0;
-        int n = side == OUTSIDE ? r->out->nhosts_total : IMPI_MAX_CLIENTS * r->nin;
-        for (int i = 0; i < n; i++) {
-            conn_t *c = side == OUTSIDE ? &r->outs[i] : &r->ins[i];
-            if (c->len - c->off > most)
-                most = c->len - c->off;
-        }
-        if (most < QUEUE_MAX / 2) {
-            r->paused[other] = 0;
-            side_arm(r, other);
-        }
-    }
-}
-
-static void conn_flush(conn_t *c)
-{
-    if (c->fd >= 0 && impi_send_pending(c->fd, c->out, &c->off, &c->len) != 0)
-        failf(c->r, "writing to %s host %d: %s", c->side == INSIDE ? "inside" : "outside", c->peer,
-              strerror(errno));
-}
-
-static void conn_put(conn_t *c, const uint8_t *hdr, const void *payload, size_t len)
-{
-    size_t need = c->len + IMPI_PKT_HDR_SIZE + len;
-
-    if (c->fd < 0 || c->r->failed)
-        return;
-    if (need > c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 65536;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *p = realloc(c->out, cap);
-        if (p == NULL) {
-            failf(c->r, "out of memory queueing for %s host %d",
-                  c->side == INSIDE ? "inside" : "outside", c->peer);
-            return;
-        }
-        c->out = p;
-        c->cap = cap;
-    }
-    memcpy(c->out + c->len, hdr, IMPI_PKT_HDR_SIZE);
-    if (len)
-        memcpy(c->out + c->len + IMPI_PKT_HDR_SIZE, payload, len);
-    c->len = need;
-    /* written once the round's packets are all queued: one send for the
-     * packets of one read */
-    if (!c->dirty) {
-        c->dirty = 1;
-        c->r->dirty[c->r->ndirty++] = c;
-    }
-}
-
-/* The end of a round: what the round queued goes out. */
-static void flush_dirty(impi_relay_t *r)
-{
-    for (int i = 0; i < r->ndirty; i++) {
-        conn_t *c = r->dirty[i];
-        c->dirty = 0;
-        conn_flush(c);
-        conn_arm(c);
-        pressure(r, c->side, c->len - c->off);
-    }
-    r->ndirty = 0;
-}
-
-static void send_fini(conn_t *c)
-{
-    impi_pkt_hdr_t h;
-    uint8_t b[IMPI_PKT_HDR_SIZE];
-
-    if (c->fini_out || c->fd < 0)
-        return;
-    memset(&h, 0, sizeof(h));
-    h.type = IMPI_PK_FINI;
-    h.src.pid = h.dest.pid = -1;
-    h.lsrank = h.tag = -1;
-    h.count = -1;
-    impi_pkt_hdr_pack(&h, b);
-    c->fini_out = 1;
-    conn_put(c, b, NULL, 0);
-}
-
-static conn_t *inside_conn(impi_relay_t *r, int client, int host)
-{
-    return &r->ins[client * r->nin + (host - r->in->first_host[r->client])];
-}
-
-/* FINI per hop (the file's comment). */
-static void fini_check(impi_relay_t *r)
-{
-    int all_in = 1;
-
-    for (int c = 0; c < r->in->nclients; c++)
-        for (int i = 0; c != r->client && i < r->nin; i++)
-            all_in &= r->ins[c * r->nin + i].fini_in;
-    if (all_in)
-        for (int h = 0; h < r->out->nhosts_total; h++)
-            if (r->out->hosts[h].client != r->client)
-                send_fini(&r->outs[h]);
-    for (int c = 0; c < r->out->nclients; c++) {
-        int all = 1;
-        if (c == r->client)
+    if ((st = recv_frame(fd, IMPI_LINK_CLIENTS, deadline, &n, &k, &body, &len, err, errlen)) !=
+        ICBC_OK)
+        return st;
+    free(body);
+    if (n < 1 || n > IMPI_MAX_CLIENTS || k >= n)
+        return icbc_err(ICBC_ERR_INVALID, err, errlen, "the leader relay says %u clients", n);
+    uint8_t ports[4 * IMPI_MAX_CLIENTS] = { 0 };
+    for (uint32_t c = 0; c < n; c++) {
+        uint16_t port = 0;
+        if (c == k)
             continue;
-        for (int h = r->out->first_host[c]; h < r->out->first_host[c] + (int) r->out->nhosts[c];
-             h++)
-            all &= r->outs[h].fini_in;
-        if (all)
-            for (int i = 0; i < r->nin; i++)
-                send_fini(&r->ins[c * r->nin + i]);
+        r->persona_lfd[c] = listen_on(r->in_v4, 0, &port);
+        if (r->persona_lfd[c] < 0)
+            return icbc_err(ICBC_ERR_IO, err, errlen, "cannot listen on %s: %s",
+                            inet_ntoa(r->in_v4), strerror(errno));
+        icbc_put32(ports + 4 * c, port);
     }
-}
-
-static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
-{
-    conn_t *c = arg;
-    impi_relay_t *r = c->r;
-    impi_pkt_hdr_t h = *pkt->hdr;
-    uint8_t b[IMPI_PKT_HDR_SIZE];
-    conn_t *to;
-    int host;
-
-    if (h.type == IMPI_PK_FINI) {
-        c->fini_in = 1;
-        fini_check(r);
-        return;
+    if (send_frame(fd, IMPI_LINK_PORTS, n, 0, ports, 4 * n) < 0)
+        return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "writing to the leader relay: %s",
+                        strerror(errno));
+    r->client = (int) k;
+    if ((st = recv_frame(fd, IMPI_LINK_TABLES, deadline, &ntr, &k, &body, &len, err, errlen)) !=
+        ICBC_OK)
+        return st;
+    st = ICBC_ERR_INVALID;
+    if (ntr < 2 || ntr > IMPI_RELAY_TRUNKS_MAX || (uint32_t) r->rank >= ntr || len < 8 * ntr + 8)
+        goto bad;
+    r->ntrunks = (int) ntr;
+    for (uint32_t j = 0; j < ntr; j++) {
+        memcpy(&r->peer[j].in_v4, body + 8 * j, 4);
+        r->peer[j].link_port = icbc_get32(body + 8 * j + 4);
     }
-    impi_rly_route(r->rly, c->side == INSIDE, pkt, &h, &host);
-    to = c->side == INSIDE ? &r->outs[host] : inside_conn(r, c->client, host);
-    impi_pkt_hdr_pack(&h, b);
-    conn_put(to, b, pkt->payload, pkt->len);
-}
-
-/* A payload with at least this many bytes still to come is received
- * straight into the packet, as the agent does. */
-#define READ_DIRECT_MIN 4096
-
-static void conn_read(conn_t *c)
-{
-    impi_relay_t *r = c->r;
-    char err[256];
-    size_t want;
-    uint8_t *room = impi_rx_payload_room(&c->rx, &want);
-    int direct = room != NULL && want >= READ_DIRECT_MIN;
-    ssize_t n = direct ? recv(c->fd, room, want, MSG_DONTWAIT)
-                       : recv(c->fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
-
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-        return;
-    if (n <= 0) {
-        if (c->fini_in) { /* it said FINI: its close is its end */
-            conn_close(c);
-            return;
-        }
-        failf(r, "%s host %d (client %d) closed its connection before FINI",
-              c->side == INSIDE ? "inside" : "outside", c->peer,
-              c->side == INSIDE ? r->client : c->client);
-        return;
+    uint8_t *q = body + 8 * ntr;
+    size_t left = len - 8 * ntr;
+    uint32_t nin = icbc_get32(q);
+    if (nin > left - 8)
+        goto bad;
+    uint32_t nout = icbc_get32(q + 4 + nin);
+    if (nout != left - 8 - nin ||
+        impi_layout_unpack(q + 4, nin, &r->own_in, why, sizeof(why)) != ICBC_OK)
+        goto bad;
+    if (impi_layout_unpack(q + 8 + nin, nout, &r->own_out, why, sizeof(why)) != ICBC_OK) {
+        impi_layout_free(&r->own_in);
+        goto bad;
     }
-    if (direct)
-        impi_rx_payload_filled(&c->rx, (size_t) n, on_packet, c);
-    else if (impi_rx_feed(&c->rx, r->buf, (size_t) n, on_packet, c, err, sizeof(err)) != ICBC_OK)
-        failf(r, "%s host %d: %s", c->side == INSIDE ? "inside" : "outside", c->peer, err);
+    free(body);
+    r->in = &r->own_in;
+    r->out = &r->own_out;
+    close(fd);
+    r->peer[0].ctl_fd = -1;
+    if (r->in->nclients != (int) n || r->out->nclients != (int) n)
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "the leader relay's tables are of %d "
+                        "clients, not %u",
+                        r->in->nclients, n);
+    return ICBC_OK;
+bad:
+    free(body);
+    return icbc_err(ICBC_ERR_INVALID, err, errlen, "the leader relay's tables do not add up");
 }
 
-static void on_ready(int fd, uint32_t events, void *arg)
-{
-    conn_t *c = arg;
+/* ---- the connections ------------------------------------------------------------- */
 
-    (void) fd;
-    if (events & EPOLLOUT) {
-        conn_flush(c);
-        pressure(c->r, c->side, c->len - c->off);
-    }
-    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->r->failed && c->fd >= 0)
-        conn_read(c);
-    flush_dirty(c->r);
-    if (c->fd >= 0 && c->fini_in && c->fini_out && c->len == c->off)
-        shutdown(c->fd, SHUT_WR);
-    conn_arm(c);
-}
-
-static icbc_status_t conn_open(impi_relay_t *r, conn_t *c, int side, int client, int self, int peer,
-                               int fd)
-{
-    const impi_layout_t *l = side == INSIDE ? r->in : r->out;
-
-    c->r = r;
-    c->side = side;
-    c->client = client;
-    c->self = self;
-    c->peer = peer;
-    c->fd = fd;
-    c->events = EPOLLIN;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (impi_rx_init(&c->rx, l, self, peer) != ICBC_OK)
-        return ICBC_ERR_NO_MEMORY;
-    return bt_poller_add_fd(r->poller, fd, c->events, on_ready, c);
-}
-
-/* Connects from FROM to host PEER of L and names SELF; retries while the
- * peer is not listening yet, until DEADLINE. */
-static int connect_host(const impi_layout_t *l, int self, int peer, struct in_addr from,
-                        double deadline, char *err, size_t errlen)
+/* Connects from FROM to ADDR:PORT and sends FIRST (LEN bytes); retries
+ * while nothing listens there yet, until DEADLINE. */
+static int connect_from(struct in_addr from, struct in_addr addr, uint16_t port,
+                        const uint8_t *first, size_t len, double deadline)
 {
     struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = from };
-    struct sockaddr_in to = { .sin_family = AF_INET,
-                              .sin_port = htons((uint16_t) l->hosts[peer].port) };
-    uint32_t v4 = impi_host_v4(&l->hosts[peer]);
-    uint8_t rank[IMPI_HOST_RANK_SIZE];
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = addr, .sin_port = htons(port) };
     int one = 1;
 
-    memcpy(&to.sin_addr, &v4, 4);
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
-            break;
+            return -1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         /* from the address the relay advertised on this side: LAM knows a
          * host by it */
         if (bind(fd, (struct sockaddr *) &me, sizeof(me)) == 0 &&
-            connect(fd, (struct sockaddr *) &to, sizeof(to)) == 0) {
-            icbc_put32(rank, (uint32_t) self);
-            if (send_all(fd, rank, sizeof(rank)) == 0)
-                return fd;
-        }
+            connect(fd, (struct sockaddr *) &to, sizeof(to)) == 0 && send_all(fd, first, len) == 0)
+            return fd;
         close(fd);
         if (icbc_clock_now() > deadline)
-            break;
+            return -1;
         usleep(20000);
     }
-    snprintf(err, errlen, "connecting to host %d (client %d) at %s:%u: %s", peer,
-             l->hosts[peer].client, inet_ntoa(to.sin_addr), l->hosts[peer].port, strerror(errno));
-    return -1;
+}
+
+static int connect_host(const impi_layout_t *l, int self, int peer, struct in_addr from,
+                        double deadline, char *err, size_t errlen)
+{
+    struct in_addr to;
+    uint32_t v4 = impi_host_v4(&l->hosts[peer]);
+    uint8_t rank[IMPI_HOST_RANK_SIZE];
+
+    memcpy(&to, &v4, 4);
+    icbc_put32(rank, (uint32_t) self);
+    int fd = connect_from(from, to, (uint16_t) l->hosts[peer].port, rank, sizeof(rank), deadline);
+    if (fd < 0)
+        snprintf(err, errlen, "connecting to host %d (client %d) at %s:%u: %s", peer,
+                 l->hosts[peer].client, inet_ntoa(to), l->hosts[peer].port, strerror(errno));
+    return fd;
 }
 
 static void log_layout(const char *side, const impi_layout_t *l)
@@ -684,49 +729,142 @@ static void log_layout(const char *side, const impi_layout_t *l)
     }
 }
 
-/* The connections of both sides: the relay connects to the hosts below it
- * on each side and accepts the ones above (impi_hostconn.h). */
+/* Whether this relay holds a persona of client C (its block of C's
+ * processes is not empty). */
+static int has_persona(const impi_relay_t *r, int c)
+{
+    return c != r->client && r->rank < (int) r->in->nhosts[c];
+}
+
+/* One accepted connection: to a link port (WHICH -2), the outside port
+ * (-1) or client WHICH's persona port. Returns 1 when it was taken. */
+static int take_accepted(impi_relay_t *r, int lfd, int which, char *err, size_t errlen)
+{
+    struct sockaddr_in from;
+    socklen_t fl = sizeof(from);
+    int fd = accept4(lfd, (struct sockaddr *) &from, &fl, SOCK_CLOEXEC), one = 1;
+    struct timeval tv = { 5, 0 };
+    uint8_t first[IMPI_LINK_HDR_SIZE];
+    char why[256] = "it sent nothing";
+
+    if (fd < 0)
+        return 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    size_t want = which == -2 ? IMPI_LINK_HDR_SIZE : IMPI_HOST_RANK_SIZE;
+    ssize_t rn = recv(fd, first, want, MSG_WAITALL);
+    tv.tv_sec = 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (which == -2) { /* a relay above this one */
+        uint32_t rank = icbc_get32(first + 4);
+        if (rn == (ssize_t) want && icbc_get32(first) == IMPI_LINK_RANK &&
+            rank > (uint32_t) r->rank && rank < (uint32_t) r->ntrunks && r->links[rank].fd < 0 &&
+            from.sin_addr.s_addr == r->peer[rank].in_v4.s_addr) {
+            if (relay_conn_open(r, &r->links[rank], RELAY_LINK, r->client, r->rank, (int) rank,
+                                fd) != ICBC_OK)
+                relay_failf(r, "out of memory");
+            return 1;
+        }
+        icbc_warn("refused a connection to the link port from %s: no relay above this one",
+                  inet_ntoa(from.sin_addr));
+        close(fd);
+        return 0;
+    }
+    const impi_layout_t *l = which < 0 ? r->out : r->in;
+    int self = which < 0 ? r->self_out : r->in->first_host[which] + r->rank, host = -1;
+    uint8_t *connected = calloc((size_t) l->nhosts_total, 1);
+    if (connected == NULL) {
+        close(fd);
+        relay_failf(r, "out of memory");
+        return 0;
+    }
+    for (int h = 0; h < l->nhosts_total; h++)
+        connected[h] =
+            which < 0 ? r->outs[h].fd >= 0
+                      : l->hosts[h].client == r->client && relay_inside_conn(r, which, h)->fd >= 0;
+    icbc_status_t ok = rn == (ssize_t) want
+                           ? impi_host_accept_check(l, self, first, from.sin_addr.s_addr, connected,
+                                                    &host, why, sizeof(why))
+                           : ICBC_ERR_INVALID;
+    free(connected);
+    if (ok == ICBC_OK &&
+        (which < 0 ? l->hosts[host].client == r->client : l->hosts[host].client != r->client)) {
+        snprintf(why, sizeof(why), "host %d is not one the relay stands for here", host);
+        ok = ICBC_ERR_INVALID;
+    }
+    if (ok != ICBC_OK) {
+        icbc_warn("refused a connection to the %s port: %s", which < 0 ? "outside" : "inside", why);
+        close(fd);
+        return 0;
+    }
+    relay_conn_t *c = which < 0 ? &r->outs[host] : relay_inside_conn(r, which, host);
+    if (relay_conn_open(r, c, which < 0 ? RELAY_OUTSIDE : RELAY_INSIDE,
+                        which < 0 ? l->hosts[host].client : which, self, host, fd) != ICBC_OK) {
+        snprintf(err, errlen, "out of memory");
+        relay_failf(r, "out of memory");
+        return 0;
+    }
+    return 1;
+}
+
+/* The links to the other relays, then the host connections of both sides:
+ * a relay connects to the relays and hosts below it and accepts those
+ * above (impi_hostconn.h). */
 static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
 {
     double deadline = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 600);
-    int expect = 0, got = 0, K = impi_rly_client(r->rly);
+    int expect = 0, got = 0, K = r->client;
     icbc_status_t st;
 
-    r->client = K;
-    r->in = impi_rly_inside(r->rly);
-    r->out = impi_rly_outside(r->rly);
-    r->self_out = r->out->first_host[K];
+    r->self_out = r->rank < (int) r->out->nhosts[K] ? r->out->first_host[K] + r->rank : -1;
     log_layout("inside", r->in);
     log_layout("outside", r->out);
     r->nin = (int) r->in->nhosts[K];
-    r->outs = calloc((size_t) r->out->nhosts_total, sizeof(conn_t));
-    r->ins = calloc((size_t) IMPI_MAX_CLIENTS * (size_t) r->nin, sizeof(conn_t));
-    r->dirty = calloc((size_t) r->out->nhosts_total + (size_t) IMPI_MAX_CLIENTS * (size_t) r->nin,
-                      sizeof(conn_t *));
+    r->outs = calloc((size_t) r->out->nhosts_total, sizeof(relay_conn_t));
+    r->ins = calloc((size_t) IMPI_MAX_CLIENTS * (size_t) r->nin, sizeof(relay_conn_t));
+    r->dirty = calloc((size_t) r->out->nhosts_total + (size_t) IMPI_MAX_CLIENTS * (size_t) r->nin +
+                          IMPI_RELAY_TRUNKS_MAX,
+                      sizeof(relay_conn_t *));
     if (!r->outs || !r->ins || !r->dirty || bt_poller_create(&r->poller) != ICBC_OK)
         return ICBC_ERR_NO_MEMORY;
     for (int h = 0; h < r->out->nhosts_total; h++)
         r->outs[h].fd = -1;
     for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
         r->ins[i].fd = -1;
-    for (int h = 0; h < r->out->nhosts_total; h++) {
-        if (h == r->self_out)
-            continue;
-        if (!impi_host_connects(r->self_out, h)) {
-            expect++;
-            continue;
-        }
-        int fd = connect_host(r->out, r->self_out, h, r->out_v4, deadline, err, errlen);
+    relay_fini_init(r);
+    /* the relays below */
+    for (int j = 0; j < r->rank; j++) {
+        uint8_t first[IMPI_LINK_HDR_SIZE];
+        impi_link_hdr_pack(IMPI_LINK_RANK, (uint32_t) r->rank, 0, 0, first);
+        int fd = connect_from(r->in_v4, r->peer[j].in_v4, (uint16_t) r->peer[j].link_port, first,
+                              sizeof(first), deadline);
         if (fd < 0)
-            return ICBC_ERR_UNREACHABLE;
-        if ((st = conn_open(r, &r->outs[h], OUTSIDE, r->out->hosts[h].client, r->self_out, h,
-                            fd)) != ICBC_OK)
+            return icbc_err(ICBC_ERR_UNREACHABLE, err, errlen, "cannot reach relay %d: %s", j,
+                            strerror(errno));
+        if ((st = relay_conn_open(r, &r->links[j], RELAY_LINK, K, r->rank, j, fd)) != ICBC_OK)
             return st;
     }
+    expect += r->ntrunks - 1 - r->rank;
+    /* the hosts below this relay's own hosts */
+    if (r->self_out >= 0)
+        for (int h = 0; h < r->out->nhosts_total; h++) {
+            if (r->out->hosts[h].client == K)
+                continue;
+            if (!impi_host_connects(r->self_out, h)) {
+                expect++;
+                continue;
+            }
+            int fd = connect_host(r->out, r->self_out, h, r->out_v4, deadline, err, errlen);
+            if (fd < 0)
+                return ICBC_ERR_UNREACHABLE;
+            if ((st = relay_conn_open(r, &r->outs[h], RELAY_OUTSIDE, r->out->hosts[h].client,
+                                      r->self_out, h, fd)) != ICBC_OK)
+                return st;
+        }
     for (int c = 0; c < r->in->nclients; c++) {
-        if (c == K)
+        if (!has_persona(r, c))
             continue;
-        int p = r->in->first_host[c];
+        int p = r->in->first_host[c] + r->rank;
         for (int i = 0; i < r->nin; i++) {
             int host = r->in->first_host[K] + i;
             if (!impi_host_connects(p, host)) {
@@ -736,92 +874,42 @@ static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
             int fd = connect_host(r->in, p, host, r->in_v4, deadline, err, errlen);
             if (fd < 0)
                 return ICBC_ERR_UNREACHABLE;
-            if ((st = conn_open(r, inside_conn(r, c, host), INSIDE, c, p, host, fd)) != ICBC_OK)
+            if ((st = relay_conn_open(r, relay_inside_conn(r, c, host), RELAY_INSIDE, c, p, host,
+                                      fd)) != ICBC_OK)
                 return st;
         }
     }
-    while (got < expect) {
-        struct pollfd p[IMPI_MAX_CLIENTS + 1];
-        int which[IMPI_MAX_CLIENTS + 1], n = 0;
-        p[n] = (struct pollfd){ r->out_lfd, POLLIN, 0 };
-        which[n++] = -1;
+    while (got < expect && !r->failed) {
+        struct pollfd p[IMPI_MAX_CLIENTS + 2];
+        int which[IMPI_MAX_CLIENTS + 2], n = 0;
+        p[n] = (struct pollfd){ r->link_lfd, POLLIN, 0 };
+        which[n++] = -2;
+        if (r->self_out >= 0) {
+            p[n] = (struct pollfd){ r->out_lfd, POLLIN, 0 };
+            which[n++] = -1;
+        }
         for (int c = 0; c < r->in->nclients; c++)
-            if (c != K && r->persona_lfd[c] >= 0) {
+            if (has_persona(r, c) && r->persona_lfd[c] >= 0) {
                 p[n] = (struct pollfd){ r->persona_lfd[c], POLLIN, 0 };
                 which[n++] = c;
             }
         if (icbc_clock_now() > deadline)
             return icbc_err(ICBC_ERR_TIMEOUT, err, errlen,
-                            "%d of the hosts that connect to the relay did not", expect - got);
+                            "%d of the hosts and relays that connect to this relay did not",
+                            expect - got);
         if (poll(p, (nfds_t) n, 500) <= 0)
             continue;
-        for (int k = 0; k < n; k++) {
-            if (!(p[k].revents & POLLIN))
-                continue;
-            struct sockaddr_in from;
-            socklen_t fl = sizeof(from);
-            int fd = accept4(p[k].fd, (struct sockaddr *) &from, &fl, SOCK_CLOEXEC);
-            if (fd < 0)
-                continue;
-            struct timeval tv = { 5, 0 };
-            uint8_t rank[IMPI_HOST_RANK_SIZE];
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            ssize_t rn = recv(fd, rank, sizeof(rank), MSG_WAITALL);
-            int c = which[k], host = -1;
-            const impi_layout_t *l = c < 0 ? r->out : r->in;
-            int self = c < 0 ? r->self_out : r->in->first_host[c];
-            uint8_t *connected = calloc((size_t) l->nhosts_total, 1);
-            char why[256] = "it sent no host rank";
-            if (connected == NULL) {
-                close(fd);
-                return ICBC_ERR_NO_MEMORY;
-            }
-            for (int h = 0; h < l->nhosts_total; h++)
-                connected[h] = c < 0 ? r->outs[h].fd >= 0
-                                     : (l->hosts[h].client == K && inside_conn(r, c, h)->fd >= 0);
-            icbc_status_t ok = rn == (ssize_t) sizeof(rank)
-                                   ? impi_host_accept_check(l, self, rank, from.sin_addr.s_addr,
-                                                            connected, &host, why, sizeof(why))
-                                   : ICBC_ERR_INVALID;
-            free(connected);
-            if (ok == ICBC_OK &&
-                (c < 0 ? l->hosts[host].client == K : l->hosts[host].client != K)) {
-                snprintf(why, sizeof(why), "host %d is not one the relay stands for here", host);
-                ok = ICBC_ERR_INVALID;
-            }
-            if (ok != ICBC_OK) {
-                icbc_warn("refused a connection to the %s port: %s", c < 0 ? "outside" : "inside",
-                          why);
-                close(fd);
-                continue;
-            }
-            tv.tv_sec = 0;
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-            conn_t *cn = c < 0 ? &r->outs[host] : inside_conn(r, c, host);
-            if ((st = conn_open(r, cn, c < 0 ? OUTSIDE : INSIDE, c < 0 ? l->hosts[host].client : c,
-                                self, host, fd)) != ICBC_OK)
-                return st;
-            got++;
-        }
+        for (int k = 0; k < n; k++)
+            if (p[k].revents & POLLIN)
+                got += take_accepted(r, p[k].fd, which[k], err, errlen);
     }
+    if (r->failed)
+        return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "%s", r->why);
     return ICBC_OK;
 }
 
-static int all_closed(const impi_relay_t *r)
-{
-    for (int h = 0; h < r->out->nhosts_total; h++)
-        if (r->outs[h].fd >= 0)
-            return 0;
-    for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-        if (r->ins[i].fd >= 0)
-            return 0;
-    return 1;
-}
-
-/* The start-up connections after start-up: the inside client's FINI goes
- * to the server; the server closing before it ends the job. */
+/* The leader's start-up connections after start-up: the inside client's
+ * FINI goes to the server; the server closing before it ends the job. */
 static void watch_startup(impi_relay_t *r)
 {
     struct pollfd p[2] = { { r->startup_fd, POLLIN, 0 }, { r->server_fd, POLLIN, 0 } };
@@ -832,15 +920,15 @@ static void watch_startup(impi_relay_t *r)
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
         ssize_t n = recv(r->startup_fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
         if (n > 0 && impi_rly_inside_input(r->rly, r->buf, (size_t) n, err, sizeof(err)) != ICBC_OK)
-            failf(r, "%s", err);
+            relay_failf(r, "%s", err);
         else if (n == 0 && !impi_rly_finished(r->rly))
-            failf(r, "the inside client closed its start-up connection before FINI");
+            relay_failf(r, "the inside client closed its start-up connection before FINI");
         if (n == 0) {
             close(r->startup_fd);
             r->startup_fd = -1;
         }
         if (startup_flush(r, err, sizeof(err)) != ICBC_OK)
-            failf(r, "%s", err);
+            relay_failf(r, "%s", err);
     }
     if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
         ssize_t n = recv(r->server_fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
@@ -848,10 +936,22 @@ static void watch_startup(impi_relay_t *r)
             close(r->server_fd);
             r->server_fd = -1;
         } else if (n >= 0) {
-            failf(r, "impi-server %s",
-                  n == 0 ? "closed its connection: the IMPI job ended" : "spoke after start-up");
+            relay_failf(r, "impi-server %s",
+                        n == 0 ? "closed its connection: the IMPI job ended"
+                               : "spoke after start-up");
         }
     }
+}
+
+/* Every host said FINI to every relay: nothing more can come. */
+static int fini_complete(const impi_relay_t *r)
+{
+    if (r->fini_in_seen != r->fini_in_want)
+        return 0;
+    for (int c = 0; c < r->out->nclients; c++)
+        if (c != r->client && r->fini_out_seen[c] != r->fini_out_want[c])
+            return 0;
+    return 1;
 }
 
 icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
@@ -859,30 +959,29 @@ icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
     icbc_status_t st;
     double end_by = 0;
 
-    if ((st = run_startup(r, err, errlen)) != ICBC_OK)
+    st = r->rank == 0 ? leader_startup(r, err, errlen) : follower_startup(r, err, errlen);
+    if (st != ICBC_OK)
         return st;
     if ((st = run_connect(r, err, errlen)) != ICBC_OK)
         return st;
     /* the second line of stdout: start-up is over, packets go through */
-    printf("relaying client %d: %d inside host(s), %d outside host(s)\n", r->client, r->nin,
-           r->out->nhosts_total - 1);
+    printf("relaying client %d: %d inside host(s), %d outside host(s)", r->client, r->nin,
+           r->out->nhosts_total - (int) r->out->nhosts[r->client]);
+    if (r->ntrunks > 1)
+        printf(", relay %d of %d", r->rank, r->ntrunks);
+    printf("\n");
     fflush(stdout);
     while (!r->failed) {
         bt_poller_wait(r->poller, 100);
-        if (r->startup_fd >= 0 || r->server_fd >= 0)
+        if (r->rank == 0 && (r->startup_fd >= 0 || r->server_fd >= 0))
             watch_startup(r);
-        if (all_closed(r) && impi_rly_finished(r->rly))
+        if (relay_all_closed(r) && fini_complete(r) && (r->rank > 0 || impi_rly_finished(r->rly)))
             break;
-        /* once FINI went both ways on every connection the rest is the
-         * peers' closing; bounded */
-        int fini_all = 1;
-        for (int h = 0; h < r->out->nhosts_total; h++)
-            if (h != r->self_out && !(r->outs[h].fini_in && r->outs[h].fini_out))
-                fini_all = 0;
-        if (fini_all && end_by == 0)
+        /* once every host said FINI the rest is the hosts' closing; bounded */
+        if (fini_complete(r) && end_by == 0)
             end_by = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 600);
         if (end_by && icbc_clock_now() > end_by) {
-            failf(r, "the hosts did not close their connections after FINI");
+            relay_failf(r, "the hosts did not close their connections after FINI");
             break;
         }
     }

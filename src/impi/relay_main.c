@@ -3,9 +3,12 @@
  * (docs/impi-relay.md).
  *
  *   impi-relay -server ADDR:PORT [-port P] [-auth none|key:FILE]
- *              [-inside ADDR] [-outside ADDR] [-timeout S]
+ *              [-inside ADDR] [-outside ADDR] [-timeout S] [-trunks K]
+ *   impi-relay -server ADDR:PORT -leader ADDR:PORT -rank J [-inside ADDR]
+ *              [-outside ADDR] [-timeout S]
  *
- * Prints the INSIDE_ADDR:PORT the client inside is given as its server,
+ * Prints the INSIDE_ADDR:PORT the client inside (and the other relays of a
+ * trunk, -leader) are given,
  * serves one IMPI job, and exits 0 once every host on both sides said FINI
  * and the inside client sent FINI; 1 with a message naming the side and
  * what was wrong otherwise; 2 for a bad option.
@@ -38,6 +41,11 @@ static void usage(FILE *f)
           "                     reaches impi-server from)\n"
           "  -timeout S         seconds start-up, the hosts' connections or the end may\n"
           "                     make no progress (default 600; 0: never give up)\n"
+          "  -trunks K          this relay leads K relays of the client (default 1): the\n"
+          "                     others are started with -leader and -rank\n"
+          "  -leader ADDR:PORT  this relay is one of a trunk: ADDR:PORT is what the\n"
+          "                     leader printed\n"
+          "  -rank J            its rank in the trunk, 1 .. K-1\n"
           "  -help              this text\n"
           "\n"
           "Exit status: 0 once the job ended with FINI on both sides; 1 on an error (a\n"
@@ -96,6 +104,16 @@ int main(int argc, char **argv)
                 cfg.inside_addr = v;
             else
                 cfg.outside_addr = v;
+        } else if (!strcmp(o, "-trunks") || !strcmp(o, "-rank")) {
+            long k = strtol(v, &end, 10);
+            if (*end || k < 1 || k > IMPI_RELAY_TRUNKS_MAX)
+                return bad(o, v, "want 1..16");
+            if (o[1] == 't')
+                cfg.trunks = (int) k;
+            else
+                cfg.rank = (int) k;
+        } else if (!strcmp(o, "-leader")) {
+            cfg.leader = v;
         } else if (!strcmp(o, "-timeout")) {
             double t = strtod(v, &end);
             if (*end || !(t >= 0 && t <= 86400))
@@ -107,6 +125,9 @@ int main(int argc, char **argv)
     }
     if (cfg.server == NULL)
         return bad("-server", "", "impi-server's ADDR:PORT is required");
+    if ((cfg.leader != NULL) != (cfg.rank > 0) || (cfg.leader && cfg.trunks))
+        return bad(cfg.leader ? "-leader" : "-rank", "",
+                   "-leader and -rank go together, and -trunks is the leader's");
     icbc_log_set_ident("impi-relay");
     signal(SIGPIPE, SIG_IGN);
     st = impi_relay_create(&cfg, &relay, err, sizeof(err));
@@ -114,7 +135,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "impi-relay: %s\n", err);
         return 1;
     }
-    printf("%s:%u\n", impi_relay_inside_addr(relay), impi_relay_port(relay));
+    if (cfg.leader)
+        printf("relay %d of the trunk led by %s, inside %s\n", cfg.rank, cfg.leader,
+               impi_relay_inside_addr(relay));
+    else
+        printf("%s:%u\n", impi_relay_inside_addr(relay), impi_relay_port(relay));
     fflush(stdout);
     st = impi_relay_run(relay, err, sizeof(err));
     impi_relay_destroy(relay);

@@ -77,12 +77,14 @@ struct impi_rly {
     int client, nclients;
     uint32_t last_label;
     uint32_t in_nhosts, in_nprocs; /* the inside client's counts, 0 until given */
+    uint32_t *in_host_nprocs;      /* per inside host, from its H_NPROCS */
+    int ntrunks;
     struct {
         uint8_t *data;
         uint32_t len;
         int given;
-    } kept[NREWRITTEN]; /* the inside's own parts */
-    uint32_t ports[IMPI_MAX_CLIENTS];
+    } kept[NREWRITTEN];                                      /* the inside's own parts */
+    uint32_t ports[IMPI_RELAY_TRUNKS_MAX][IMPI_MAX_CLIENTS]; /* the personas' */
     impi_layout_t inside, outside;
     int started, finished;
 };
@@ -172,12 +174,18 @@ icbc_status_t impi_rly_create(const impi_rly_config_t *cfg, impi_rly_t **out)
 {
     impi_rly_t *r;
 
-    if (cfg->outside_port < 1 || cfg->outside_port > 65535 || !cfg->persona_port)
+    int k = cfg->ntrunks ? cfg->ntrunks : 1;
+
+    if (k < 1 || k > IMPI_RELAY_TRUNKS_MAX || !cfg->persona_port)
         return ICBC_ERR_INVALID;
+    for (int j = 0; j < k; j++)
+        if (cfg->trunk[j].outside_port < 1 || cfg->trunk[j].outside_port > 65535)
+            return ICBC_ERR_INVALID;
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return ICBC_ERR_NO_MEMORY;
     r->cfg = *cfg;
+    r->ntrunks = k;
     r->client = -1;
     *out = r;
     return ICBC_OK;
@@ -193,6 +201,7 @@ void impi_rly_destroy(impi_rly_t *r)
     free(r->to_srv.buf);
     for (int i = 0; i < NREWRITTEN; i++)
         free(r->kept[i].data);
+    free(r->in_host_nprocs);
     if (r->nclients) {
         impi_layout_free(&r->inside);
         impi_layout_free(&r->outside);
@@ -202,11 +211,24 @@ void impi_rly_destroy(impi_rly_t *r)
 
 /* ---- the inside's parts, sent out ---------------------------------------- */
 
-/* The relay's part for LABEL from the inside's part P (N bytes), into Q. */
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The relays outside: the inside hosts in min(trunks, hosts) blocks, one
+ * relay host each. */
+static uint32_t out_blocks(const impi_rly_t *r)
+{
+    return min_u32((uint32_t) r->ntrunks, r->in_nhosts);
+}
+
+/* The relay's part for LABEL from the inside's part P (N bytes), into Q:
+ * block j of the inside hosts is relay j's outside host. */
 static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *p, uint32_t n,
                                   queue_t *q, char *err, size_t errlen)
 {
-    uint32_t nh = r->in_nhosts, np = r->in_nprocs, unit = 0, count = 0, v, best = UINT32_MAX;
+    uint32_t nh = r->in_nhosts, np = r->in_nprocs, unit = 0, count = 0, v, k;
     uint64_t sum = 0;
     int bad = 0;
 
@@ -223,7 +245,7 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
             r->in_nhosts = v;
         else
             r->in_nprocs = v;
-        return put32(q, label == IMPI_C_NHOSTS ? 1 : v) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
+        return put32(q, label == IMPI_C_NHOSTS ? out_blocks(r) : v) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
     case IMPI_H_IPV6: unit = 16, count = nh; break;
     case IMPI_H_PORT:
     case IMPI_H_NPROCS:
@@ -239,39 +261,68 @@ static icbc_status_t outward_part(impi_rly_t *r, uint32_t label, const uint8_t *
         return fail(err, errlen, INSIDE, "COLL label 0x%x with %u bytes for %u %s, not %llu", label,
                     n, count, unit == 8 || label >= IMPI_P_IPV6 ? "processes" : "hosts",
                     (unsigned long long) unit * count);
+    k = out_blocks(r);
     switch (label) {
-    case IMPI_H_IPV6: return put(q, r->cfg.outside_addr, 16) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
-    case IMPI_H_PORT: return put32(q, r->cfg.outside_port) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
+    case IMPI_H_IPV6:
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put(q, r->cfg.trunk[j].outside_addr, 16);
+        break;
+    case IMPI_H_PORT:
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put32(q, r->cfg.trunk[j].outside_port);
+        break;
     case IMPI_H_NPROCS:
-        for (uint32_t k = 0; k < nh; k++) {
-            v = icbc_get32(p + 4 * k);
+        for (uint32_t h = 0; h < nh; h++) {
+            v = icbc_get32(p + 4 * h);
             if (v < 1)
-                return fail(err, errlen, INSIDE, "H_NPROCS: host %u has no process", k);
+                return fail(err, errlen, INSIDE, "H_NPROCS: host %u has no process", h);
             sum += v;
         }
         if (sum != np)
             return fail(err, errlen, INSIDE,
                         "H_NPROCS: the hosts hold %llu processes, C_NPROCS said %u",
                         (unsigned long long) sum, np);
-        return put32(q, np) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
+        free(r->in_host_nprocs);
+        r->in_host_nprocs = malloc(sizeof(uint32_t) * nh);
+        if (r->in_host_nprocs == NULL)
+            return ICBC_ERR_NO_MEMORY;
+        for (uint32_t h = 0; h < nh; h++)
+            r->in_host_nprocs[h] = icbc_get32(p + 4 * h);
+        for (uint32_t j = 0; j < k && !bad; j++) {
+            uint32_t blk = 0;
+            for (uint32_t h = impi_relay_block_first(nh, k, j);
+                 h < impi_relay_block_first(nh, k, j + 1); h++)
+                blk += r->in_host_nprocs[h];
+            bad = put32(q, blk);
+        }
+        break;
     case IMPI_H_ACKMARK:
     case IMPI_H_HIWATER:
-        for (uint32_t k = 0; k < nh; k++) {
-            v = icbc_get32(p + 4 * k);
-            if (v < 1)
-                return fail(err, errlen, INSIDE, "COLL label 0x%x: host %u gives 0", label, k);
-            if (v < best)
-                best = v;
+        for (uint32_t j = 0; j < k && !bad; j++) {
+            uint32_t best = UINT32_MAX;
+            for (uint32_t h = impi_relay_block_first(nh, k, j);
+                 h < impi_relay_block_first(nh, k, j + 1); h++) {
+                v = icbc_get32(p + 4 * h);
+                if (v < 1)
+                    return fail(err, errlen, INSIDE, "COLL label 0x%x: host %u gives 0", label, h);
+                best = min_u32(best, v);
+            }
+            bad = put32(q, best);
         }
-        return put32(q, best) ? ICBC_ERR_NO_MEMORY : ICBC_OK;
+        break;
     case IMPI_P_IPV6:
-        for (uint32_t k = 0; k < np && !bad; k++)
-            bad = put(q, r->cfg.outside_addr, 16);
+        if (r->in_host_nprocs == NULL)
+            return fail(err, errlen, INSIDE, "P_IPV6 before H_NPROCS");
+        for (uint32_t j = 0; j < k && !bad; j++)
+            for (uint32_t h = impi_relay_block_first(nh, k, j);
+                 h < impi_relay_block_first(nh, k, j + 1) && !bad; h++)
+                for (uint32_t i = 0; i < r->in_host_nprocs[h] && !bad; i++)
+                    bad = put(q, r->cfg.trunk[j].outside_addr, 16);
         break;
     case IMPI_P_PID:
-        for (uint32_t k = 0; k < np && !bad; k++) {
+        for (uint32_t i = 0; i < np && !bad; i++) {
             uint8_t b[8];
-            icbc_put64(b, k);
+            icbc_put64(b, i);
             bad = put(q, b, 8);
         }
         break;
@@ -311,35 +362,48 @@ static icbc_status_t inside_coll(impi_rly_t *r, const uint8_t *p, uint32_t len, 
 
 /* ---- the answers, passed in ---------------------------------------------- */
 
-/* The part of outside client C for LABEL as the inside sees it: the
- * client is one host, the persona, of its processes. */
+/* The part of outside client C for LABEL as the inside sees it: its
+ * processes in min(trunks, its hosts) blocks (C_NHOSTS comes before
+ * C_NPROCS, and a client has a process per host at least), block j one
+ * host, the persona of relay j. */
 static int persona_part(impi_rly_t *r, uint32_t label, int c, queue_t *q)
 {
     const impi_layout_t *o = &r->outside;
-    uint32_t np = o->nprocs[c], best = UINT32_MAX;
+    uint32_t np = o->nprocs[c], best = UINT32_MAX, k = min_u32((uint32_t) r->ntrunks, o->nhosts[c]);
     int bad = 0;
 
     switch (label) {
-    case IMPI_C_NHOSTS: return put32(q, 1);
-    case IMPI_H_IPV6: return put(q, r->cfg.inside_addr, 16);
-    case IMPI_H_PORT: return put32(q, r->ports[c]);
-    case IMPI_H_NPROCS: return put32(q, np);
+    case IMPI_C_NHOSTS: return put32(q, k);
+    case IMPI_H_IPV6:
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put(q, r->cfg.trunk[j].inside_addr, 16);
+        return bad;
+    case IMPI_H_PORT:
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put32(q, r->ports[j][c]);
+        return bad;
+    case IMPI_H_NPROCS:
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put32(q, impi_relay_block_first(np, k, j + 1) - impi_relay_block_first(np, k, j));
+        return bad;
     case IMPI_H_ACKMARK:
     case IMPI_H_HIWATER:
-        for (int h = o->first_host[c]; h < o->first_host[c] + (int) o->nhosts[c]; h++) {
-            uint32_t v = label == IMPI_H_ACKMARK ? o->hosts[h].ackmark : o->hosts[h].hiwater;
-            if (v < best)
-                best = v;
-        }
-        return put32(q, best);
+        for (int h = o->first_host[c]; h < o->first_host[c] + (int) o->nhosts[c]; h++)
+            best =
+                min_u32(best, label == IMPI_H_ACKMARK ? o->hosts[h].ackmark : o->hosts[h].hiwater);
+        for (uint32_t j = 0; j < k && !bad; j++)
+            bad = put32(q, best);
+        return bad;
     case IMPI_P_IPV6:
-        for (uint32_t k = 0; k < np && !bad; k++)
-            bad = put(q, r->cfg.inside_addr, 16);
+        for (uint32_t j = 0; j < k && !bad; j++)
+            for (uint32_t i = impi_relay_block_first(np, k, j);
+                 i < impi_relay_block_first(np, k, j + 1) && !bad; i++)
+                bad = put(q, r->cfg.trunk[j].inside_addr, 16);
         return bad;
     case IMPI_P_PID:
-        for (uint32_t k = 0; k < np && !bad; k++) {
+        for (uint32_t i = 0; i < np && !bad; i++) {
             uint8_t b[8];
-            icbc_put64(b, k);
+            icbc_put64(b, i);
             bad = put(q, b, 8);
         }
         return bad;
@@ -528,14 +592,16 @@ static icbc_status_t server_sized(impi_rly_t *r, const uint8_t *p, char *err, si
     if (impi_layout_init(&r->inside, n) != ICBC_OK || impi_layout_init(&r->outside, n) != ICBC_OK)
         return ICBC_ERR_NO_MEMORY;
     r->nclients = n;
-    for (int c = 0; c < n; c++) {
-        if (c == r->client)
-            continue;
-        r->ports[c] = r->cfg.persona_port(r->cfg.arg, c);
-        if (r->ports[c] < 1 || r->ports[c] > 65535)
-            return icbc_err(ICBC_ERR_IO, err, errlen,
-                            "no port could be opened for the inside host of client %d", c);
-    }
+    for (int j = 0; j < r->ntrunks; j++)
+        for (int c = 0; c < n; c++) {
+            if (c == r->client)
+                continue;
+            r->ports[j][c] = r->cfg.persona_port(r->cfg.arg, j, c);
+            if (r->ports[j][c] < 1 || r->ports[j][c] > 65535)
+                return icbc_err(ICBC_ERR_IO, err, errlen,
+                                "relay %d could open no port for its inside host of client %d", j,
+                                c);
+        }
     r->in_state = IN_COLL;
     r->srv_state = SRV_COLL;
     return put_cmd(&r->to_in, IMPI_CMD_IMPI, 4) || put32(&r->to_in, (uint32_t) n)
@@ -543,21 +609,26 @@ static icbc_status_t server_sized(impi_rly_t *r, const uint8_t *p, char *err, si
                : ICBC_OK;
 }
 
-/* The outside layout holds the relay as the private client's one host, as
- * the relay gave it: the server passed its parts on unchanged. */
+/* The outside layout holds the relays as the private client's hosts, as
+ * the relay gave them: the server passed its parts on unchanged. */
 static int own_part_intact(const impi_rly_t *r)
 {
     const impi_layout_t *o = &r->outside;
-    int k = r->client, h = o->first_host[k];
+    int c = r->client;
+    uint32_t k = out_blocks(r);
 
-    if (o->nhosts[k] != 1 || o->nprocs[k] != r->in_nprocs ||
-        memcmp(o->hosts[h].addr, r->cfg.outside_addr, 16) != 0 ||
-        o->hosts[h].port != r->cfg.outside_port)
+    if (o->nhosts[c] != k || o->nprocs[c] != r->in_nprocs)
         return 0;
-    for (uint32_t i = 0; i < o->nprocs[k]; i++)
-        if (memcmp(o->procs[o->first_rank[k] + (int) i].host, r->cfg.outside_addr, 16) != 0 ||
-            o->procs[o->first_rank[k] + (int) i].pid != (int64_t) i)
+    for (uint32_t j = 0; j < k; j++) {
+        const impi_host_t *h = &o->hosts[o->first_host[c] + (int) j];
+        if (memcmp(h->addr, r->cfg.trunk[j].outside_addr, 16) != 0 ||
+            h->port != r->cfg.trunk[j].outside_port)
             return 0;
+        for (int i = h->first_rank; i < h->first_rank + (int) h->nprocs; i++)
+            if (memcmp(o->procs[i].host, h->addr, 16) != 0 ||
+                o->procs[i].pid != (int64_t) (i - o->first_rank[c]))
+                return 0;
+    }
     return 1;
 }
 
@@ -701,6 +772,11 @@ int impi_rly_client(const impi_rly_t *r)
     return r->client;
 }
 
+int impi_rly_nclients(const impi_rly_t *r)
+{
+    return r->nclients;
+}
+
 const impi_layout_t *impi_rly_inside(const impi_rly_t *r)
 {
     return &r->inside;
@@ -727,13 +803,19 @@ static int host_of_rank(const impi_layout_t *l, int rank)
     return lo;
 }
 
-void impi_rly_route(const impi_rly_t *r, int from_inside, const impi_rx_pkt_t *pkt,
-                    impi_pkt_hdr_t *hdr, int *host)
+void impi_relay_route(const impi_layout_t *in, const impi_layout_t *out, int client,
+                      int from_inside, const impi_rx_pkt_t *pkt, impi_pkt_hdr_t *hdr, int *host,
+                      int *relay)
 {
-    const impi_layout_t *to = from_inside ? &r->outside : &r->inside;
+    const impi_layout_t *to = from_inside ? out : in;
+    int src_host;
 
     *hdr = *pkt->hdr;
     hdr->src = to->procs[pkt->src];
     hdr->dest = to->procs[pkt->dest];
     *host = host_of_rank(to, pkt->dest);
+    /* the connection is the one of the host that holds the source on the
+     * next side: the relay whose block it is */
+    src_host = host_of_rank(to, pkt->src);
+    *relay = src_host - to->first_host[to->hosts[src_host].client];
 }

@@ -27,10 +27,10 @@
 #include "impi_rx.h"
 #include "fuzz_check.h"
 
-static uint32_t persona_port(void *arg, int client)
+static uint32_t persona_port(void *arg, int relay, int client)
 {
     (void) arg;
-    return 7000 + (uint32_t) client;
+    return 7000 + 100 * (uint32_t) relay + (uint32_t) client;
 }
 
 /* Whole commands, and nothing else, in P[OFF..LEN). */
@@ -45,6 +45,15 @@ static void check_cmds(const uint8_t *p, size_t off, size_t len)
     }
 }
 
+static int host_of(const impi_layout_t *l, int rank)
+{
+    int h = 0;
+
+    while (h + 1 < l->nhosts_total && l->hosts[h + 1].first_rank <= rank)
+        h++;
+    return h;
+}
+
 typedef struct {
     const impi_rly_t *rly;
     int from_inside;
@@ -53,14 +62,19 @@ typedef struct {
 static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
     const route_arg_t *ra = arg;
-    const impi_layout_t *to = ra->from_inside ? impi_rly_outside(ra->rly) : impi_rly_inside(ra->rly);
+    const impi_layout_t *to =
+        ra->from_inside ? impi_rly_outside(ra->rly) : impi_rly_inside(ra->rly);
     impi_pkt_hdr_t h;
     int host;
 
     if (pkt->hdr->type == IMPI_PK_FINI)
         return;
-    impi_rly_route(ra->rly, ra->from_inside, pkt, &h, &host);
+    int relay, k = impi_rly_client(ra->rly);
+    impi_relay_route(impi_rly_inside(ra->rly), impi_rly_outside(ra->rly), k, ra->from_inside, pkt,
+                     &h, &host, &relay);
     FUZZ_CHECK(host >= 0 && host < to->nhosts_total);
+    /* the relay holding the source on the next side */
+    FUZZ_CHECK(relay >= 0 && relay < (int) to->nhosts[to->hosts[host_of(to, pkt->src)].client]);
     FUZZ_CHECK(pkt->dest >= to->hosts[host].first_rank &&
                pkt->dest < to->hosts[host].first_rank + (int) to->hosts[host].nprocs);
     FUZZ_CHECK(memcmp(&h.dest, &to->procs[pkt->dest], sizeof(h.dest)) == 0);
@@ -70,17 +84,22 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    impi_rly_config_t cfg = { .outside_port = 6000, .persona_port = persona_port };
+    impi_rly_config_t cfg = { .persona_port = persona_port };
     impi_rly_t *rly;
     impi_rx_t rx[2];
     int rx_ready = 0, inside_auth = 0, server_key = 0;
     char err[512];
     size_t off = 1;
 
-    cfg.inside_addr[12] = 192;
-    cfg.inside_addr[15] = 1;
-    cfg.outside_addr[12] = 10;
-    cfg.outside_addr[15] = 99;
+    /* one relay, or a trunk of two (the top bit of the first byte) */
+    cfg.ntrunks = size > 0 && (data[0] & 0x80) ? 2 : 1;
+    for (int j = 0; j < 2; j++) {
+        cfg.trunk[j].inside_addr[12] = 192;
+        cfg.trunk[j].inside_addr[15] = (uint8_t) (1 + j);
+        cfg.trunk[j].outside_addr[12] = 10;
+        cfg.trunk[j].outside_addr[15] = (uint8_t) (99 + j);
+        cfg.trunk[j].outside_port = 6000 + (uint32_t) j;
+    }
     cfg.require_key = size > 0 && (data[0] & 1);
     cfg.key = 12345;
     if (impi_rly_create(&cfg, &rly) != ICBC_OK)
@@ -103,8 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 /* inside host first_host[K] to the persona of the first other
                  * client; outside host of that client to the relay */
                 int other = k == 0 ? 1 : 0;
-                if (impi_rx_init(&rx[1], in, in->first_host[other], in->first_host[k]) !=
-                    ICBC_OK)
+                /* relay 0's persona and outside host */
+                if (impi_rx_init(&rx[1], in, in->first_host[other], in->first_host[k]) != ICBC_OK)
                     break;
                 if (impi_rx_init(&rx[0], out, out->first_host[k], out->first_host[other]) !=
                     ICBC_OK) {
@@ -150,7 +169,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(in->nprocs_total == out->nprocs_total && in->nclients == out->nclients);
             for (int c = 0; c < in->nclients; c++)
                 FUZZ_CHECK(in->first_rank[c] == out->first_rank[c]);
-            FUZZ_CHECK(out->nhosts[impi_rly_client(rly)] == 1);
+            FUZZ_CHECK(out->nhosts[impi_rly_client(rly)] >= 1 &&
+                       out->nhosts[impi_rly_client(rly)] <= (uint32_t) cfg.ntrunks);
         }
     }
     if (rx_ready) {

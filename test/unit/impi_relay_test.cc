@@ -103,9 +103,9 @@ struct Reader {
     }
 };
 
-uint32_t persona_port(void *, int client)
+uint32_t persona_port(void *, int relay, int client)
 {
-    return 7000 + (uint32_t) client;
+    return 7000 + 100 * (uint32_t) relay + (uint32_t) client;
 }
 
 /* impi_srv for two clients: slot A is client 0 outside, slot B the relay
@@ -124,9 +124,12 @@ struct RelayStartup : ::testing::Test {
         ASSERT_EQ(ICBC_OK, impi_srv_create(&sc, &srv));
         a = impi_srv_accept(srv, "outside");
         b = impi_srv_accept(srv, "relay");
-        cfg.inside_addr[12] = 192, cfg.inside_addr[13] = 168, cfg.inside_addr[15] = 1;
-        cfg.outside_addr[12] = 10, cfg.outside_addr[15] = 99;
-        cfg.outside_port = 6000;
+        for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++) {
+            impi_rly_trunk_t &t = cfg.trunk[j];
+            t.inside_addr[12] = 192, t.inside_addr[13] = 168, t.inside_addr[15] = (uint8_t) (1 + j);
+            t.outside_addr[12] = 10, t.outside_addr[15] = (uint8_t) (99 + j);
+            t.outside_port = 6000 + (uint32_t) j;
+        }
         cfg.persona_port = persona_port;
     }
     void make_relay()
@@ -219,13 +222,13 @@ TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
     const impi_layout_t &o = outside.layout;
     ASSERT_EQ(3, o.nhosts_total);
     ASSERT_EQ(7, o.nprocs_total);
-    EXPECT_EQ(0, memcmp(o.hosts[2].addr, cfg.outside_addr, 16));
+    EXPECT_EQ(0, memcmp(o.hosts[2].addr, cfg.trunk[0].outside_addr, 16));
     EXPECT_EQ(6000u, o.hosts[2].port);
     EXPECT_EQ(4u, o.hosts[2].nprocs);
     EXPECT_EQ(3, o.hosts[2].first_rank);
     EXPECT_EQ(4u, o.hosts[2].ackmark) << "the smallest of the inside hosts'";
     for (int r = 3; r < 7; r++) {
-        EXPECT_EQ(0, memcmp(o.procs[r].host, cfg.outside_addr, 16)) << r;
+        EXPECT_EQ(0, memcmp(o.procs[r].host, cfg.trunk[0].outside_addr, 16)) << r;
         EXPECT_EQ(r - 3, o.procs[r].pid) << r;
     }
     EXPECT_EQ(16384u, o.datalen) << "what is not about hosts goes by as it is";
@@ -235,7 +238,7 @@ TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
     const impi_layout_t &i = inside.layout;
     ASSERT_EQ(4, i.nhosts_total);
     ASSERT_EQ(7, i.nprocs_total);
-    EXPECT_EQ(0, memcmp(i.hosts[0].addr, cfg.inside_addr, 16));
+    EXPECT_EQ(0, memcmp(i.hosts[0].addr, cfg.trunk[0].inside_addr, 16));
     EXPECT_EQ(7000u, i.hosts[0].port);
     EXPECT_EQ(3u, i.hosts[0].nprocs);
     EXPECT_EQ(10u, i.hosts[0].ackmark);
@@ -255,6 +258,65 @@ TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
     ASSERT_EQ(ICBC_OK, from_inside(cmd(IMPI_CMD_FINI)));
     EXPECT_TRUE(impi_rly_finished(rly));
     EXPECT_EQ("", srv_err);
+}
+
+/* Three relays (trunking): the inside client's 4 hosts are 3 relay hosts
+ * outside, blocks of hosts {0}, {1}, {2, 3}; the outside client's 2 hosts
+ * (3 processes) are 2 personas inside, blocks of processes {0}, {1, 2}. */
+TEST_F(RelayStartup, ATrunkSplitsBothSidesInBlocksOfTheRelays)
+{
+    cfg.ntrunks = 3;
+    make_relay();
+    Client out(0, { 1, 2 }, 0, 10), in(1, { 1, 2, 1, 3 }, 0, 4);
+    from_outside(hello(0));
+    ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
+    from_outside(labels_and_done(out));
+    ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
+    ASSERT_EQ("", srv_err);
+    ASSERT_EQ("", rly_err);
+    ASSERT_TRUE(outside.done && inside.done);
+    ASSERT_EQ("", outside.err);
+    ASSERT_EQ("", inside.err);
+    const impi_layout_t &o = outside.layout, &i = inside.layout;
+    ASSERT_EQ(3u, o.nhosts[1]);
+    uint32_t want_out[3] = { 1, 2, 4 };
+    for (int j = 0; j < 3; j++) {
+        const impi_host_t &h = o.hosts[o.first_host[1] + j];
+        EXPECT_EQ(want_out[j], h.nprocs) << j;
+        EXPECT_EQ(0, memcmp(h.addr, cfg.trunk[j].outside_addr, 16)) << j;
+        EXPECT_EQ(6000u + (uint32_t) j, h.port) << j;
+        for (int r = h.first_rank; r < h.first_rank + (int) h.nprocs; r++)
+            EXPECT_EQ(0, memcmp(o.procs[r].host, h.addr, 16)) << r;
+    }
+    ASSERT_EQ(2u, i.nhosts[0]);
+    uint32_t want_in[2] = { 1, 2 };
+    for (int j = 0; j < 2; j++) {
+        const impi_host_t &h = i.hosts[j];
+        EXPECT_EQ(want_in[j], h.nprocs) << j;
+        EXPECT_EQ(0, memcmp(h.addr, cfg.trunk[j].inside_addr, 16)) << j;
+        EXPECT_EQ(7000u + 100 * (uint32_t) j, h.port) << j;
+    }
+    EXPECT_EQ(4u, i.nhosts[1]) << "the inside client's own hosts as it gave them";
+    EXPECT_EQ(o.nprocs_total, i.nprocs_total);
+
+    /* a packet from inside rank 8 (inside host 3, relay block 2 outside) to
+     * rank 1 (outside host 1; inside, persona block 1) goes out on relay
+     * 2's connection to outside host 1; the answer comes back on persona
+     * 1's connection (relay 1) to inside host 3 */
+    impi_pkt_hdr_t hdr{}, out_hdr;
+    impi_rx_pkt_t pkt = { &hdr, 8, 1, nullptr, 0 };
+    int host, relay;
+    impi_relay_route(&i, &o, 1, 1, &pkt, &out_hdr, &host, &relay);
+    EXPECT_EQ(1, host);
+    EXPECT_EQ(2, relay);
+    EXPECT_EQ(0, memcmp(&out_hdr.src, &o.procs[8], sizeof(impi_proc_t)));
+    EXPECT_EQ(0, memcmp(&out_hdr.dest, &o.procs[1], sizeof(impi_proc_t)));
+    impi_rx_pkt_t back = { &hdr, 1, 8, nullptr, 0 };
+    impi_relay_route(&i, &o, 1, 0, &back, &out_hdr, &host, &relay);
+    EXPECT_EQ(5, host) << "inside host 3 is host 5 of the inside layout";
+    EXPECT_EQ(1, relay);
+    EXPECT_EQ(0, memcmp(&out_hdr.src, &i.procs[1], sizeof(impi_proc_t)));
+    EXPECT_EQ(0, memcmp(&out_hdr.dest, &i.procs[8], sizeof(impi_proc_t)));
 }
 
 TEST_F(RelayStartup, TheKeyIsAskedInsideAndSentToTheServer)

@@ -1,0 +1,407 @@
+/*
+ * The IMPI relay's packets (docs/impi-relay.md): the host connections of
+ * both sides and the links between the relays of one client, on bt_lib's
+ * poller.
+ *
+ * A packet from an inside host to a persona goes out on the connection to
+ * the outside host of its destination that belongs to the relay holding
+ * its source outside; one from an outside host, on the connection of the
+ * persona holding its source inside to the inside host of its destination
+ * (impi_relay_route). When that is another relay of the client, the packet
+ * crosses the link to it first. Its process ids are those of the next side
+ * (world ranks are the same on both). Flow control, synchronous and long
+ * messages stay end to end: a relay reads no more of a packet than its
+ * addresses.
+ *
+ * FINI is per hop. Every relay tells the others, on the links, each FINI a
+ * host sent it (after every packet of that host it passed them, so a FINI
+ * counted means the host's packets are through). A relay says FINI outside
+ * once every inside host said it to every persona of every relay, and a
+ * persona says it inside once every host of its client said it to every
+ * relay.
+ *
+ * Losing a host or a link before the end ends the relay: every connection
+ * closes, so the processes on both sides see their peers fail with an
+ * error, as they would if the host of the other side had died.
+ */
+#include "relay_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "icbc_bytes.h"
+#include "impi_agent.h"
+
+#define QUEUE_MAX IMPI_AGENT_QUEUE_MAX
+
+static const char *side_name(int side)
+{
+    return side == RELAY_INSIDE ? "inside host" : side == RELAY_OUTSIDE ? "outside host" : "relay";
+}
+
+relay_conn_t *relay_inside_conn(impi_relay_t *r, int client, int host)
+{
+    return &r->ins[client * r->nin + (host - r->in->first_host[r->client])];
+}
+
+static void conn_close(relay_conn_t *c)
+{
+    if (c->fd >= 0) {
+        bt_poller_del_fd(c->r->poller, c->fd);
+        close(c->fd);
+    }
+    c->fd = -1;
+    c->closed = 1;
+}
+
+void relay_conn_free(relay_conn_t *c)
+{
+    if (c->r && c->fd >= 0)
+        conn_close(c);
+    if (c->r && c->side != RELAY_LINK)
+        impi_rx_free(&c->rx);
+    if (c->r && c->side == RELAY_LINK)
+        impi_link_rx_free(&c->link_rx);
+    free(c->out);
+    c->out = NULL;
+}
+
+int relay_all_closed(const impi_relay_t *r)
+{
+    for (int h = 0; h < r->out->nhosts_total; h++)
+        if (r->outs[h].fd >= 0)
+            return 0;
+    for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
+        if (r->ins[i].fd >= 0)
+            return 0;
+    return 1;
+}
+
+/* ---- queues and back-pressure --------------------------------------------- */
+
+static void conn_arm(relay_conn_t *c)
+{
+    int paused = c->side != RELAY_LINK && c->r->paused[c->side];
+    uint32_t want = (paused ? 0 : EPOLLIN) | (c->len > c->off ? EPOLLOUT : 0);
+
+    if (c->fd >= 0 && want != c->events && bt_poller_mod_fd(c->r->poller, c->fd, want) == ICBC_OK)
+        c->events = want;
+}
+
+static void side_arm(impi_relay_t *r, int side)
+{
+    if (side == RELAY_OUTSIDE) {
+        for (int h = 0; h < r->out->nhosts_total; h++)
+            conn_arm(&r->outs[h]);
+    } else {
+        for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
+            conn_arm(&r->ins[i]);
+    }
+}
+
+/* While a host connection holds more than QUEUE_MAX bytes, the other side
+ * (which feeds it) is not read, until it is below half. The links between
+ * relays are not held back: IMPI's flow control bounds what pairs of
+ * processes have in flight through them. */
+static void pressure(impi_relay_t *r, int side, size_t queued)
+{
+    int other = !side;
+
+    if (side == RELAY_LINK)
+        return;
+    if (!r->paused[other] && queued > QUEUE_MAX) {
+        r->paused[other] = 1;
+        side_arm(r, other);
+    } else if (r->paused[other] && queued < QUEUE_MAX / 2) {
+        size_t most = 0;
+        int n = side == RELAY_OUTSIDE ? r->out->nhosts_total : IMPI_MAX_CLIENTS * r->nin;
+        for (int i = 0; i < n; i++) {
+            relay_conn_t *c = side == RELAY_OUTSIDE ? &r->outs[i] : &r->ins[i];
+            if (c->len - c->off > most)
+                most = c->len - c->off;
+        }
+        if (most < QUEUE_MAX / 2) {
+            r->paused[other] = 0;
+            side_arm(r, other);
+        }
+    }
+}
+
+static void conn_flush(relay_conn_t *c)
+{
+    if (c->fd >= 0 && impi_send_pending(c->fd, c->out, &c->off, &c->len) != 0)
+        relay_failf(c->r, "writing to %s %d: %s", side_name(c->side), c->peer, strerror(errno));
+}
+
+/* Appends A, B and C (any may be empty); written at the end of the round. */
+static void conn_put(relay_conn_t *c, const void *a, size_t alen, const void *b, size_t blen,
+                     const void *p, size_t plen)
+{
+    size_t need = c->len + alen + blen + plen;
+
+    if (c->fd < 0 || c->r->failed)
+        return;
+    if (need > c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 65536;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *n = realloc(c->out, cap);
+        if (n == NULL) {
+            relay_failf(c->r, "out of memory queueing for %s %d", side_name(c->side), c->peer);
+            return;
+        }
+        c->out = n;
+        c->cap = cap;
+    }
+    if (alen)
+        memcpy(c->out + c->len, a, alen);
+    if (blen)
+        memcpy(c->out + c->len + alen, b, blen);
+    if (plen)
+        memcpy(c->out + c->len + alen + blen, p, plen);
+    c->len = need;
+    /* one send for the packets of one read */
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->r->dirty[c->r->ndirty++] = c;
+    }
+}
+
+/* The end of a round: what the round queued goes out. */
+static void flush_dirty(impi_relay_t *r)
+{
+    for (int i = 0; i < r->ndirty; i++) {
+        relay_conn_t *c = r->dirty[i];
+        c->dirty = 0;
+        conn_flush(c);
+        conn_arm(c);
+        pressure(r, c->side, c->len - c->off);
+    }
+    r->ndirty = 0;
+}
+
+static void link_put(impi_relay_t *r, int rank, uint32_t kind, uint32_t a, uint32_t b,
+                     const void *hdr, size_t hlen, const void *payload, size_t plen)
+{
+    uint8_t fh[IMPI_LINK_HDR_SIZE];
+
+    impi_link_hdr_pack(kind, a, b, (uint32_t) (hlen + plen), fh);
+    conn_put(&r->links[rank], fh, sizeof(fh), hdr, hlen, payload, plen);
+}
+
+/* Tells every other relay of a FINI this relay had. */
+static void link_broadcast(impi_relay_t *r, uint32_t kind, uint32_t a, uint32_t b)
+{
+    for (int j = 0; j < r->ntrunks; j++)
+        if (j != r->rank)
+            link_put(r, j, kind, a, b, NULL, 0, NULL, 0);
+}
+
+/* ---- FINI ------------------------------------------------------------------ */
+
+void relay_fini_init(impi_relay_t *r)
+{
+    /* every inside host has a connection with every persona of every relay;
+     * every outside host of client C with every relay's outside host */
+    r->fini_in_want = 0;
+    for (int c = 0; c < r->in->nclients; c++) {
+        if (c == r->client)
+            continue;
+        r->fini_in_want += (long) r->in->nhosts[c] * r->nin;
+        r->fini_out_want[c] = (long) r->out->nhosts[c] * r->out->nhosts[r->client];
+    }
+}
+
+static void send_fini(relay_conn_t *c)
+{
+    impi_pkt_hdr_t h;
+    uint8_t b[IMPI_PKT_HDR_SIZE];
+
+    if (c->fini_out || c->fd < 0)
+        return;
+    memset(&h, 0, sizeof(h));
+    h.type = IMPI_PK_FINI;
+    h.src.pid = h.dest.pid = -1;
+    h.lsrank = h.tag = -1;
+    h.count = -1;
+    impi_pkt_hdr_pack(&h, b);
+    c->fini_out = 1;
+    conn_put(c, b, sizeof(b), NULL, 0, NULL, 0);
+}
+
+static void fini_check(impi_relay_t *r)
+{
+    if (r->fini_in_seen == r->fini_in_want && r->self_out >= 0)
+        for (int h = 0; h < r->out->nhosts_total; h++)
+            if (r->out->hosts[h].client != r->client)
+                send_fini(&r->outs[h]);
+    for (int c = 0; c < r->out->nclients; c++) {
+        if (c == r->client || r->fini_out_seen[c] != r->fini_out_want[c] ||
+            r->rank >= (int) r->in->nhosts[c])
+            continue;
+        for (int i = 0; i < r->nin; i++)
+            send_fini(&r->ins[c * r->nin + i]);
+    }
+}
+
+/* A host said FINI to this relay: counted, and told to the others. */
+static void had_fini(impi_relay_t *r, relay_conn_t *c)
+{
+    if (c->fini_in)
+        return;
+    c->fini_in = 1;
+    if (c->side == RELAY_INSIDE) {
+        r->fini_in_seen++;
+        link_broadcast(r, IMPI_LINK_FINI_IN, (uint32_t) c->peer, (uint32_t) c->client);
+    } else {
+        r->fini_out_seen[c->client]++;
+        link_broadcast(r, IMPI_LINK_FINI_OUT, (uint32_t) c->peer, (uint32_t) c->client);
+    }
+    fini_check(r);
+}
+
+/* ---- packets ----------------------------------------------------------------- */
+
+static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
+{
+    relay_conn_t *c = arg;
+    impi_relay_t *r = c->r;
+    impi_pkt_hdr_t h;
+    uint8_t b[IMPI_PKT_HDR_SIZE];
+    int host, relay, inside = c->side == RELAY_INSIDE;
+
+    if (pkt->hdr->type == IMPI_PK_FINI) {
+        had_fini(r, c);
+        return;
+    }
+    impi_relay_route(r->in, r->out, r->client, inside, pkt, &h, &host, &relay);
+    impi_pkt_hdr_pack(&h, b);
+    if (relay != r->rank) {
+        link_put(r, relay, inside ? IMPI_LINK_OUT : IMPI_LINK_IN, (uint32_t) host,
+                 (uint32_t) c->client, b, sizeof(b), pkt->payload, pkt->len);
+        return;
+    }
+    relay_conn_t *to = inside ? &r->outs[host] : relay_inside_conn(r, c->client, host);
+    conn_put(to, b, sizeof(b), pkt->payload, pkt->len, NULL, 0);
+}
+
+/* A frame from relay C->peer in the data phase. */
+static void on_link_frame(void *arg, uint32_t kind, uint32_t a, uint32_t b, const uint8_t *body,
+                          size_t len)
+{
+    relay_conn_t *c = arg;
+    impi_relay_t *r = c->r;
+    const impi_layout_t *l;
+
+    switch (kind) {
+    case IMPI_LINK_OUT:
+    case IMPI_LINK_IN:
+        l = kind == IMPI_LINK_OUT ? r->out : r->in;
+        if (len < IMPI_PKT_HDR_SIZE || a >= (uint32_t) l->nhosts_total ||
+            (kind == IMPI_LINK_OUT ? r->self_out < 0 || l->hosts[a].client == r->client
+                                   : l->hosts[a].client != r->client ||
+                                         b >= (uint32_t) l->nclients || (int) b == r->client ||
+                                         r->rank >= (int) l->nhosts[b])) {
+            relay_failf(r, "relay %d handed on a packet for a host this relay has no "
+                        "connection to (%u, client %u)",
+                        c->peer, a, b);
+            return;
+        }
+        conn_put(kind == IMPI_LINK_OUT ? &r->outs[a] : relay_inside_conn(r, (int) b, (int) a),
+                 body, len, NULL, 0, NULL, 0);
+        return;
+    case IMPI_LINK_FINI_IN:
+        r->fini_in_seen++;
+        fini_check(r);
+        return;
+    case IMPI_LINK_FINI_OUT:
+        if (b < (uint32_t) r->out->nclients)
+            r->fini_out_seen[b]++;
+        fini_check(r);
+        return;
+    default:
+        relay_failf(r, "relay %d sent a frame of kind %u on its link", c->peer, kind);
+    }
+}
+
+/* A payload with at least this many bytes still to come is received
+ * straight into the packet, as the IMPI host's agent does. */
+#define READ_DIRECT_MIN 4096
+
+static void conn_read(relay_conn_t *c)
+{
+    impi_relay_t *r = c->r;
+    char err[256];
+    size_t want = 0;
+    uint8_t *room = c->side != RELAY_LINK ? impi_rx_payload_room(&c->rx, &want) : NULL;
+    int direct = room != NULL && want >= READ_DIRECT_MIN;
+    ssize_t n = direct ? recv(c->fd, room, want, MSG_DONTWAIT)
+                       : recv(c->fd, r->buf, sizeof(r->buf), MSG_DONTWAIT);
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        int done = c->side == RELAY_LINK ? r->fini_in_seen == r->fini_in_want : c->fini_in;
+        if (c->side == RELAY_LINK)
+            for (int k = 0; k < r->out->nclients; k++)
+                done &= k == r->client || r->fini_out_seen[k] == r->fini_out_want[k];
+        if (done) { /* its end after FINI */
+            conn_close(c);
+            return;
+        }
+        relay_failf(r, "%s %d%s closed its connection before FINI", side_name(c->side), c->peer,
+                    c->side == RELAY_OUTSIDE ? " (another client's)" : "");
+        return;
+    }
+    if (c->side == RELAY_LINK) {
+        if (impi_link_rx_feed(&c->link_rx, r->buf, (size_t) n, on_link_frame, c, err,
+                              sizeof(err)) != ICBC_OK)
+            relay_failf(r, "relay %d: %s", c->peer, err);
+    } else if (direct) {
+        impi_rx_payload_filled(&c->rx, (size_t) n, on_packet, c);
+    } else if (impi_rx_feed(&c->rx, r->buf, (size_t) n, on_packet, c, err, sizeof(err)) !=
+               ICBC_OK) {
+        relay_failf(r, "%s %d: %s", side_name(c->side), c->peer, err);
+    }
+}
+
+static void on_ready(int fd, uint32_t events, void *arg)
+{
+    relay_conn_t *c = arg;
+
+    (void) fd;
+    if (events & EPOLLOUT) {
+        conn_flush(c);
+        pressure(c->r, c->side, c->len - c->off);
+    }
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->r->failed && c->fd >= 0)
+        conn_read(c);
+    flush_dirty(c->r);
+    if (c->fd >= 0 && c->side != RELAY_LINK && c->fini_in && c->fini_out && c->len == c->off)
+        shutdown(c->fd, SHUT_WR);
+    conn_arm(c);
+}
+
+icbc_status_t relay_conn_open(impi_relay_t *r, relay_conn_t *c, int side, int client, int self,
+                              int peer, int fd)
+{
+    c->r = r;
+    c->side = side;
+    c->client = client;
+    c->self = self;
+    c->peer = peer;
+    c->fd = fd;
+    c->events = EPOLLIN;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (side == RELAY_LINK)
+        impi_link_rx_init(&c->link_rx, IMPI_PKT_HDR_SIZE + r->in->datalen);
+    else if (impi_rx_init(&c->rx, side == RELAY_INSIDE ? r->in : r->out, self, peer) != ICBC_OK)
+        return ICBC_ERR_NO_MEMORY;
+    return bt_poller_add_fd(r->poller, fd, c->events, on_ready, c);
+}
