@@ -4,7 +4,8 @@
  *
  *   mpiexec -n K -genv ICBC_IMPI_SERVER ADDR:PORT -genv ICBC_IMPI_CLIENT C \
  *       impi_world K0 K1 ...        (the process count of each client; "Kr":
- *                                    the client joins through an impi-relay)
+ *                                    the client joins through an impi-relay,
+ *                                    "KrT" through a trunk of T relays)
  *
  * (or with a router file whose impi entries make the job client 0).
  *
@@ -135,6 +136,14 @@ static MPI_Datatype pair_type(void)
     return t;
 }
 
+/* "Kr" or "KrT": the client's relays (T, 1 by default); "K": 0. */
+static int relay_trunks(const char *count)
+{
+    const char *r = strchr(count, 'r');
+
+    return r == NULL ? 0 : r[1] ? atoi(r + 1) : 1;
+}
+
 int main(int argc, char **argv)
 {
     /* a job that joins through its router file's impi entries is client 0 */
@@ -170,13 +179,18 @@ int main(int argc, char **argv)
      * its own (C_ICBC_HOSTS); a relay stands in as one host for a client
      * behind it (seen from outside) and for every other client (seen from
      * behind it) */
-    int my_relayed = 0, hosts = 0, my_host = 0;
+    int my_trunks = 0, hosts = 0, my_host = 0;
     for (int c = 0; c + 1 < argc; c++)
         if (c == client)
-            my_relayed = strchr(argv[c + 1], 'r') != NULL;
+            my_trunks = relay_trunks(argv[c + 1]);
     for (int c = 0; c + 1 < argc; c++) {
-        int seen =
-            c == client || (!my_relayed && !strchr(argv[c + 1], 'r')) ? atoi(argv[c + 1]) : 1;
+        /* another client as the relays make it: a client behind T relays is
+         * min(T, its processes) hosts outside; from behind T relays, every
+         * other client is min(T, its hosts outside) personas */
+        int n = atoi(argv[c + 1]), t = relay_trunks(argv[c + 1]);
+        int out_hosts = t ? (t < n ? t : n) : n;
+        int seen = c == client ? n : my_trunks ? (my_trunks < out_hosts ? my_trunks : out_hosts)
+                                               : out_hosts;
         if (c < client)
             my_host += seen;
         hosts += seen;

@@ -1,8 +1,9 @@
 """ICBC jobs joining an IMPI job through impi-relay (docs/impi-relay.md), on
 this host: impi-server on 127.0.0.1, each relay with an inside and an
-outside address of its own (127.0.1K.1 and 127.0.1K.2 for client K), the
-client behind it given the relay's printed address as ICBC_IMPI_SERVER,
-the others the server's, exactly as a user starts them. LAM/MPI through the
+outside address of its own (relay J of client K: 127.0.1K.(2J+1) and
+127.0.1K.(2J+2)), the client behind it given the leader's printed address
+as ICBC_IMPI_SERVER, the others the server's, exactly as a user starts
+them; a trunk's other relays started with -leader and -rank. LAM/MPI through the
 relay, and a private testbed cluster, are in test_impi_lam.py.
 
     python3 -m pytest test/pytest/test_impi_relay.py [--prefix DIR] [--build DIR]
@@ -20,8 +21,8 @@ from test_impi_clients import client, finish, impi_pingpong, read, report_of, st
 TIMEOUT = 120
 
 
-def relay_addrs(k):
-    return f"127.0.{10 + k}.1", f"127.0.{10 + k}.2"
+def relay_addrs(k, j=0):
+    return f"127.0.{10 + k}.{2 * j + 1}", f"127.0.{10 + k}.{2 * j + 2}"
 
 
 @pytest.fixture(scope="session")
@@ -32,43 +33,60 @@ def relay_exe(request):
     return exe
 
 
-def start_relay(relay_exe, server, work, k, args=()):
-    """impi-relay for client K: (process, its stdout, the address it printed,
-    its stderr file)."""
+def start_relay(relay_exe, server, work, k, args=(), trunks=1):
+    """impi-relay for client K (with TRUNKS > 1 the leader of a trunk, and its
+    followers): (leader process, the address it printed, its stderr file,
+    the followers' processes)."""
     inside, outside = relay_addrs(k)
     err = open(os.path.join(work, f"impi-relay{k}.err"), "w+")
+    extra = ["-trunks", str(trunks)] if trunks > 1 else []
     p = subprocess.Popen([relay_exe, "-server", server, "-inside", inside, "-outside", outside,
-                          "-timeout", str(TIMEOUT)] + list(args),
+                          "-timeout", str(TIMEOUT)] + extra + list(args),
                          stdout=subprocess.PIPE, stderr=err, text=True)
     line = p.stdout.readline().strip()
     if not line:
         p.kill()
         pytest.fail("impi-relay printed no address: " + read(err))
     assert line.startswith(inside + ":"), line
-    return p, line, err
+    followers = []
+    for j in range(1, trunks):
+        fin, fout = relay_addrs(k, j)
+        ferr = open(os.path.join(work, f"impi-relay{k}.{j}.err"), "w+")
+        f = subprocess.Popen([relay_exe, "-server", server, "-inside", fin, "-outside", fout,
+                              "-leader", line, "-rank", str(j), "-timeout", str(TIMEOUT)],
+                             stdout=subprocess.PIPE, stderr=ferr, text=True)
+        joined = f.stdout.readline()
+        assert joined.startswith(f"relay {j} of the trunk led by {line}"), joined + read(ferr)
+        followers.append((f, ferr))
+    return p, line, err, followers
 
 
 def run_relayed(prefix, relay_exe, program, work, counts, args=None):
-    """An IMPI job of ICBC clients of PROGRAM; COUNTS are strings, "Nr" for a
-    client of N processes behind a relay of its own. ARGS (default: COUNTS)
-    go to every process. Returns the exit codes (clients in rank order, the
-    server, the relays) and the logs."""
+    """An IMPI job of ICBC clients of PROGRAM; COUNTS are strings, "N" for a
+    client of N processes, "Nr" for one behind a relay of its own, "NrT"
+    behind a trunk of T relays. ARGS (default: COUNTS) go to every process.
+    Returns the exit codes (clients in rank order, the server, the relays)
+    and the logs."""
     server, addr, server_err = start_server(prefix, len(counts), work)
     relays, clients = {}, {}
     for k, c in enumerate(counts):
-        if c.endswith("r"):
-            relays[k] = start_relay(relay_exe, addr, work, k)
+        if "r" in c:
+            t = c.split("r")[1]
+            relays[k] = start_relay(relay_exe, addr, work, k, trunks=int(t) if t else 1)
     for k, c in reversed(list(enumerate(counts))):
         where = relays[k][1] if k in relays else addr
-        clients[k] = client(prefix, program, work, k, int(c.rstrip("r")),
+        clients[k] = client(prefix, program, work, k, int(c.split("r")[0]),
                             counts if args is None else args,
                             {"ICBC_IMPI_SERVER": where, "ICBC_IMPI_CLIENT": str(k)})
     order = sorted(clients)
-    codes = finish([clients[k][0] for k in order] + [server] + [relays[k][0] for k in relays])
+    procs = [relays[k][0] for k in relays] + [f for k in relays for f, _ in relays[k][3]]
+    codes = finish([clients[k][0] for k in order] + [server] + procs)
     logs = {f"client{k}": read(clients[k][1]) for k in order}
     logs["impi-server"] = read(server_err)
     for k in relays:
         logs[f"impi-relay{k}"] = read(relays[k][2]) + relays[k][0].stdout.read()
+        for j, (f, ferr) in enumerate(relays[k][3], 1):
+            logs[f"impi-relay{k}.{j}"] = read(ferr) + f.stdout.read()
     return codes, logs
 
 
@@ -79,34 +97,38 @@ def case_dir(work, request):
     return d
 
 
-@pytest.mark.parametrize("counts", [("2", "2r"), ("3r", "1"), ("2r", "2r"), ("1", "2r", "1")],
-                         ids=["2+2r", "3r+1", "2r+2r", "1+2r+1"])
+@pytest.mark.parametrize("counts", [("2", "2r"), ("3r", "1"), ("2r", "2r"), ("1", "2r", "1"),
+                                    ("3", "4r2"), ("5r4", "2"), ("2r2", "3r3"), ("1", "3r2", "2")],
+                         ids=["2+2r", "3r+1", "2r+2r", "1+2r+1", "3+4r2", "5r4+2", "2r2+3r3",
+                              "1+3r2+2"])
 def test_icbc_clients_through_relays(prefix, relay_exe, programs, case_dir, counts):
     """impi_world across the clients, some behind relays (P-G, and P-P with
     two relays): size and ranks, the IMPI attributes as the relay makes them
     (one host for a client behind it, seen from outside; one for every other
     client, seen from behind it), a ring, IMPI's short, long and synchronous
     messages of 0 B to 1 MiB both ways, wildcards, every collective of
-    impi_world from every root, MPI_Comm_split. Every process, the server
+    impi_world from every root, MPI_Comm_split. "NrT": a trunk of T relays,
+    each holding a block of the processes on each side, so that packets
+    cross between the relays of the trunk too. Every process, the server
     and every relay exit 0."""
     codes, logs = run_relayed(prefix, relay_exe, programs["impi_world"], case_dir, counts)
     report = report_of(logs)
     assert codes == [0] * len(codes), f"exit codes (clients, server, relays): {codes}\n{report}"
-    total = sum(int(c.rstrip("r")) for c in counts)
+    total = sum(int(c.split("r")[0]) for c in counts)
     oks = re.findall(r"impi_world: rank (\d+) of (\d+) \(client \d+\): ok", report)
     assert sorted(int(r) for r, _ in oks) == list(range(total)), report
     for k, c in enumerate(counts):
-        if c.endswith("r"):
-            assert f"relaying client {k}: {int(c[:-1])} inside host(s)" in \
+        if "r" in c:
+            assert f"relaying client {k}: {int(c.split('r')[0])} inside host(s)" in \
                 logs[f"impi-relay{k}"], report
 
 
-def test_one_sided_through_a_relay(prefix, relay_exe, programs, case_dir):
-    """Puts, gets and accumulates between an ICBC client behind a relay and
-    one outside: ICBC's own packets (IMPI_PK_ICBC) pass the relay as IMPI's
-    do, their process ids rewritten."""
-    codes, logs = run_relayed(prefix, relay_exe, programs["rma_coll"], case_dir, ("2", "2r"),
-                              args=())
+@pytest.mark.parametrize("counts", [("2", "2r"), ("2", "3r2")], ids=["2+2r", "2+3r2"])
+def test_one_sided_through_a_relay(prefix, relay_exe, programs, case_dir, counts):
+    """Puts, gets and accumulates between an ICBC client behind a relay (or
+    a trunk of two) and one outside: ICBC's own packets (IMPI_PK_ICBC) pass
+    the relays as IMPI's do, their process ids rewritten."""
+    codes, logs = run_relayed(prefix, relay_exe, programs["rma_coll"], case_dir, counts, args=())
     report = report_of(logs)
     assert codes == [0] * len(codes), f"exit codes (clients, server, relay): {codes}\n{report}"
     assert "No Errors" in logs["client0"], report
@@ -117,7 +139,7 @@ def test_a_relay_that_dies_ends_both_jobs_with_an_error(prefix, relay_exe, progr
     the relay, for rank 0; the relay is killed once it relays. Both jobs end
     with MPI_Recv's error within 10 s, never a hang."""
     server, addr, server_err = start_server(prefix, 2, case_dir)
-    relay, raddr, relay_err = start_relay(relay_exe, addr, case_dir, 1)
+    relay, raddr, relay_err, _ = start_relay(relay_exe, addr, case_dir, 1)
     try:
         p1, log1 = client(prefix, programs["impi_recv"], case_dir, 1, 1, ("0",),
                           {"ICBC_IMPI_SERVER": raddr, "ICBC_IMPI_CLIENT": "1"})
@@ -141,6 +163,40 @@ def test_a_relay_that_dies_ends_both_jobs_with_an_error(prefix, relay_exe, progr
             p.wait()
 
 
+def test_a_follower_relay_that_dies_ends_both_jobs_with_an_error(prefix, relay_exe, programs,
+                                                                 case_dir):
+    """Client 1 (two processes, two hosts) behind a trunk of two relays,
+    client 0 outside; every process waits in MPI_Recv for a process of the
+    other client. The second relay of the trunk is killed once it relays:
+    the leader sees its link close and ends too, and both jobs end with
+    MPI_Recv's error within 10 s."""
+    server, addr, server_err = start_server(prefix, 2, case_dir)
+    relay, raddr, relay_err, followers = start_relay(relay_exe, addr, case_dir, 1, trunks=2)
+    follower = followers[0][0]
+    try:
+        p1, log1 = client(prefix, programs["impi_recv"], case_dir, 1, 2, ("0",),
+                          {"ICBC_IMPI_SERVER": raddr, "ICBC_IMPI_CLIENT": "1"})
+        p0, log0 = client(prefix, programs["impi_recv"], case_dir, 0, 1, ("2",),
+                          {"ICBC_IMPI_SERVER": addr, "ICBC_IMPI_CLIENT": "0"})
+        line = follower.stdout.readline()
+        assert line.startswith("relaying client 1"), line + read(followers[0][1])
+        time.sleep(1)  # every process is in MPI_Recv
+        follower.send_signal(signal.SIGKILL)
+        killed = time.time()
+        codes = finish([p0, p1, relay], timeout=30)
+        took = time.time() - killed
+        out = read(log0) + read(log1)
+        assert all(c not in (0, "timeout") for c in codes[:2]), f"{codes}\n{out}"
+        assert took < 10, f"{took:.1f} s after the kill\n{out}"
+        assert out.count("MPI_Recv failed") == 3, out
+        assert codes[2] == 1 and "relay 1" in read(relay_err), read(relay_err)
+    finally:
+        for p in (relay, follower, server):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def test_hostile_packet_at_the_relay_ends_the_job_with_its_reason(prefix, relay_exe, programs,
                                                                    impi_pingpong, case_dir):
     """A host outside (impi_pingpong as client 0) sends the relay a packet
@@ -148,7 +204,7 @@ def test_hostile_packet_at_the_relay_ends_the_job_with_its_reason(prefix, relay_
     exits 1 naming the host and the reason, and closes every connection, so
     the ICBC job waiting in MPI_Recv ends with an error, never a hang."""
     server, addr, server_err = start_server(prefix, 2, case_dir)
-    relay, raddr, relay_err = start_relay(relay_exe, addr, case_dir, 1)
+    relay, raddr, relay_err, _ = start_relay(relay_exe, addr, case_dir, 1)
     try:
         hlog = open(os.path.join(case_dir, "hostile.log"), "w+")
         h = subprocess.Popen([impi_pingpong, "--server", addr, "--client", "0",
@@ -173,7 +229,7 @@ def test_a_stranger_at_the_relays_port_is_dropped_alone(prefix, relay_exe, progr
     with a warning and the job then starts and runs as usual."""
     import socket
     server, addr, server_err = start_server(prefix, 2, case_dir)
-    relay, raddr, relay_err = start_relay(relay_exe, addr, case_dir, 1)
+    relay, raddr, relay_err, _ = start_relay(relay_exe, addr, case_dir, 1)
     try:
         host, port = raddr.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as s:
