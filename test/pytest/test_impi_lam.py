@@ -59,6 +59,7 @@ DEFAULT_TIER = {
     "test_icbc_nodes_with_lam_across_the_wan": [dict(lam_first=False)],
     "test_icbc_job_with_lam_through_a_keyed_server": [dict(lam_first=True)],
     "test_lam_and_icbc_through_a_relay": [dict(np=2, icbc_np=2)],
+    "test_lam_and_icbc_through_a_trunk_of_relays": [dict(lam_first=True)],
 }
 
 
@@ -214,25 +215,32 @@ RELAY_INSIDE = "127.0.0.3"
 RELAY_OUTSIDE = "127.0.0.4"
 
 
-def start_relay(build_dir, server, work, args=()):
-    """impi-relay -server SERVER started as docs/impi-relay.md says: (process,
-    the "ADDR:PORT" it printed for the client inside, stderr file)."""
-    out = open(os.path.join(work, "impi-relay.out"), "w+")
-    err = open(os.path.join(work, "impi-relay.err"), "w+")
-    p = subprocess.Popen([os.path.join(build_dir, "impi-relay"), "-server", server,
-                          "-inside", RELAY_INSIDE, "-outside", RELAY_OUTSIDE,
-                          "-timeout", str(TIMEOUT)] + list(args), stdout=out, stderr=err)
-    for _ in range(100):
-        out.seek(0)
-        line = out.readline().strip()
-        if line:
-            return p, line, err
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    p.kill()
-    err.seek(0)
-    pytest.fail("impi-relay printed no address: " + err.read())
+def start_relay(build_dir, server, work, args=(), trunks=1):
+    """impi-relay -server SERVER started as docs/impi-relay.md says (with
+    TRUNKS > 1: -trunks, and its followers with -leader and -rank, each on
+    the next two addresses): ([processes], the "ADDR:PORT" the leader printed
+    for the client inside, [stderr files])."""
+    procs, errs, leader = [], [], None
+    for j in range(trunks):
+        inside = RELAY_INSIDE if j == 0 else f"127.0.0.{3 + 2 * j}"
+        outside = RELAY_OUTSIDE if j == 0 else f"127.0.0.{4 + 2 * j}"
+        err = open(os.path.join(work, f"impi-relay{j}.err"), "w+")
+        extra = (["-trunks", str(trunks)] if trunks > 1 else []) if j == 0 else \
+            ["-leader", leader, "-rank", str(j)]
+        p = subprocess.Popen([os.path.join(build_dir, "impi-relay"), "-server", server,
+                              "-inside", inside, "-outside", outside,
+                              "-timeout", str(TIMEOUT)] + extra + list(args),
+                             stdout=subprocess.PIPE, stderr=err, text=True)
+        line = p.stdout.readline().strip()
+        if not line:
+            p.kill()
+            err.seek(0)
+            pytest.fail("impi-relay printed nothing: " + err.read())
+        if j == 0:
+            leader = line
+        procs.append(p)
+        errs.append(err)
+    return procs, leader, errs
 
 
 def finish(procs, timeout=TIMEOUT):
@@ -399,15 +407,15 @@ def icbc_coll(prefix, build_dir):
 
 
 def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_exe, icbc_exe,
-                          ok_text, args=(), key=None, behind=None):
+                          ok_text, args=(), key=None, behind=None, trunks=1):
     """An ICBC job of ICBC_NP processes on 127.0.0.2 (our mpiexec; one IMPI
     host) and a LAM/MPI client of NP processes, each running its build of
     the same program, through our impi-server (with KEY: started with
     -auth key:FILE, LAM given IMPI_AUTH_KEY and the ICBC job ICBC_IMPI_KEY, as
     docs/impi.md says); both must exit 0 and every rank print "rank R:
     OK_TEXT". BEHIND ("icbc" or "lam"): that client joins through
-    impi-relay, given the relay's address as its server (and the relay the
-    key too)."""
+    impi-relay (a trunk of TRUNKS relays), given the relay's address as its
+    server (and the relay the key too)."""
     u = Universe(lam, work, "lam")
     server_args, icbc_env = [], []
     if key is not None:
@@ -425,8 +433,7 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, 
         lam_addr = icbc_addr = addr
         relay = []
         if behind:
-            rp, raddr, relay_err = start_relay(build_dir, addr, work, server_args)
-            relay = [rp]
+            relay, raddr, relay_errs = start_relay(build_dir, addr, work, server_args, trunks)
             lam_addr, icbc_addr = (raddr, addr) if behind == "lam" else (addr, raddr)
         lam_client = 0 if lam_first else 1
         lam_log = os.path.join(work, "lam.log")
@@ -445,7 +452,7 @@ def run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, 
             codes = finish([pi, pl, server] + relay)
         files = [("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name)]
         if behind:
-            files.append(("relay", relay_err.name))
+            files += [(f"relay{j}", e.name) for j, e in enumerate(relay_errs)]
         logs = {n: open(p).read() for n, p in files}
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
         assert codes == [0] * (3 + len(relay)), \
@@ -502,6 +509,22 @@ def test_lam_and_icbc_through_a_relay(prefix, build_dir, lam, lam_coll_all, icbc
     run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, np, icbc_np, lam_coll_all,
                           icbc_coll_all, "coll_all ok", args=coll_all_args(np + icbc_np),
                           behind=behind)
+
+
+@pytest.mark.parametrize("behind", ["icbc", "lam"], ids=["icbc-behind-trunk", "lam-behind-trunk"])
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+def test_lam_and_icbc_through_a_trunk_of_relays(prefix, build_dir, lam, lam_coll_all,
+                                                icbc_coll_all, work, behind, lam_first):
+    """As test_lam_and_icbc_through_a_relay, with a trunk of two relays
+    (-trunks 2, the second -leader and -rank 1) and 2 LAM and 3 ICBC
+    processes: behind the trunk the ICBC job's three hosts are two relay
+    hosts outside, and LAM's one host one relay host; in front of it LAM
+    sees the ICBC job as two hosts at the two relays' outside addresses,
+    and from behind it LAM sees the ICBC job's processes as two personas at
+    the relays' two inside addresses (LAM tells hosts apart by address)."""
+    run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, 2, 3, lam_coll_all,
+                          icbc_coll_all, "coll_all ok", args=coll_all_args(5), behind=behind,
+                          trunks=2)
 
 
 @pytest.fixture(scope="session")
