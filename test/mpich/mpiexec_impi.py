@@ -11,7 +11,7 @@ Client k takes NP // N ranks (the first NP % N clients one more), client 0
 the lowest world ranks. With --hosts (testbed nodes; the testbed's env file
 read into the environment), client k runs on the k-th ';'-separated group
 of hosts (mod their number; mpiexec -hosts, ranks round robin), and
-impi-server runs in the namespace of the first host, on its WAN address
+impi-server runs in the namespace of the first host with a WAN address, on it
 (ext0), so that every IMPI connection crosses the emulated WAN; without,
 everything runs here and impi-server listens on 127.0.0.1. Prints each
 client's output (stdout and stderr apart) in client order, then impi-server's
@@ -20,8 +20,10 @@ exits with the first non-zero status of the clients, else the server's.
 With --relay NODE (a testbed node, with --hosts), client 0 joins through
 impi-relay run in NODE's namespace as docs/impi-relay.md says (-inside its
 fabric address; outside it reaches impi-server from its WAN address), so its
-processes are private hosts whose packets pass the relay; --relay local (no
---hosts) runs the relay here, inside 127.0.10.1 and outside 127.0.10.2.
+processes are private hosts whose packets pass the relay; --relay N0,N1,...
+runs a trunk of relays there (-trunks on N0, -leader and -rank on the
+others); --relay local (no --hosts) runs one relay here, inside 127.0.10.1
+and outside 127.0.10.2.
 """
 import argparse
 import os
@@ -85,8 +87,11 @@ def main():
                   "-timeout", str(int(os.environ.get("MPIEXEC_TIMEOUT", "180")) + 30)]
     if hosts:
         state = os.environ["ICBC_TESTBED_DIR"]
-        first = hosts[0].split(",")[0]
-        addr = node_addresses(state)[first]
+        # the first node with a WAN address (a private cluster's nodes have none)
+        addrs = node_addresses(state)
+        first = next((h for g in hosts for h in g.split(",") if addrs.get(h, "-") != "-"),
+                     hosts[0].split(",")[0])
+        addr = addrs[first]
         server_cmd = ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{first}"] + \
             server_cmd + ["-host", addr, "-listen", addr]
     else:
@@ -100,7 +105,7 @@ def main():
               file=sys.stderr)
         return 1
 
-    relay, client0_server = None, address
+    relay, client0_server, followers = None, address, []
     if opts.relay:
         if not hosts and opts.relay != "local":
             print("mpiexec_impi: --relay NODE needs --hosts (testbed nodes); here: --relay local",
@@ -108,12 +113,17 @@ def main():
             return 2
         timeout = str(int(os.environ.get("MPIEXEC_TIMEOUT", "180")) + 30)
         relay_cmd = [os.path.join(bindir, "impi-relay"), "-server", address, "-timeout", timeout]
+        nodes = [] if opts.relay == "local" else opts.relay.split(",")
+        trunk = ["-trunks", str(len(nodes))] if len(nodes) > 1 else []
         if opts.relay == "local":
             relay_cmd += ["-inside", "127.0.10.1", "-outside", "127.0.10.2"]
         else:
-            fab = node_fields(os.environ["ICBC_TESTBED_DIR"])[opts.relay][0]
-            relay_cmd = ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{opts.relay}"] + \
-                relay_cmd + ["-inside", fab.split("/")[0]]
+            fields = node_fields(os.environ["ICBC_TESTBED_DIR"])
+
+            def in_node(node, cmd):
+                return ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{node}"] + cmd + \
+                    ["-inside", fields[node][0].split("/")[0]]
+            relay_cmd = in_node(nodes[0], relay_cmd + trunk)
         relay = subprocess.Popen(relay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
         client0_server = relay.stdout.readline().strip()
@@ -123,6 +133,17 @@ def main():
                   file=sys.stderr)
             server.kill()
             return 1
+        followers = []
+        for j, node in enumerate(nodes[1:], 1):
+            f = subprocess.Popen(in_node(node, [os.path.join(bindir, "impi-relay"), "-server",
+                                                address, "-timeout", timeout, "-leader",
+                                                client0_server, "-rank", str(j)]),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if not f.stdout.readline():
+                print(f"mpiexec_impi: impi-relay {j} did not join: {f.stderr.read()}",
+                      file=sys.stderr)
+                return 1
+            followers.append(f)
 
     # each client's output in files of its own: a client blocked on a full
     # pipe would hold up the others, which wait for it in MPI
@@ -152,6 +173,14 @@ def main():
             relay.kill()
             relay.wait()
         relay_err = relay.stderr.read()
+        for f in followers:
+            try:
+                f.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                f.kill()
+                f.wait()
+            if f.returncode != 0:
+                relay_err += f.stderr.read()
     for out, err in files:
         out.seek(0)
         err.seek(0)
