@@ -304,17 +304,18 @@ static void on_link_frame(void *arg, uint32_t kind, uint32_t a, uint32_t b, cons
     case IMPI_LINK_IN:
         l = kind == IMPI_LINK_OUT ? r->out : r->in;
         if (len < IMPI_PKT_HDR_SIZE || a >= (uint32_t) l->nhosts_total ||
-            (kind == IMPI_LINK_OUT ? r->self_out < 0 || l->hosts[a].client == r->client
-                                   : l->hosts[a].client != r->client ||
-                                         b >= (uint32_t) l->nclients || (int) b == r->client ||
-                                         r->rank >= (int) l->nhosts[b])) {
-            relay_failf(r, "relay %d handed on a packet for a host this relay has no "
+            (kind == IMPI_LINK_OUT
+                 ? r->self_out < 0 || l->hosts[a].client == r->client
+                 : l->hosts[a].client != r->client || b >= (uint32_t) l->nclients ||
+                       (int) b == r->client || r->rank >= (int) l->nhosts[b])) {
+            relay_failf(r,
+                        "relay %d handed on a packet for a host this relay has no "
                         "connection to (%u, client %u)",
                         c->peer, a, b);
             return;
         }
-        conn_put(kind == IMPI_LINK_OUT ? &r->outs[a] : relay_inside_conn(r, (int) b, (int) a),
-                 body, len, NULL, 0, NULL, 0);
+        conn_put(kind == IMPI_LINK_OUT ? &r->outs[a] : relay_inside_conn(r, (int) b, (int) a), body,
+                 len, NULL, 0, NULL, 0);
         return;
     case IMPI_LINK_FINI_IN:
         r->fini_in_seen++;
@@ -325,8 +326,7 @@ static void on_link_frame(void *arg, uint32_t kind, uint32_t a, uint32_t b, cons
             r->fini_out_seen[b]++;
         fini_check(r);
         return;
-    default:
-        relay_failf(r, "relay %d sent a frame of kind %u on its link", c->peer, kind);
+    default: relay_failf(r, "relay %d sent a frame of kind %u on its link", c->peer, kind);
     }
 }
 

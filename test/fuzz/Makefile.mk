@@ -18,7 +18,8 @@ FUZZ_TARGETS = \
     test/fuzz/impi_rx_fuzz \
     test/fuzz/impi_p2p_fuzz \
     test/fuzz/impi_frames_fuzz \
-    test/fuzz/impi_relay_fuzz
+    test/fuzz/impi_relay_fuzz \
+    test/fuzz/impi_relay_link_fuzz
 FUZZ_SECONDS = 20
 FUZZ_FLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
@@ -55,6 +56,7 @@ EXTRA_DIST += \
     test/fuzz/impi_p2p_fuzz.c \
     test/fuzz/impi_frames_fuzz.c \
     test/fuzz/impi_relay_fuzz.c \
+    test/fuzz/impi_relay_link_fuzz.c \
     test/fuzz/impi_fuzz_layout.h \
     test/fuzz/corpus
 CLEANFILES += $(FUZZ_TARGETS) test/fuzz/gen_seeds
@@ -142,6 +144,10 @@ test/fuzz/impi_relay_fuzz: $(top_srcdir)/test/fuzz/impi_relay_fuzz.c \
     $(top_srcdir)/src/impi/impi_relay.h $(top_srcdir)/src/impi/impi_rx.h \
     $(top_srcdir)/src/impi/impi_client.h $(top_srcdir)/src/impi/impi_proto.h \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
+	$(FUZZ_LINK)
+test/fuzz/impi_relay_link_fuzz: $(top_srcdir)/test/fuzz/impi_relay_link_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c $(top_srcdir)/src/impi/relay_link.c \
+    $(top_srcdir)/src/impi/impi_relay_link.h $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)
 test/fuzz/impi_p2p_fuzz: $(top_srcdir)/test/fuzz/impi_p2p_fuzz.c \
     $(top_srcdir)/src/icbc/status.c \
