@@ -60,6 +60,9 @@ DEFAULT_TIER = {
     "test_icbc_job_with_lam_through_a_keyed_server": [dict(lam_first=True)],
     "test_lam_and_icbc_through_a_relay": [dict(np=2, icbc_np=2)],
     "test_lam_and_icbc_through_a_trunk_of_relays": [dict(lam_first=True)],
+    "test_pingpong_through_a_relay": [dict(lam_first=False, behind="icbc", trunks=1),
+                                      dict(lam_first=True, behind="lam", trunks=1),
+                                      dict(lam_first=False, behind="icbc", trunks=2)],
 }
 
 
@@ -357,10 +360,23 @@ def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work
     test_icbc_client_with_lam). The ICBC job advertises 127.0.0.2
     (MPIR_CVAR_CH4_ICBC_IMPI_HOST): on one host LAM tells the clients' hosts
     apart only by address, and it has 127.0.0.1."""
+    run_pingpong(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_first, np, icbc_np,
+                 sync)
+
+
+def run_pingpong(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_first, np, icbc_np,
+                 sync, behind=None, trunks=1):
+    """test_icbc_job_with_lam's exchange; BEHIND ("icbc" or "lam"): that
+    client joins through impi-relay (a trunk of TRUNKS relays)."""
     u = Universe(lam, work, "lam")
     u.boot()
     try:
         server, addr, server_err = start_server(build_dir, 2, work)
+        lam_addr = icbc_addr = addr
+        relay = []
+        if behind:
+            relay, raddr, relay_errs = start_relay(build_dir, addr, work, (), trunks)
+            lam_addr, icbc_addr = (raddr, addr) if behind == "lam" else (addr, raddr)
         lam_client = 0 if lam_first else 1
         icbc_client = 1 - lam_client
         lam_first_rank = 0 if lam_first else icbc_np
@@ -370,27 +386,44 @@ def test_icbc_job_with_lam(prefix, build_dir, lam, lam_prog, icbc_pingpong, work
         icbc_ranks = [icbc_first_rank + i for i in range(pairs)]
         lam_list = ",".join(map(str, lam_ranks))
         icbc_list = ",".join(map(str, icbc_ranks))
-        pl, lam_log = lam_mpirun(u, lam_client, addr, np, lam_prog, lam_list, icbc_list, 0, work)
+        pl, lam_log = lam_mpirun(u, lam_client, lam_addr, np, lam_prog, lam_list, icbc_list, 0,
+                                 work)
         icbc_log = os.path.join(work, "icbc.log")
         with open(icbc_log, "w") as f:
             pi = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-n", str(icbc_np),
-                                   "-genv", "ICBC_IMPI_SERVER", addr,
+                                   "-genv", "ICBC_IMPI_SERVER", icbc_addr,
                                    "-genv", "ICBC_IMPI_CLIENT", str(icbc_client),
                                    "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", ICBC_ADDR,
                                    icbc_pingpong, icbc_list, lam_list, SIZES, str(ITERS),
                                    str(sync)],
                                   stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            codes = finish([pi, pl, server])
-        logs = {n: open(p).read() for n, p in
-                (("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name))}
+            codes = finish([pi, pl, server] + relay)
+        files = [("icbc", icbc_log), ("lam", lam_log), ("server", server_err.name)]
+        if behind:
+            files += [(f"relay{j}", e.name) for j, e in enumerate(relay_errs)]
+        logs = {n: open(p).read() for n, p in files}
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
-        assert codes == [0, 0, 0], f"exit codes icbc, lam, impi-server: {codes}\n{report}"
+        assert codes == [0] * (3 + len(relay)), \
+            f"exit codes icbc, lam, impi-server (, relays): {codes}\n{report}"
         for n in SIZES.split(","):
             for i, l in zip(icbc_ranks, lam_ranks):
                 assert f"rank {i}: {n} bytes x {ITERS} with rank {l}: ok" in logs["icbc"], report
                 assert f"rank {l}: {n} bytes x {ITERS} with rank {i}: ok" in logs["lam"], report
     finally:
         u.halt()
+
+
+@pytest.mark.parametrize("behind,trunks", [("icbc", 1), ("lam", 1), ("icbc", 2)],
+                         ids=["icbc-behind-relay", "lam-behind-relay", "icbc-behind-trunk"])
+@pytest.mark.parametrize("lam_first", [True, False], ids=["lam-client0", "icbc-client0"])
+def test_pingpong_through_a_relay(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, behind,
+                                  trunks, lam_first):
+    """test_icbc_job_with_lam's ping-pong (2 LAM and 2 ICBC processes, every
+    size of the short and long protocols both ways, the ICBC side's first
+    send of each iteration synchronous) with the ICBC job or LAM behind
+    impi-relay, or the ICBC job behind a trunk of two relays."""
+    run_pingpong(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_first, 2, 2, 1,
+                 behind=behind, trunks=trunks)
 
 
 @pytest.fixture(scope="session")
