@@ -193,9 +193,10 @@ def slices(a):
                      f"mpi4py's suite across two clusters under {policy}, 500 us one way",
                      ("mpi4py",))
 
-    def impi(dirs, shard=None):
-        tag = dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "")
-        part = ["--mpich-shard", shard] if shard else []
+    def impi(dirs, shard=None, relay=False):
+        tag = dirs.replace(" ", "-") + (f"-{shard.replace('/', 'of')}" if shard else "") + \
+            ("-relay" if relay else "")
+        part = (["--mpich-shard", shard] if shard else []) + (["--impi-relay"] if relay else [])
         if "rma" in dirs.split():
             # without the two tests that move gigabytes (as across clusters), and
             # 300 s per test: atomic_rmw_gacc's rank 0 runs 150,000
@@ -206,7 +207,8 @@ def slices(a):
             "test_mpich_impi.py", extra=p + ["--mpich-list", "full", "--impi-dirs", dirs] + part),
             f"MPICH's full testlists of {dirs}" + (f" (lines {shard})" if shard else "") +
             (" but the two of long-rma.list" if "rma" in dirs.split() else "") +
-            ", split over two IMPI clients", ("mpich-tests",))
+            ", split over two IMPI clients" +
+            (", the first private, through impi-relay" if relay else ""), ("mpich-tests",))
 
     return [
         [one("attr basic errhan group info init topo part datatype comm pt2pt",
@@ -223,9 +225,9 @@ def slices(a):
         [across("rma", "2/3")],
         [long("rma_contig", 900)],
         [long("large_acc_flush_local", 600)],
-        [impi("pt2pt datatype")],
-        [impi("coll")],
-        [impi("comm"),
+        [impi("pt2pt datatype"), impi("pt2pt datatype", relay=True)],
+        [impi("coll"), impi("coll", relay=True)],
+        [impi("comm"), impi("comm", relay=True),
          Suite("mpich-testsuite-ofi", [os.path.join(TOP, "test", "mpich", "run-testsuite.sh"),
                                        "--ci", "--mpi", a.prefix, "--label", "icbc",
                                        "--fabric-api", "ofi", "--out",
