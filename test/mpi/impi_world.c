@@ -189,8 +189,9 @@ int main(int argc, char **argv)
          * other client is min(T, its hosts outside) personas */
         int n = atoi(argv[c + 1]), t = relay_trunks(argv[c + 1]);
         int out_hosts = t ? (t < n ? t : n) : n;
-        int seen = c == client ? n : my_trunks ? (my_trunks < out_hosts ? my_trunks : out_hosts)
-                                               : out_hosts;
+        int seen = c == client ? n
+                   : my_trunks ? (my_trunks < out_hosts ? my_trunks : out_hosts)
+                               : out_hosts;
         if (c < client)
             my_host += seen;
         hosts += seen;
