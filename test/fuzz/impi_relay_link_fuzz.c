@@ -26,7 +26,8 @@ static void on_frame(void *arg, uint32_t kind, uint32_t a, uint32_t b, const uin
     (void) arg;
     (void) a;
     (void) b;
-    FUZZ_CHECK(kind == IMPI_LINK_HELLO || (kind >= IMPI_LINK_CLIENTS && kind <= IMPI_LINK_FINI_OUT));
+    FUZZ_CHECK(kind == IMPI_LINK_HELLO ||
+               (kind >= IMPI_LINK_CLIENTS && kind <= IMPI_LINK_FINI_OUT));
     FUZZ_CHECK(len <= bound);
     if (len > 0)
         FUZZ_CHECK(body[0] == body[0] && body[len - 1] == body[len - 1]); /* readable */
