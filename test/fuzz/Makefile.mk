@@ -112,6 +112,7 @@ test/fuzz/impi_server_fuzz: $(top_srcdir)/test/fuzz/impi_server_fuzz.c \
 	$(FUZZ_LINK)
 
 test/fuzz/impi_pkt_fuzz: $(top_srcdir)/test/fuzz/impi_pkt_fuzz.c \
+    $(top_srcdir)/src/icbc/status.c \
     $(top_srcdir)/src/impi/proto.c $(top_srcdir)/src/impi/impi_proto.h \
     $(top_srcdir)/src/icbc/icbc_bytes.h $(FUZZ_HDRS)
 	$(FUZZ_LINK)

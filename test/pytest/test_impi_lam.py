@@ -58,11 +58,11 @@ DEFAULT_TIER = {
     "test_two_lam_clients_through_our_server": [dict(auth="key")],
     "test_icbc_nodes_with_lam_across_the_wan": [dict(lam_first=False)],
     "test_icbc_job_with_lam_through_a_keyed_server": [dict(lam_first=True)],
-    "test_lam_and_icbc_through_a_relay": [dict(np=2, icbc_np=2)],
-    "test_lam_and_icbc_through_a_trunk_of_relays": [dict(lam_first=True)],
-    "test_pingpong_through_a_relay": [dict(lam_first=False, behind="icbc", trunks=1),
-                                      dict(lam_first=True, behind="lam", trunks=1),
-                                      dict(lam_first=False, behind="icbc", trunks=2)],
+    "test_lam_and_icbc_through_a_relay": [dict(np=2, icbc_np=2, behind="lam", lam_first=True),
+                                          dict(np=2, icbc_np=2, behind="icbc",
+                                               lam_first=False)],
+    "test_lam_and_icbc_through_a_trunk_of_relays": [dict(lam_first=True, behind="lam")],
+    "test_pingpong_through_a_relay": [dict(lam_first=False, behind="icbc", trunks=2)],
 }
 
 
