@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ---- frames -------------------------------------------------------------- */
@@ -71,6 +72,26 @@ icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, 
     return ICBC_OK;
 }
 
+uint8_t *impi_frames_body_room(impi_frames_t *f, size_t *want)
+{
+    if (!f->in_body) {
+        *want = 0;
+        return NULL;
+    }
+    *want = f->len - f->have;
+    return f->body + f->have;
+}
+
+void impi_frames_body_filled(impi_frames_t *f, size_t n, impi_frame_cb_t cb, void *arg)
+{
+    f->have += n;
+    if (f->have == f->len) {
+        f->in_body = 0;
+        f->have = 0;
+        cb(arg, f->kind, f->host, f->body, f->len);
+    }
+}
+
 /* ---- the agent ------------------------------------------------------------ */
 
 #define MAX_SZ(a, b) ((a) > (b) ? (a) : (b))
@@ -92,10 +113,19 @@ typedef struct {
     int fini_in, fini_out, closed;
 } host_conn_t;
 
+/* Payload buffers lent to the in-process process (IMPI_FRAME_PACKET_AT). */
+typedef struct {
+    uint8_t **v;
+    int n, cap;
+} bufs_t;
+
 typedef struct {
     wire_t w;
     impi_frames_t fr;
     int done, gone;
+    /* in-process: the payloads named by the frames in W's queue, and by
+     * those the last impi_agent_local_swap handed over */
+    bufs_t lent, handed;
 } local_link_t;
 
 struct impi_agent {
@@ -109,6 +139,8 @@ struct impi_agent {
      * while a process's link does, the host connections are not; reading
      * starts again below half of it */
     int locals_paused, hosts_paused;
+    bufs_t spare;     /* DATALEN-byte payload buffers to lend */
+    int payload_bufs; /* how many there are in all */
     int fini_timeout_ms;
     double fini_deadline; /* 0 until every process is done */
     int down;             /* the host was taken down */
@@ -132,6 +164,38 @@ int impi_send_pending(int fd, const uint8_t *buf, size_t *off, size_t *len)
     return 0;
 }
 
+ssize_t impi_send_iov(int fd, struct iovec *iov, int n)
+{
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t) n };
+    size_t sent = 0;
+
+    for (;;) {
+        while (m.msg_iovlen > 0 && m.msg_iov[0].iov_len == 0) {
+            m.msg_iov++;
+            m.msg_iovlen--;
+        }
+        if (m.msg_iovlen == 0)
+            break;
+        ssize_t r = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (r <= 0)
+            return -1;
+        sent += (size_t) r;
+        for (size_t left = (size_t) r; left > 0; m.msg_iov++, m.msg_iovlen--) {
+            size_t k = left < m.msg_iov[0].iov_len ? left : m.msg_iov[0].iov_len;
+            m.msg_iov[0].iov_base = (uint8_t *) m.msg_iov[0].iov_base + k;
+            m.msg_iov[0].iov_len -= k;
+            left -= k;
+            if (m.msg_iov[0].iov_len > 0)
+                break;
+        }
+    }
+    return (ssize_t) sent;
+}
+
 static int wire_flush(wire_t *w)
 {
     return impi_send_pending(w->fd, w->out, &w->off, &w->len);
@@ -153,13 +217,27 @@ static void wire_arm(wire_t *w)
         w->events = want;
 }
 
-/* Appends A and B (either may be empty) and writes what the socket takes. */
+/* Writes A and B (either may be empty) as far as the socket takes them and
+ * queues the rest. With nothing queued they go from the caller's bytes:
+ * only what the socket does not take now is copied. */
 static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_t blen)
 {
-    size_t need = w->len + alen + blen;
-
     if ((w->fd < 0 && !w->inproc) || w->broken)
         return;
+    if (!w->inproc && w->len == w->off) {
+        struct iovec iov[2] = { { (void *) a, alen }, { (void *) b, blen } };
+        if (impi_send_iov(w->fd, iov, 2) < 0) {
+            w->broken = 1;
+            return;
+        }
+        a = iov[0].iov_base;
+        alen = iov[0].iov_len;
+        b = iov[1].iov_base;
+        blen = iov[1].iov_len;
+        if (alen + blen == 0)
+            return;
+    }
+    size_t need = w->len + alen + blen;
     if (need > w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 65536;
         while (cap < need)
@@ -172,7 +250,8 @@ static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_
         w->out = p;
         w->cap = cap;
     }
-    memcpy(w->out + w->len, a, alen);
+    if (alen)
+        memcpy(w->out + w->len, a, alen);
     if (blen)
         memcpy(w->out + w->len + alen, b, blen);
     w->len = need;
@@ -244,6 +323,59 @@ static void local_ended(impi_agent_t *a, int k)
             host_lost(a, h, why);
 }
 
+static int bufs_push(bufs_t *b, uint8_t *p)
+{
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 16;
+        uint8_t **v = realloc(b->v, sizeof(*v) * (size_t) cap);
+        if (v == NULL)
+            return -1;
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = p;
+    return 0;
+}
+
+static void bufs_free(bufs_t *b)
+{
+    for (int i = 0; i < b->n; i++)
+        free(b->v[i]);
+    free(b->v);
+    memset(b, 0, sizeof(*b));
+}
+
+/* The packet's payload, whole in HOST's receive buffer, goes to the
+ * in-process process by reference: the buffer is lent to it and the
+ * connection reads on into a spare one. 0: no buffer to spare (the packet
+ * is copied instead). */
+static int lend(impi_agent_t *a, int host, local_link_t *lk, const impi_rx_pkt_t *pkt)
+{
+    uint8_t fh[IMPI_FRAME_HDR_SIZE + IMPI_PKT_HDR_SIZE];
+    uint8_t *spare, *full;
+    uintptr_t at;
+
+    if (lk->lent.n == lk->lent.cap && bufs_push(&lk->lent, NULL) == 0)
+        lk->lent.n--; /* room for one more, reserved before anything moves */
+    if (lk->lent.n == lk->lent.cap)
+        return 0;
+    if (a->spare.n > 0) {
+        spare = a->spare.v[--a->spare.n];
+    } else {
+        if ((spare = malloc(a->l->datalen)) == NULL)
+            return 0;
+        a->payload_bufs++;
+    }
+    full = impi_rx_swap_payload(&a->hosts[host].rx, spare);
+    lk->lent.v[lk->lent.n++] = full;
+    at = (uintptr_t) full; /* pkt->payload */
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET_AT, (uint32_t) host,
+                        (uint32_t) (IMPI_PKT_HDR_SIZE + sizeof(at)), fh);
+    impi_pkt_hdr_pack(pkt->hdr, fh + IMPI_FRAME_HDR_SIZE);
+    wire_put(&lk->w, fh, sizeof(fh), &at, sizeof(at));
+    return 1;
+}
+
 static void on_host_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
     const wire_t *w = arg; /* the host connection it came on */
@@ -261,6 +393,8 @@ static void on_host_packet(void *arg, const impi_rx_pkt_t *pkt)
     local_link_t *lk = &a->locals[pkt->dest - a->first];
     if (lk->done || lk->gone)
         return; /* it finalized: nothing it could still want */
+    if (lk->w.inproc && pkt->len >= IMPI_AGENT_LEND_MIN && lend(a, host, lk, pkt))
+        return;
     impi_frame_hdr_pack(IMPI_FRAME_PACKET, (uint32_t) host,
                         (uint32_t) (IMPI_PKT_HDR_SIZE + pkt->len), fh);
     impi_pkt_hdr_pack(pkt->hdr, fh + IMPI_FRAME_HDR_SIZE);
@@ -377,8 +511,9 @@ fail:
     return st;
 }
 
-/* A payload with at least this many bytes still to come is received
- * straight into the packet (impi_rx_payload_room), not through BUF: no
+/* A payload (or a frame's body) with at least this many bytes still to
+ * come is received straight into the packet (impi_rx_payload_room,
+ * impi_frames_body_room), not through BUF: no
  * copy in user space for the bulk of a long message. Below it one read
  * takes what has come of several packets. */
 #define READ_DIRECT_MIN 4096
@@ -415,12 +550,20 @@ static void read_local(impi_agent_t *a, int k)
 {
     local_link_t *lk = &a->locals[k];
     char err[256];
-    ssize_t r = recv(lk->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
+    size_t want;
+    uint8_t *room = impi_frames_body_room(&lk->fr, &want);
+    int direct = room != NULL && want >= READ_DIRECT_MIN;
+    ssize_t r = direct ? recv(lk->w.fd, room, want, MSG_DONTWAIT)
+                       : recv(lk->w.fd, a->buf, sizeof(a->buf), MSG_DONTWAIT);
 
     if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
-    if (r <= 0 || impi_frames_feed(&lk->fr, a->buf, (size_t) r, on_local_frame, &lk->w, err,
-                                   sizeof(err)) != ICBC_OK)
+    if (r <= 0)
+        local_ended(a, k);
+    else if (direct)
+        impi_frames_body_filled(&lk->fr, (size_t) r, on_local_frame, &lk->w);
+    else if (impi_frames_feed(&lk->fr, a->buf, (size_t) r, on_local_frame, &lk->w, err,
+                              sizeof(err)) != ICBC_OK)
         local_ended(a, k);
 }
 
@@ -470,7 +613,8 @@ static void update_interest(impi_agent_t *a)
     for (int h = 0; h < a->nhosts; h++)
         to_hosts = MAX_SZ(to_hosts, wire_queued(&a->hosts[h].w));
     for (int k = 0; k < a->nlocal; k++)
-        to_locals = MAX_SZ(to_locals, wire_queued(&a->locals[k].w));
+        to_locals = MAX_SZ(to_locals, wire_queued(&a->locals[k].w) +
+                                          (size_t) a->locals[k].lent.n * a->l->datalen);
     a->locals_paused = to_hosts > IMPI_AGENT_QUEUE_MAX ||
                        (a->locals_paused && to_hosts > IMPI_AGENT_QUEUE_MAX / 2);
     a->hosts_paused = to_locals > IMPI_AGENT_QUEUE_MAX ||
@@ -523,7 +667,23 @@ size_t impi_agent_local_swap(impi_agent_t *a, int k, uint8_t **buf, size_t *cap)
     w->off = w->len = 0;
     *buf = mine;
     *cap = mycap;
+    /* the process is done with the payloads of the frames it took last */
+    local_link_t *lk = &a->locals[k];
+    for (int i = 0; i < lk->handed.n; i++)
+        if (bufs_push(&a->spare, lk->handed.v[i]) != 0) {
+            free(lk->handed.v[i]);
+            a->payload_bufs--;
+        }
+    bufs_t t = lk->handed;
+    lk->handed = lk->lent;
+    lk->lent = t;
+    lk->lent.n = 0;
     return n;
+}
+
+int impi_agent_payload_buffers(const impi_agent_t *a)
+{
+    return a->payload_bufs;
 }
 
 int impi_agent_poll(impi_agent_t *a, int timeout_ms)
@@ -562,7 +722,10 @@ void impi_agent_destroy(impi_agent_t *a)
         wire_close(&a->locals[k].w);
         free(a->locals[k].w.out);
         impi_frames_free(&a->locals[k].fr);
+        bufs_free(&a->locals[k].lent);
+        bufs_free(&a->locals[k].handed);
     }
+    bufs_free(&a->spare);
     free(a->hosts);
     free(a->locals);
     bt_poller_destroy(a->poller);

@@ -20,6 +20,12 @@
  *   IMPI_FRAME_DONE    process -> agent: it finalized and sends no more
  *   IMPI_FRAME_LOST    agent -> process: host HOST is gone, the reason as
  *                      text; what the process has with it fails
+ *   IMPI_FRAME_PACKET_AT  agent -> the in-process process only (never on a
+ *                      link): a packet from host HOST whose payload stays
+ *                      where the agent received it; the body is the
+ *                      packet's header and the payload's address (a
+ *                      uintptr_t in host order), valid until the next
+ *                      impi_agent_local_swap
  *
  * The host's end: once every process said DONE (or ended), FINI to every
  * host, and the connections close when each host's FINI came too (bounded
@@ -33,6 +39,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "icbc_status.h"
 #include "impi_client.h"
@@ -46,6 +54,7 @@ enum {
     IMPI_FRAME_HELLO = 2,
     IMPI_FRAME_DONE = 3,
     IMPI_FRAME_LOST = 4,
+    IMPI_FRAME_PACKET_AT = 5,
 };
 
 #define IMPI_FRAME_HDR_SIZE 12
@@ -76,6 +85,16 @@ void impi_frames_free(impi_frames_t *f);
 icbc_status_t impi_frames_feed(impi_frames_t *f, const void *bytes, size_t len, impi_frame_cb_t cb,
                                void *arg, char *err, size_t errlen);
 
+/* While the body of a frame is being read: where its next bytes go and how
+ * many it still wants (*WANT), so that a reader receives a large body there
+ * itself (no copy); NULL between frames. impi_frames_body_filled: N bytes
+ * were written there; CB runs if that completed the frame. */
+uint8_t *impi_frames_body_room(impi_frames_t *f, size_t *want);
+void impi_frames_body_filled(impi_frames_t *f, size_t n, impi_frame_cb_t cb, void *arg);
+/* Writes what FD takes now of IOV[0 .. N) without waiting and without
+ * copying, and advances IOV past what it wrote: the bytes written, -1 if the
+ * connection broke. */
+ssize_t impi_send_iov(int fd, struct iovec *iov, int n);
 /* Writes what FD takes of BUF[*OFF .. *LEN) without waiting; both become 0
  * once all is out. -1: the connection broke. (A link's sender, the agent
  * and a process alike.) */
@@ -132,6 +151,16 @@ size_t impi_agent_host_backlog(const impi_agent_t *agent, int host);
  * agent's buffer is swapped with *BUF (of *CAP bytes, which the agent keeps
  * and grows); returns their length. */
 size_t impi_agent_local_swap(impi_agent_t *agent, int k, uint8_t **buf, size_t *cap);
+/* A packet for the in-process process with at least this many payload
+ * bytes reaches it as IMPI_FRAME_PACKET_AT: its payload stays in the
+ * buffer the agent received it into (read there from the socket), which the
+ * agent lends until the next swap and replaces by a spare one, so that the
+ * process's copy into the user's buffer is the only one. The agent's
+ * payload buffers (DATALEN bytes each) are made as needed and kept: their
+ * number (impi_agent_payload_buffers) stays put once a job is in its
+ * stride. Their bytes count toward the link's queue bound. */
+#define IMPI_AGENT_LEND_MIN 4096
+int impi_agent_payload_buffers(const impi_agent_t *agent);
 /* Closes every descriptor it still has. */
 void impi_agent_destroy(impi_agent_t *agent);
 

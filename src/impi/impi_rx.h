@@ -64,6 +64,12 @@ uint8_t *impi_rx_payload_room(impi_rx_t *rx, size_t *want);
  * CB runs if that completed the packet. */
 void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg);
 
+/* Inside CB only: the buffer holding the packet being delivered is the
+ * caller's from now on (it is pkt->payload), and FRESH, of the layout's
+ * DATALEN bytes, takes its place for the packets that follow; the rx owns
+ * FRESH (impi_rx_free frees it). */
+uint8_t *impi_rx_swap_payload(impi_rx_t *rx, uint8_t *fresh);
+
 /* The world rank of process PROC on host HOST of LAYOUT (by the IPv4 bytes
  * 12..15 of its P_IPV6 and its pid), or -1. */
 int impi_layout_proc_rank(const impi_layout_t *layout, int host, const impi_proc_t *proc);

@@ -109,6 +109,14 @@ void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg)
         deliver(rx, cb, arg);
 }
 
+uint8_t *impi_rx_swap_payload(impi_rx_t *rx, uint8_t *fresh)
+{
+    uint8_t *full = rx->payload;
+
+    rx->payload = fresh;
+    return full;
+}
+
 icbc_status_t impi_rx_feed(impi_rx_t *rx, const void *bytes, size_t len, impi_rx_cb_t cb, void *arg,
                            char *err, size_t errlen)
 {

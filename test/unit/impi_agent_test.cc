@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "icbc_bytes.h"
 #include "impi_agent.h"
 #include "impi_test_layout.h"
 
@@ -500,6 +501,151 @@ TEST(ImpiFrames, PiecesAndBadFrames)
     ASSERT_EQ(ICBC_OK, impi_frames_init(&f, 1024));
     EXPECT_EQ(ICBC_ERR_INVALID,
               impi_frames_feed(&f, b.data(), IMPI_FRAME_HDR_SIZE, count, &n, err, sizeof(err)));
+    impi_frames_free(&f);
+}
+
+/* A packet of IMPI_AGENT_LEND_MIN bytes or more for the in-process process
+ * reaches it by reference, its payload where the agent read it from the
+ * host connection; the buffers go back to the agent at the next swap, so
+ * that a steady stream needs no new one. */
+TEST(AgentInproc, LargePacketsAreLentNotCopiedAndTheirBuffersComeBack)
+{
+    std::vector<Client> cl{ Client(0, { 1 }, 65536), Client(1, { 1 }, 65536) };
+    impi_layout_t l{};
+    impi_test_layout(cl, &l);
+    int sv[2], host_fds[2] = { -1, -1 }, local_fds[1] = { IMPI_AGENT_INPROC };
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    host_fds[1] = sv[0];
+    impi_agent_t *a;
+    ASSERT_EQ(ICBC_OK, impi_agent_create(&l, 0, host_fds, local_fds, 2000, &a));
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_DATA;
+    h.src = l.procs[1];
+    h.dest = l.procs[0];
+    const size_t sizes[] = { IMPI_AGENT_LEND_MIN - 1, IMPI_AGENT_LEND_MIN, 65536 };
+    uint8_t *buf = nullptr;
+    size_t cap = 0;
+    int bufs_after_first = -1;
+    for (int round = 0; round < 20; round++) {
+        Bytes sent;
+        for (size_t len : sizes) {
+            h.len = (uint32_t) len;
+            h.msglen = len;
+            h.tag = round;
+            Bytes pkt(IMPI_PKT_HDR_SIZE + len, (uint8_t) ('a' + round));
+            impi_pkt_hdr_pack(&h, pkt.data());
+            sent.insert(sent.end(), pkt.begin(), pkt.end());
+        }
+        size_t off = 0;
+        while (off < sent.size()) { /* the socket pair holds less than a round */
+            ssize_t w = write(sv[1], sent.data() + off, sent.size() - off);
+            if (w > 0)
+                off += (size_t) w;
+            impi_agent_poll(a, 1);
+        }
+        for (int i = 0; i < 5; i++)
+            impi_agent_poll(a, 1);
+        size_t n = impi_agent_local_swap(a, 0, &buf, &cap);
+        /* the small one copied into its frame, the two others lent */
+        size_t at = 0;
+        for (size_t k = 0; k < 3; k++) {
+            ASSERT_LE(at + IMPI_FRAME_HDR_SIZE, n);
+            uint32_t kind = icbc_get32(buf + at), len = icbc_get32(buf + at + 8);
+            const uint8_t *body = buf + at + IMPI_FRAME_HDR_SIZE,
+                          *payload = body + IMPI_PKT_HDR_SIZE;
+            impi_pkt_hdr_t got{};
+            ASSERT_EQ(ICBC_OK, impi_pkt_hdr_parse(body, 65536, &got));
+            EXPECT_EQ(sizes[k], got.len);
+            EXPECT_EQ(round, got.tag);
+            if (k == 0) {
+                EXPECT_EQ((uint32_t) IMPI_FRAME_PACKET, kind);
+                EXPECT_EQ(IMPI_PKT_HDR_SIZE + sizes[k], len);
+            } else {
+                uintptr_t p;
+                EXPECT_EQ((uint32_t) IMPI_FRAME_PACKET_AT, kind);
+                ASSERT_EQ(IMPI_PKT_HDR_SIZE + sizeof(p), len);
+                memcpy(&p, payload, sizeof(p));
+                payload = (const uint8_t *) p;
+            }
+            for (size_t i = 0; i < sizes[k]; i++)
+                ASSERT_EQ((uint8_t) ('a' + round), payload[i]) << "packet " << k << " byte " << i;
+            at += IMPI_FRAME_HDR_SIZE + len;
+        }
+        EXPECT_EQ(n, at);
+        if (round == 1)
+            bufs_after_first = impi_agent_payload_buffers(a);
+    }
+    EXPECT_LE(bufs_after_first, 4);
+    EXPECT_EQ(bufs_after_first, impi_agent_payload_buffers(a)); /* none made since */
+    free(buf);
+    impi_agent_destroy(a);
+    close(sv[1]);
+    impi_layout_free(&l);
+}
+
+/* impi_send_iov writes what the socket takes, from the caller's bytes, and
+ * says where it stopped. */
+TEST(ImpiSendIov, WritesWhatTheSocketTakesAndAdvancesTheVector)
+{
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    Bytes a(100, 'a'), b(4 << 20, 'b');
+    struct iovec iov[3] = { { a.data(), a.size() }, { nullptr, 0 }, { b.data(), b.size() } };
+    ssize_t n = impi_send_iov(sv[0], iov, 3);
+    ASSERT_GT(n, 100);
+    ASSERT_LT((size_t) n, a.size() + b.size()); /* more than the pair holds */
+    EXPECT_EQ(0u, iov[0].iov_len);
+    EXPECT_EQ(a.size() + b.size() - (size_t) n, iov[2].iov_len);
+    EXPECT_EQ(b.data() + (n - 100), iov[2].iov_base);
+    Bytes got;
+    while (got.size() < a.size() + b.size()) {
+        uint8_t r[65536];
+        ssize_t k = read(sv[1], r, sizeof(r));
+        ASSERT_GT(k, 0);
+        got.insert(got.end(), r, r + k);
+        ASSERT_GE(impi_send_iov(sv[0], iov, 3), 0);
+    }
+    Bytes want(a);
+    want.insert(want.end(), b.begin(), b.end());
+    EXPECT_TRUE(want == got);
+    close(sv[1]);
+    struct iovec one = { a.data(), a.size() };
+    EXPECT_EQ(-1, impi_send_iov(sv[0], &one, 1)); /* the peer closed */
+    close(sv[0]);
+}
+
+/* A reader may receive a frame's body in place (impi_frames_body_room);
+ * frames of the in-process kind are refused on a link. */
+TEST(ImpiFrames, ABodyReadInPlaceAndNoInProcessFramesOnALink)
+{
+    impi_frames_t f;
+    char err[128];
+    std::vector<std::string> bodies;
+    auto keep = [](void *arg, uint32_t, uint32_t, const uint8_t *body, size_t len) {
+        ((std::vector<std::string> *) arg)->emplace_back((const char *) body, len);
+    };
+    ASSERT_EQ(ICBC_OK, impi_frames_init(&f, 1024));
+    size_t want;
+    EXPECT_EQ(nullptr, impi_frames_body_room(&f, &want));
+    Bytes b(IMPI_FRAME_HDR_SIZE);
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET, 1, IMPI_PKT_HDR_SIZE + 100, b.data());
+    ASSERT_EQ(ICBC_OK, impi_frames_feed(&f, b.data(), b.size(), keep, &bodies, err, sizeof(err)));
+    uint8_t *room = impi_frames_body_room(&f, &want);
+    ASSERT_NE(nullptr, room);
+    ASSERT_EQ(IMPI_PKT_HDR_SIZE + 100u, want);
+    memset(room, 'x', 60);
+    impi_frames_body_filled(&f, 60, keep, &bodies);
+    EXPECT_TRUE(bodies.empty());
+    room = impi_frames_body_room(&f, &want);
+    ASSERT_EQ(IMPI_PKT_HDR_SIZE + 40u, want);
+    memset(room, 'y', want);
+    impi_frames_body_filled(&f, want, keep, &bodies);
+    ASSERT_EQ(1u, bodies.size());
+    EXPECT_EQ(std::string(60, 'x') + std::string(IMPI_PKT_HDR_SIZE + 40, 'y'), bodies[0]);
+    EXPECT_EQ(nullptr, impi_frames_body_room(&f, &want));
+    impi_frame_hdr_pack(IMPI_FRAME_PACKET_AT, 1, IMPI_PKT_HDR_SIZE + 8, b.data());
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              impi_frames_feed(&f, b.data(), b.size(), keep, &bodies, err, sizeof(err)));
     impi_frames_free(&f);
 }
 

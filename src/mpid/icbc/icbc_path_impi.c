@@ -39,11 +39,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* What this process has with one host of another client: the packets
- * from it (impi_rx, holding them to the layout once more) and whether it is
- * lost. Every host is reached through this node's IMPI host (the agent). */
+/* What this process has with one host of another client: whether it is
+ * lost. Every host is reached through this node's IMPI host (the agent),
+ * which held its packets to the layout; they come whole, each in a frame,
+ * and are read where they lie (frame_packet). */
 typedef struct {
-    impi_rx_t rx;
     int failed;
 } conn_t;
 
@@ -84,14 +84,13 @@ static int flush_out(void)
     return impi_send_pending(impi_host.link, impi_host.out, &impi_host.out_off, &impi_host.out_len);
 }
 
-/* A frame to the agent: its header, then A and B (either may be empty). */
-static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_t alen,
-                              const void *b, size_t blen)
+/* Queues the bytes of IOV[0 .. N) (what the link did not take). */
+static icbc_status_t out_queue(const struct iovec *iov, int n)
 {
-    size_t need = impi_host.out_len + IMPI_FRAME_HDR_SIZE + alen + blen;
+    size_t need = impi_host.out_len;
 
-    if (impi_host.link < 0 && !impi_host.agent)
-        return ICBC_ERR_PEER_FAILED;
+    for (int i = 0; i < n; i++)
+        need += iov[i].iov_len;
     if (need > impi_host.out_cap) {
         size_t cap = MPL_MAX(2 * impi_host.out_cap, need);
         uint8_t *p = MPL_realloc(impi_host.out, cap, MPL_MEM_BUFFER);
@@ -100,20 +99,43 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
         impi_host.out = p;
         impi_host.out_cap = cap;
     }
-    uint8_t *w = impi_host.out + impi_host.out_len;
-    impi_frame_hdr_pack(kind, host, (uint32_t) (alen + blen), w);
-    if (alen)
-        memcpy(w + IMPI_FRAME_HDR_SIZE, a, alen);
-    if (blen)
-        memcpy(w + IMPI_FRAME_HDR_SIZE + alen, b, blen);
-    impi_host.out_len = need;
+    for (int i = 0; i < n; i++)
+        if (iov[i].iov_len) {
+            memcpy(impi_host.out + impi_host.out_len, iov[i].iov_base, iov[i].iov_len);
+            impi_host.out_len += iov[i].iov_len;
+        }
+    return ICBC_OK;
+}
+
+/* A frame to the agent: its header, then A and B (either may be empty).
+ * With nothing queued on the link the bytes go from the caller's: only what
+ * the link does not take now is copied. */
+static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_t alen,
+                              const void *b, size_t blen)
+{
+    uint8_t fh[IMPI_FRAME_HDR_SIZE];
+    struct iovec iov[3] = { { fh, sizeof(fh) }, { (void *) a, alen }, { (void *) b, blen } };
+    icbc_status_t st;
+
+    if (impi_host.link < 0 && !impi_host.agent)
+        return ICBC_ERR_PEER_FAILED;
+    impi_frame_hdr_pack(kind, host, (uint32_t) (alen + blen), fh);
     if (impi_host.agent) { /* this process is the node's first: straight to the agent */
+        impi_host.out_len = 0;
+        if ((st = out_queue(iov, 3)) != ICBC_OK)
+            return st;
         pthread_mutex_lock(&impi_host.agent_lock);
         impi_agent_local_input(impi_host.agent, 0, impi_host.out, impi_host.out_len);
         pthread_mutex_unlock(&impi_host.agent_lock);
         impi_host.out_len = 0;
         return ICBC_OK;
     }
+    if (impi_host.out_len == impi_host.out_off && impi_send_iov(impi_host.link, iov, 3) < 0) {
+        link_lost("writing to it failed");
+        return ICBC_ERR_PEER_FAILED;
+    }
+    if ((st = out_queue(iov, 3)) != ICBC_OK)
+        return st;
     if (flush_out() != 0) {
         link_lost("writing to it failed");
         return ICBC_ERR_PEER_FAILED;
@@ -418,21 +440,55 @@ static void link_lost(const char *why)
             host_failed(host, err);
 }
 
-static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len)
+/* A packet from HOST, whole where it lies: its header at HEAD, its
+ * payload at PAYLOAD, LEN bytes (LENT: as many as the header says; the
+ * agent lent its buffer, IMPI_FRAME_PACKET_AT). The agent held it to the
+ * layout when it read it from the WAN; that it is this process's is checked
+ * once more, as the frame crossed a local link. */
+static void frame_packet(uint32_t host, const uint8_t *head, const uint8_t *payload, size_t len,
+                         int lent)
 {
+    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
+    impi_pkt_hdr_t hdr;
+    impi_rx_pkt_t pkt = { &hdr, -1, -1, payload, len };
     char err[256];
 
+    if (impi_host.conns[host].failed)
+        return;
+    if (impi_pkt_hdr_parse(head, l->datalen, &hdr) == ICBC_OK) {
+        pkt.src = impi_layout_proc_rank(l, (int) host, &hdr.src);
+        pkt.dest = impi_layout_proc_rank(l, impi_host.self_host, &hdr.dest);
+        if (lent)
+            pkt.len = hdr.len;
+    }
+    if (pkt.src < 0 || pkt.dest != MPIR_Process.rank || pkt.len != hdr.len) {
+        snprintf(err, sizeof(err),
+                 "its agent handed on a packet of type %u that is not this process's", hdr.type);
+        host_failed((int) host, err);
+        return;
+    }
+    on_packet((void *) (intptr_t) host, &pkt);
+}
+
+static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *body, size_t len)
+{
+    uintptr_t at;
+
+    (void) arg;
     /* the agent checked HOST when it read the packet from the WAN */
     if (host >= (uint32_t) MPIDI_ICBC_impi.layout.nhosts_total ||
         host == (uint32_t) impi_host.self_host)
         return;
     if (kind == IMPI_FRAME_LOST) {
+        char err[IMPI_FRAME_LOST_MAX + 1];
         snprintf(err, sizeof(err), "%.*s", (int) len, (const char *) body);
         host_failed((int) host, err);
-    } else if (kind == IMPI_FRAME_PACKET && !impi_host.conns[host].failed &&
-               impi_rx_feed(&impi_host.conns[host].rx, body, len, on_packet,
-                            (void *) (intptr_t) host, err, sizeof(err)) != ICBC_OK) {
-        host_failed((int) host, err);
+    } else if (kind == IMPI_FRAME_PACKET && len >= IMPI_PKT_HDR_SIZE) {
+        frame_packet(host, body, body + IMPI_PKT_HDR_SIZE, len - IMPI_PKT_HDR_SIZE, 0);
+    } else if (kind == IMPI_FRAME_PACKET_AT && impi_host.agent &&
+               len == IMPI_PKT_HDR_SIZE + sizeof(at)) {
+        memcpy(&at, body + IMPI_PKT_HDR_SIZE, sizeof(at));
+        frame_packet(host, body, (const uint8_t *) at, 0, 1);
     }
 }
 
@@ -441,8 +497,6 @@ static void on_frame(void *arg, uint32_t kind, uint32_t host, const uint8_t *bod
  * move as fast as it polls. */
 static int agent_progress(void)
 {
-    const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    char err[256];
     size_t n;
 
     if (impi_host.in_walk)
@@ -451,40 +505,22 @@ static int agent_progress(void)
     impi_agent_poll(impi_host.agent, 0);
     n = impi_agent_local_swap(impi_host.agent, 0, &impi_host.in, &impi_host.in_cap);
     pthread_mutex_unlock(&impi_host.agent_lock);
-    /* whole frames, whose packets the agent held to the layout: read in
-     * place */
+    /* whole frames, read in place; the payloads they name stay the
+     * agent's until the next swap */
     impi_host.in_walk = 1;
     for (size_t off = 0; off + IMPI_FRAME_HDR_SIZE <= n;) {
         uint32_t kind = icbc_get32(impi_host.in + off), host = icbc_get32(impi_host.in + off + 4);
         uint32_t len = icbc_get32(impi_host.in + off + 8);
-        const uint8_t *body = impi_host.in + off + IMPI_FRAME_HDR_SIZE;
-        impi_pkt_hdr_t hdr;
+        on_frame(NULL, kind, host, impi_host.in + off + IMPI_FRAME_HDR_SIZE, len);
         off += IMPI_FRAME_HDR_SIZE + len;
-        if (host >= (uint32_t) l->nhosts_total || kind != IMPI_FRAME_PACKET ||
-            len < IMPI_PKT_HDR_SIZE) {
-            on_frame(NULL, kind, host, body, len);
-            continue;
-        }
-        if (impi_host.conns[host].failed)
-            continue;
-        impi_rx_pkt_t pkt = { &hdr, -1, -1, body + IMPI_PKT_HDR_SIZE, len - IMPI_PKT_HDR_SIZE };
-        if (impi_pkt_hdr_parse(body, l->datalen, &hdr) == ICBC_OK) {
-            pkt.src = impi_layout_proc_rank(l, (int) host, &hdr.src);
-            pkt.dest = impi_layout_proc_rank(l, impi_host.self_host, &hdr.dest);
-        }
-        if (pkt.src < 0 || pkt.dest != MPIR_Process.rank || pkt.len != hdr.len) {
-            snprintf(err, sizeof(err),
-                     "its agent handed on a packet of type %u that is not "
-                     "this process's",
-                     hdr.type);
-            host_failed((int) host, err);
-            continue;
-        }
-        on_packet((void *) (intptr_t) host, &pkt);
     }
     impi_host.in_walk = 0;
     return n > 0;
 }
+
+/* A frame body with at least this many bytes still to come is received
+ * from the link straight into the frame (impi_frames_body_room). */
+#define LINK_DIRECT_MIN 4096
 
 static int impi_move(void)
 {
@@ -511,9 +547,16 @@ static int impi_move(void)
             return 1;
         }
         if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = recv(impi_host.link, buf, sizeof(buf), MSG_DONTWAIT);
+            /* a large frame body straight into the frame, not through BUF */
+            size_t want;
+            uint8_t *room = impi_frames_body_room(&impi_host.frames, &want);
+            int direct = room != NULL && want >= LINK_DIRECT_MIN;
+            ssize_t r = direct ? recv(impi_host.link, room, want, MSG_DONTWAIT)
+                               : recv(impi_host.link, buf, sizeof(buf), MSG_DONTWAIT);
             if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
                 link_lost(r == 0 ? "it closed" : strerror(errno));
+            else if (r > 0 && direct)
+                impi_frames_body_filled(&impi_host.frames, (size_t) r, on_frame, NULL);
             else if (r > 0 && impi_frames_feed(&impi_host.frames, buf, (size_t) r, on_frame, NULL,
                                                err, sizeof(err)) != ICBC_OK)
                 link_lost(err);
@@ -843,11 +886,6 @@ int MPIDI_ICBC_path_impi_open(const MPIDI_ICBC_path_up_t *above_)
     MPIR_ERR_CHKANDJUMP(impi_host.conns == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIR_ERR_CHKANDJUMP(impi_frames_init(&impi_host.frames, l->datalen) != ICBC_OK, mpi_errno,
                         MPI_ERR_OTHER, "**nomem");
-    for (int h = 0; h < l->nhosts_total; h++)
-        if (l->hosts[h].client != MPIDI_ICBC_impi.client)
-            MPIR_ERR_CHKANDJUMP(impi_rx_init(&impi_host.conns[h].rx, l, impi_host.self_host, h) !=
-                                    ICBC_OK,
-                                mpi_errno, MPI_ERR_OTHER, "**nomem");
 
     if (MPIR_Process.rank == self->first_rank) {
         struct in_addr self_addr;
@@ -900,8 +938,6 @@ static void impi_finalize(void)
     }
     if (impi_host.link >= 0)
         close(impi_host.link);
-    for (int h = 0; h < MPIDI_ICBC_impi.layout.nhosts_total; h++)
-        impi_rx_free(&impi_host.conns[h].rx);
     impi_frames_free(&impi_host.frames);
     for (int r = 0; impi_host.icbc_in && r < MPIR_Process.size; r++) {
         if (impi_host.icbc_in[r] && impi_host.icbc_in[r]->active)
