@@ -103,12 +103,12 @@ typedef struct {
 
 /* The host connections (icbc_path_impi.c). */
 void MPIDI_ICBC_impi_attach(const MPIDI_ICBC_impi_up_t *up);
-/* An IMPI packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
+/* An IMPI packet for HOST: HEAD (its header, maybe more) and PAYLOAD.
+ * ICBC_ERR_BUSY, nothing sent: more than HOLD_ABOVE bytes (0: no bound)
+ * wait to go towards HOST (on the agent's connection to it in the node's
+ * first process, to the agent for every host in the others). */
 icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_len,
-                                   const void *payload, size_t len);
-/* Bytes waiting to go towards HOST: on the agent's connection to it in the
- * node's first process, to the agent (for every host) in the others. */
-size_t MPIDI_ICBC_impi_backlog(int host);
+                                   const void *payload, size_t len, size_t hold_above);
 /* HOST broke the protocol: its connection closes, its processes fail. */
 void MPIDI_ICBC_impi_host_failed(int host, const char *why);
 

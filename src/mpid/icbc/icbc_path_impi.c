@@ -143,19 +143,29 @@ static icbc_status_t link_put(uint32_t kind, uint32_t host, const void *a, size_
     return ICBC_OK;
 }
 
-/* A packet for HOST: HEAD (its header, maybe more) and PAYLOAD. */
+/* A packet for HOST: HEAD (its header, maybe more) and PAYLOAD; held back
+ * (ICBC_ERR_BUSY) while more than HOLD_ABOVE bytes wait to go towards HOST
+ * (0: never). What waits is on the agent's connection to HOST in the
+ * node's first process, on the link to the agent (for every host) in the
+ * others; the first process asks and sends under one lock. */
 icbc_status_t MPIDI_ICBC_impi_emit(int host, const uint8_t *head, size_t head_len,
-                                   const void *payload, size_t len)
+                                   const void *payload, size_t len, size_t hold_above)
 {
     icbc_status_t st;
 
     if (host < 0 || host >= MPIDI_ICBC_impi.layout.nhosts_total || impi_host.conns[host].failed)
         return ICBC_ERR_PEER_FAILED;
-    if (!impi_host.agent)
+    if (!impi_host.agent) {
+        if (hold_above && impi_host.out_len - impi_host.out_off > hold_above)
+            return ICBC_ERR_BUSY;
         return link_put(IMPI_FRAME_PACKET, (uint32_t) host, head, head_len, payload, len);
+    }
     /* this process is its host's first: straight onto the host connection */
     pthread_mutex_lock(&impi_host.agent_lock);
-    st = impi_agent_local_packet(impi_host.agent, host, head, head_len, payload, len);
+    if (hold_above && impi_agent_host_backlog(impi_host.agent, host) > hold_above)
+        st = ICBC_ERR_BUSY;
+    else
+        st = impi_agent_local_packet(impi_host.agent, host, head, head_len, payload, len);
     pthread_mutex_unlock(&impi_host.agent_lock);
     return st;
 }
@@ -179,18 +189,6 @@ typedef struct icbc_in {
     uint8_t *dest; /* where the payload goes; NULL: dropped */
     MPIDI_ICBC_xrecv_t x;
 } icbc_in_t;
-
-size_t MPIDI_ICBC_impi_backlog(int host)
-{
-    size_t n;
-
-    if (!impi_host.agent)
-        return impi_host.out_len - impi_host.out_off; /* to the agent, for every host */
-    pthread_mutex_lock(&impi_host.agent_lock);
-    n = impi_agent_host_backlog(impi_host.agent, host);
-    pthread_mutex_unlock(&impi_host.agent_lock);
-    return n;
-}
 
 /* The packets are copied out when sent: the sends complete in the next
  * progress, not inside the caller's send. */
@@ -242,11 +240,6 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
         return MPIDI_ICBC_ERR_PEER(peer->rank,
                                    "the IMPI job's DATALEN is too small for ICBC's messages");
     MPIDI_ICBC_impi_where(peer->rank, &client, &host);
-    if (lane != MPIDI_ICBC_LANE_ORDERED &&
-        MPIDI_ICBC_impi_backlog(host) > MPIDI_ICBC_IMPI_BACKLOG) {
-        *busy = 1;
-        return MPI_SUCCESS;
-    }
     impi_pkt_hdr_t h = {
         .type = IMPI_PK_ICBC,
         .src = l->procs[MPIR_Process.rank],
@@ -258,7 +251,16 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
     h.len = (uint32_t) (inner_len + n);
     impi_pkt_hdr_pack(&h, head);
     memcpy(head + IMPI_PKT_HDR_SIZE, inner, inner_len);
-    if (MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n) != ICBC_OK)
+    /* the message's first packet waits while the connection is full
+     * (but for the ordered lane's); the others follow it */
+    icbc_status_t st =
+        MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE + inner_len, payload, n,
+                             lane != MPIDI_ICBC_LANE_ORDERED ? MPIDI_ICBC_IMPI_BACKLOG : 0);
+    if (st == ICBC_ERR_BUSY) {
+        *busy = 1;
+        return MPI_SUCCESS;
+    }
+    if (st != ICBC_OK)
         return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     h.count = 0;
     for (size_t off = n; off < len; off += n) {
@@ -266,8 +268,8 @@ static int impi_lane_send(icbc_peer_t *peer, int lane, const void *inner, size_t
         h.len = (uint32_t) n;
         h.seqnum = off;
         impi_pkt_hdr_pack(&h, head);
-        if (MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off,
-                                 n) != ICBC_OK)
+        if (MPIDI_ICBC_impi_emit(host, head, IMPI_PKT_HDR_SIZE, (const uint8_t *) payload + off, n,
+                                 0) != ICBC_OK)
             return MPIDI_ICBC_ERR_PEER(peer->rank, "its IMPI host connection was lost");
     }
     if (done_later(cb, arg) != 0)

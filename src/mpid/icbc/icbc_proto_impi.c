@@ -444,10 +444,9 @@ static icbc_status_t emit(void *arg, int host, const uint8_t *hdr, const void *p
 
     /* data waits in its pair's order while the connection is full
      * (impi_p2p_progress in writable); answers never wait */
-    if ((type == IMPI_PK_DATA || type == IMPI_PK_DATASYNC) &&
-        MPIDI_ICBC_impi_backlog(host) > MPIDI_ICBC_IMPI_BACKLOG)
-        return ICBC_ERR_BUSY;
-    return MPIDI_ICBC_impi_emit(host, hdr, IMPI_PKT_HDR_SIZE, payload, len);
+    return MPIDI_ICBC_impi_emit(
+        host, hdr, IMPI_PKT_HDR_SIZE, payload, len,
+        type == IMPI_PK_DATA || type == IMPI_PK_DATASYNC ? MPIDI_ICBC_IMPI_BACKLOG : 0);
 }
 
 /* An emit fails only towards a lost host, whose sends end in on_host_lost. */
