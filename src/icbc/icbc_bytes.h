@@ -1,13 +1,14 @@
 /*
  * Network-order fields of ICBC's wire formats (business card, wire header,
- * route header): unaligned loads and stores of 16, 32 and 64 bits, and the
- * filling of a fixed-size part from a stream.
+ * route header): unaligned loads and stores of 16, 32 and 64 bits, the
+ * filling of a fixed-size part from a stream, and a growing buffer.
  */
 #ifndef ICBC_BYTES_H
 #define ICBC_BYTES_H
 
 #include <arpa/inet.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static inline uint64_t icbc_hton64(uint64_t v)
@@ -69,6 +70,25 @@ static inline int icbc_fill(uint8_t *dst, size_t *have, size_t want, const uint8
     *src += n;
     *len -= n;
     return *have == want;
+}
+
+/* *BUF (of *CAP bytes) holds at least NEED bytes after it: its capacity
+ * doubles (from 256) until it does, what it held kept. -1: out of memory,
+ * *BUF as it was. */
+static inline int icbc_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    size_t n = *cap ? *cap : 256;
+    uint8_t *p;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need)
+        n *= 2;
+    if ((p = (uint8_t *) realloc(*buf, n)) == NULL)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
 }
 
 #endif /* ICBC_BYTES_H */

@@ -23,11 +23,11 @@ include_icbc_HEADERS += src/impi/impi_proto.h src/impi/impi_server.h src/impi/im
     src/impi/impi_agent.h src/impi/impi_relay.h
 
 bin_PROGRAMS += impi-server
-impi_server_SOURCES = src/impi/server_main.c
+impi_server_SOURCES = src/impi/server_main.c src/impi/cli.c src/impi/impi_cli.h
 impi_server_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/impi
 impi_server_LDADD = libicbc.la
 
 bin_PROGRAMS += impi-relay
-impi_relay_SOURCES = src/impi/relay_main.c
+impi_relay_SOURCES = src/impi/relay_main.c src/impi/cli.c src/impi/impi_cli.h
 impi_relay_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/impi
 impi_relay_LDADD = libicbc.la

@@ -238,17 +238,9 @@ static void wire_put(wire_t *w, const void *a, size_t alen, const void *b, size_
             return;
     }
     size_t need = w->len + alen + blen;
-    if (need > w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 65536;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *p = realloc(w->out, cap);
-        if (p == NULL) {
-            w->broken = 1;
-            return;
-        }
-        w->out = p;
-        w->cap = cap;
+    if (icbc_grow(&w->out, &w->cap, need) != 0) {
+        w->broken = 1;
+        return;
     }
     if (alen)
         memcpy(w->out + w->len, a, alen);

@@ -101,6 +101,10 @@ icbc_status_t impi_layout_add(impi_layout_t *layout, uint32_t label, uint32_t ma
  * defaults of labels no client gave and the flow-control marks. */
 icbc_status_t impi_layout_check(impi_layout_t *layout, char *err, size_t errlen);
 
+/* The host of world rank RANK (0 <= RANK < nprocs_total): the last host
+ * whose first rank is at most RANK. */
+int impi_layout_host_of(const impi_layout_t *layout, int rank);
+
 /* The layout as bytes, to hand it from the process that ran start-up to
  * the others of its client (same program, same machine kind: the fields are
  * in host order). *BUF is malloc'd. */

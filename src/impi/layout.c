@@ -694,3 +694,17 @@ icbc_status_t impi_layout_unpack(const void *buf, size_t len, impi_layout_t *l, 
     memcpy(l->datarep, h.datarep, sizeof(l->datarep));
     return ICBC_OK;
 }
+
+int impi_layout_host_of(const impi_layout_t *l, int rank)
+{
+    int lo = 0, hi = l->nhosts_total - 1;
+
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (l->hosts[mid].first_rank <= rank)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}

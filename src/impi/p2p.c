@@ -81,21 +81,6 @@ static pair_t *pair_of(impi_p2p_t *p, int local, int remote)
                      (size_t) remote];
 }
 
-/* The host of world rank RANK. */
-static int host_of(const impi_layout_t *l, int rank)
-{
-    int lo = 0, hi = l->nhosts_total - 1;
-
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (l->hosts[mid].first_rank <= rank)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_p2p_ops_t *ops,
                               void *arg, impi_p2p_t **out)
 {
@@ -227,7 +212,7 @@ static icbc_status_t hold(impi_p2p_t *p, int local, int remote, pair_t *pr, icbc
  * receiver has its first packet, so their order is kept). */
 static icbc_status_t pair_progress_once(impi_p2p_t *p, int local, int remote, pair_t *pr)
 {
-    int host = host_of(p->layout, remote);
+    int host = impi_layout_host_of(p->layout, remote);
     uint32_t datalen = p->layout->datalen;
     send_op_t *op = pr->head;
 
@@ -327,7 +312,7 @@ static icbc_status_t answer(impi_p2p_t *p, uint32_t type, int local, int remote,
     h.tag = -1;
     h.count = -1;
     pair_of(p, local, remote)->unacked++;
-    return emit(p, host_of(p->layout, remote), type, local, remote, &h, NULL, 0);
+    return emit(p, impi_layout_host_of(p->layout, remote), type, local, remote, &h, NULL, 0);
 }
 
 /* A free slot of the long messages' table, with its new drqid; the table
@@ -405,7 +390,8 @@ static icbc_status_t count_received(impi_p2p_t *p, int remote, int local)
     h.lsrank = -1;
     h.tag = -1;
     h.count = -1;
-    return emit(p, host_of(p->layout, remote), IMPI_PK_PROTOACK, local, remote, &h, NULL, 0);
+    return emit(p, impi_layout_host_of(p->layout, remote), IMPI_PK_PROTOACK, local, remote, &h,
+                NULL, 0);
 }
 
 static icbc_status_t on_data(impi_p2p_t *p, int host, const impi_rx_pkt_t *pkt, char *err,

@@ -147,17 +147,9 @@ static void conn_put(relay_conn_t *c, const void *a, size_t alen, const void *b,
 
     if (c->fd < 0 || c->r->failed)
         return;
-    if (need > c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 65536;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *n = realloc(c->out, cap);
-        if (n == NULL) {
-            relay_failf(c->r, "out of memory queueing for %s %d", side_name(c->side), c->peer);
-            return;
-        }
-        c->out = n;
-        c->cap = cap;
+    if (icbc_grow(&c->out, &c->cap, need) != 0) {
+        relay_failf(c->r, "out of memory queueing for %s %d", side_name(c->side), c->peer);
+        return;
     }
     if (alen)
         memcpy(c->out + c->len, a, alen);

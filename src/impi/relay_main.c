@@ -21,8 +21,11 @@
 #include <string.h>
 
 #include "icbc_log.h"
+#include "impi_cli.h"
 #include "impi_proto.h"
 #include "impi_relay.h"
+
+#define PROG "impi-relay"
 
 static void usage(FILE *f)
 {
@@ -54,12 +57,6 @@ static void usage(FILE *f)
           f);
 }
 
-static int bad(const char *opt, const char *val, const char *want)
-{
-    fprintf(stderr, "impi-relay: bad %s '%s': %s\n", opt, val ? val : "", want);
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
     impi_relay_config_t cfg = { .timeout = 600 };
@@ -68,66 +65,40 @@ int main(int argc, char **argv)
     icbc_status_t st;
 
     for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        struct in_addr a;
-        if (!strcmp(o, "-help") || !strcmp(o, "--help") || !strcmp(o, "-h")) {
+        const char *o, *v;
+        int r = impi_cli_next(PROG, argc, argv, &i, &o, &v);
+        if (r == 1) {
             usage(stdout);
             return 0;
         }
-        if (v == NULL)
-            return bad(o, "", "unknown option or missing value (see -help)");
-        i++;
-        if (!strcmp(o, "-server")) {
+        if (r == 0 && !strcmp(o, "-server"))
             cfg.server = v;
-        } else if (!strcmp(o, "-port")) {
-            long p = strtol(v, &end, 10);
-            if (*end || p < 0 || p > 65535)
-                return bad(o, v, "want 0..65535");
-            cfg.port = (uint16_t) p;
-        } else if (!strcmp(o, "-auth")) {
-            if (!strcmp(v, "none")) {
-                cfg.require_key = 0;
-            } else if (!strncmp(v, "key:", 4) && v[4]) {
-                cfg.require_key = 1;
-                if (impi_key_read(v + 4, &cfg.key, err, sizeof(err)) != ICBC_OK) {
-                    fprintf(stderr, "impi-relay: %s\n", err);
-                    return 2;
-                }
-            } else {
-                return bad(o, v, "want none or key:FILE");
-            }
-        } else if (!strcmp(o, "-inside") || !strcmp(o, "-outside")) {
-            if (inet_pton(AF_INET, v, &a) != 1)
-                return bad(o, v, "want an IPv4 address");
-            if (o[1] == 'i')
-                cfg.inside_addr = v;
-            else
-                cfg.outside_addr = v;
-        } else if (!strcmp(o, "-trunks") || !strcmp(o, "-rank")) {
-            long k = strtol(v, &end, 10);
-            if (*end || k < 1 || k > IMPI_RELAY_TRUNKS_MAX)
-                return bad(o, v, "want 1..16");
-            if (o[1] == 't')
-                cfg.trunks = (int) k;
-            else
-                cfg.rank = (int) k;
-        } else if (!strcmp(o, "-leader")) {
+        else if (r == 0 && !strcmp(o, "-port"))
+            r = impi_cli_port(PROG, o, v, &cfg.port);
+        else if (r == 0 && !strcmp(o, "-auth"))
+            r = impi_cli_auth(PROG, o, v, &cfg.require_key, &cfg.key);
+        else if (r == 0 && !strcmp(o, "-inside") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
+            cfg.inside_addr = v;
+        else if (r == 0 && !strcmp(o, "-outside") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
+            cfg.outside_addr = v;
+        else if (r == 0 && !strcmp(o, "-trunks"))
+            r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.trunks);
+        else if (r == 0 && !strcmp(o, "-rank"))
+            r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.rank);
+        else if (r == 0 && !strcmp(o, "-leader"))
             cfg.leader = v;
-        } else if (!strcmp(o, "-timeout")) {
-            double t = strtod(v, &end);
-            if (*end || !(t >= 0 && t <= 86400))
-                return bad(o, v, "want seconds, 0..86400");
-            cfg.timeout = t;
-        } else {
-            return bad(o, v, "unknown option (see -help)");
-        }
+        else if (r == 0 && !strcmp(o, "-timeout"))
+            r = impi_cli_seconds(PROG, o, v, &cfg.timeout);
+        else if (r == 0)
+            r = impi_cli_bad(PROG, o, v, "unknown option (see -help)");
+        if (r)
+            return r;
     }
     if (cfg.server == NULL)
-        return bad("-server", "", "impi-server's ADDR:PORT is required");
+        return impi_cli_bad(PROG, "-server", "", "impi-server's ADDR:PORT is required");
     if ((cfg.leader != NULL) != (cfg.rank > 0) || (cfg.leader && cfg.trunks))
-        return bad(cfg.leader ? "-leader" : "-rank", "",
-                   "-leader and -rank go together, and -trunks is the leader's");
+        return impi_cli_bad(PROG, cfg.leader ? "-leader" : "-rank", "",
+                            "-leader and -rank go together, and -trunks is the leader's");
     icbc_log_set_ident("impi-relay");
     signal(SIGPIPE, SIG_IGN);
     st = impi_relay_create(&cfg, &relay, err, sizeof(err));

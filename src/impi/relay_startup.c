@@ -91,26 +91,11 @@ struct impi_rly {
 
 /* ---- bytes --------------------------------------------------------------- */
 
-static int grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    uint8_t *p = realloc(*buf, n);
-    if (p == NULL)
-        return -1;
-    *buf = p;
-    *cap = n;
-    return 0;
-}
-
 static int put(queue_t *q, const void *bytes, size_t len)
 {
     if (q->off == q->len)
         q->off = q->len = 0;
-    if (grow(&q->buf, &q->cap, q->len + len) < 0)
+    if (icbc_grow(&q->buf, &q->cap, q->len + len) < 0)
         return -1;
     if (len)
         memcpy(q->buf + q->len, bytes, len);
@@ -486,7 +471,7 @@ static int append(inbuf_t *b, const void *bytes, size_t len)
 {
     if (len == 0)
         return 0;
-    if (grow(&b->buf, &b->cap, b->len + len) < 0)
+    if (icbc_grow(&b->buf, &b->cap, b->len + len) < 0)
         return -1;
     memcpy(b->buf + b->len, bytes, len);
     b->len += len;
@@ -789,20 +774,6 @@ const impi_layout_t *impi_rly_outside(const impi_rly_t *r)
 
 /* ---- packets ------------------------------------------------------------- */
 
-static int host_of_rank(const impi_layout_t *l, int rank)
-{
-    int lo = 0, hi = l->nhosts_total - 1;
-
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (l->hosts[mid].first_rank <= rank)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 void impi_relay_route(const impi_layout_t *in, const impi_layout_t *out, int client,
                       int from_inside, const impi_rx_pkt_t *pkt, impi_pkt_hdr_t *hdr, int *host,
                       int *relay)
@@ -813,9 +784,9 @@ void impi_relay_route(const impi_layout_t *in, const impi_layout_t *out, int cli
     *hdr = *pkt->hdr;
     hdr->src = to->procs[pkt->src];
     hdr->dest = to->procs[pkt->dest];
-    *host = host_of_rank(to, pkt->dest);
+    *host = impi_layout_host_of(to, pkt->dest);
     /* the connection is the one of the host that holds the source on the
      * next side: the relay whose block it is */
-    src_host = host_of_rank(to, pkt->src);
+    src_host = impi_layout_host_of(to, pkt->src);
     *relay = src_host - to->first_host[to->hosts[src_host].client];
 }

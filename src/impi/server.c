@@ -78,26 +78,11 @@ static const char *who(const slot_t *s, char *buf, size_t len)
     return buf;
 }
 
-static int reserve(uint8_t **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    uint8_t *p = realloc(*buf, n);
-    if (p == NULL)
-        return -1;
-    *buf = p;
-    *cap = n;
-    return 0;
-}
-
 static int put_out(slot_t *s, const void *bytes, size_t len)
 {
     if (s->out_off == s->out_len)
         s->out_off = s->out_len = 0;
-    if (reserve(&s->out, &s->out_cap, s->out_len + len) < 0)
+    if (icbc_grow(&s->out, &s->out_cap, s->out_len + len) < 0)
         return -1;
     memcpy(s->out + s->out_len, bytes, len);
     s->out_len += len;
@@ -421,7 +406,7 @@ icbc_status_t impi_srv_input(impi_srv_t *srv, int slot, const void *bytes, size_
     }
     /* a command's bytes are kept until it is whole; its length was checked
      * (at most IMPI_CMD_LEN_MAX) as soon as its header was */
-    if (reserve(&s->in, &s->in_cap, s->in_len + len) < 0) {
+    if (icbc_grow(&s->in, &s->in_cap, s->in_len + len) < 0) {
         icbc_err(ICBC_ERR_INVALID, err, errlen, "out of memory for %zu bytes from %s", len,
                  s->peer);
         return ICBC_ERR_NO_MEMORY;

@@ -19,8 +19,11 @@
 #include <string.h>
 
 #include "icbc_log.h"
+#include "impi_cli.h"
 #include "impi_proto.h"
 #include "impi_server.h"
+
+#define PROG "impi-server"
 
 static void usage(FILE *f)
 {
@@ -42,23 +45,6 @@ static void usage(FILE *f)
           "Exit status: 0 after FINI from every client; 1 on an error (a malformed command,\n"
           "a client closing before FINI, a stalled start-up); 2 for a bad option.\n",
           f);
-}
-
-static int bad(const char *opt, const char *val, const char *want)
-{
-    fprintf(stderr, "impi-server: bad %s '%s': %s\n", opt, val ? val : "", want);
-    return 2;
-}
-
-static int read_key(const char *path, uint64_t *key)
-{
-    char err[256];
-
-    if (impi_key_read(path, key, err, sizeof(err)) != ICBC_OK) {
-        fprintf(stderr, "impi-server: %s\n", err);
-        return -1;
-    }
-    return 0;
 }
 
 static void default_host(char *buf, size_t len)
@@ -87,53 +73,32 @@ int main(int argc, char **argv)
     icbc_status_t st;
 
     for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (!strcmp(o, "-help") || !strcmp(o, "--help") || !strcmp(o, "-h")) {
+        const char *o, *v;
+        int r = impi_cli_next(PROG, argc, argv, &i, &o, &v);
+        if (r == 1) {
             usage(stdout);
             return 0;
         }
-        if (v == NULL)
-            return bad(o, "", "unknown option or missing value (see -help)");
-        i++;
-        if (!strcmp(o, "-server")) {
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > IMPI_MAX_CLIENTS)
-                return bad(o, v, "want 1..32 clients");
-            cfg.proto.nclients = (int) n;
-        } else if (!strcmp(o, "-port")) {
-            long p = strtol(v, &end, 10);
-            if (*end || p < 0 || p > 65535)
-                return bad(o, v, "want 0..65535");
-            cfg.port = (uint16_t) p;
-        } else if (!strcmp(o, "-auth")) {
-            if (!strcmp(v, "none")) {
-                cfg.proto.require_key = 0;
-            } else if (!strncmp(v, "key:", 4) && v[4]) {
-                cfg.proto.require_key = 1;
-                if (read_key(v + 4, &cfg.proto.key) < 0)
-                    return 2;
-            } else {
-                return bad(o, v, "want none or key:FILE");
-            }
-        } else if (!strcmp(o, "-host")) {
-            struct in_addr a;
-            if (inet_pton(AF_INET, v, &a) != 1)
-                return bad(o, v, "want an IPv4 address");
+        if (r == 0 && !strcmp(o, "-server"))
+            r = impi_cli_int(PROG, o, v, 1, IMPI_MAX_CLIENTS, "want 1..32 clients",
+                             &cfg.proto.nclients);
+        else if (r == 0 && !strcmp(o, "-port"))
+            r = impi_cli_port(PROG, o, v, &cfg.port);
+        else if (r == 0 && !strcmp(o, "-auth"))
+            r = impi_cli_auth(PROG, o, v, &cfg.proto.require_key, &cfg.proto.key);
+        else if (r == 0 && !strcmp(o, "-host") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
             host = v;
-        } else if (!strcmp(o, "-listen")) {
+        else if (r == 0 && !strcmp(o, "-listen"))
             cfg.listen_addr = v;
-        } else if (!strcmp(o, "-timeout")) {
-            double t = strtod(v, &end);
-            if (*end || !(t >= 0 && t <= 86400))
-                return bad(o, v, "want seconds, 0..86400");
-            cfg.timeout = t;
-        } else {
-            return bad(o, v, "unknown option (see -help)");
-        }
+        else if (r == 0 && !strcmp(o, "-timeout"))
+            r = impi_cli_seconds(PROG, o, v, &cfg.timeout);
+        else if (r == 0)
+            r = impi_cli_bad(PROG, o, v, "unknown option (see -help)");
+        if (r)
+            return r;
     }
     if (cfg.proto.nclients == 0)
-        return bad("-server", "", "the number of clients is required");
+        return impi_cli_bad(PROG, "-server", "", "the number of clients is required");
     icbc_log_set_ident("impi-server");
     signal(SIGPIPE, SIG_IGN);
     st = impi_server_create(&cfg, &server, err, sizeof(err));

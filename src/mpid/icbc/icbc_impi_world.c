@@ -281,17 +281,9 @@ fn_fail:
 void MPIDI_ICBC_impi_where(int r, int *client, int *host)
 {
     const impi_layout_t *l = &MPIDI_ICBC_impi.layout;
-    int lo = 0, hi = l->nhosts_total - 1;
 
-    while (lo < hi) { /* the last host whose first rank is <= r */
-        int mid = (lo + hi + 1) / 2;
-        if (l->hosts[mid].first_rank <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    *host = lo;
-    *client = l->hosts[lo].client;
+    *host = impi_layout_host_of(l, r);
+    *client = l->hosts[*host].client;
 }
 
 /* The nodes of MPI_COMM_WORLD must be the same in every client, or MPICH's
