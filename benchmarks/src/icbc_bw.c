@@ -19,31 +19,33 @@
 
 static const struct bench_desc desc = {
     .name = "icbc_bw",
-    .summary = "Uni-directional bandwidth rank 0 -> rank 1: a window of MPI_Isend (receiver\n"
-               "posts as many MPI_Irecv), MPI_Waitall, a 4-byte ack; reports MB/s (10^6 B/s).",
+    .summary = "Uni-directional bandwidth rank A -> rank B (--pair A,B; default 0,1): a window\n"
+               "of MPI_Isend (the receiver posts as many MPI_Irecv), MPI_Waitall, a 4-byte ack;\n"
+               "reports MB/s (10^6 B/s).",
     .csv_header = "size,bandwidth_mbps",
-    .accepted = BENCH_OPT_WINDOW | BENCH_OPT_STAT,
+    .accepted = BENCH_OPT_WINDOW | BENCH_OPT_STAT | BENCH_OPT_PAIR,
     .min_ranks = 2,
     .even_ranks = 0,
 };
 
 /*
- * n window iterations. If `wt` is not NULL, rank 0 stores the duration of each iteration
- * (window sent, ack received) in it. Returns the number of receives with a wrong byte count.
+ * n window iterations between the sender and PEER. If `wt` is not NULL, the sender stores
+ * the duration of each iteration (window sent, ack received) in it. Returns the number of
+ * receives with a wrong byte count.
  */
-static int run_windows(int rank, unsigned char *buf, size_t size, int window, int n,
+static int run_windows(int sender, int peer, unsigned char *buf, size_t size, int window, int n,
                        MPI_Request *req, MPI_Status *sts, double *wt)
 {
     int bad = 0;
     char ack[4] = { 0 };
     double prev = MPI_Wtime();
     for (int it = 0; it < n; it++) {
-        if (rank == 0) {
+        if (sender) {
             for (int w = 0; w < window; w++)
-                MPI_Isend(buf + (size_t) w * size, (int) size, MPI_BYTE, 1, TAG_DATA,
+                MPI_Isend(buf + (size_t) w * size, (int) size, MPI_BYTE, peer, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
-            MPI_Recv(ack, 4, MPI_BYTE, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (wt) {
                 double now = MPI_Wtime();
                 wt[it] = now - prev;
@@ -51,15 +53,15 @@ static int run_windows(int rank, unsigned char *buf, size_t size, int window, in
             }
         } else {
             for (int w = 0; w < window; w++)
-                MPI_Irecv(buf + (size_t) w * size, (int) size, MPI_BYTE, 0, TAG_DATA,
+                MPI_Irecv(buf + (size_t) w * size, (int) size, MPI_BYTE, peer, TAG_DATA,
                           MPI_COMM_WORLD, &req[w]);
             MPI_Waitall(window, req, sts);
-            MPI_Send(ack, 4, MPI_BYTE, 0, TAG_ACK, MPI_COMM_WORLD);
+            MPI_Send(ack, 4, MPI_BYTE, peer, TAG_ACK, MPI_COMM_WORLD);
         }
     }
-    if (rank == 1 && n > 0)
+    if (!sender && n > 0)
         for (int w = 0; w < window; w++)
-            bad += bench_check_count(&sts[w], size, desc.name, rank);
+            bad += bench_check_count(&sts[w], size, desc.name, peer);
     return bad;
 }
 
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
         .min_iters = 5,
         .corrupt = 0,
         .stat = BENCH_STAT_MEAN,
+        .pair = { 0, 1 },
     };
     int rc = bench_parse(argc, argv, &desc, &o, rank);
     if (rc)
@@ -94,9 +97,12 @@ int main(int argc, char **argv)
         return bench_finish(desc.name, rank, 1, "bad options");
     }
 
-    int active = rank < 2;
+    if (o.pair[0] >= nranks || o.pair[1] >= nranks)
+        return bench_finish(desc.name, rank, 1, "--pair names a rank beyond the world");
+    int sender = rank == o.pair[0], receiver = rank == o.pair[1], active = sender || receiver;
+    int peer = sender ? o.pair[1] : o.pair[0];
     size_t span = active ? (size_t) o.window * o.max_size : 0;
-    unsigned char *buf = bench_alloc(span, rank == 0 ? "send buffers" : "receive buffers", rank);
+    unsigned char *buf = bench_alloc(span, sender ? "send buffers" : "receive buffers", rank);
     MPI_Request *req = calloc((size_t) o.window, sizeof(*req));
     MPI_Status *sts = calloc((size_t) o.window, sizeof(*sts));
     double *wt = calloc((size_t) o.iters, sizeof(*wt));
@@ -106,7 +112,7 @@ int main(int argc, char **argv)
     }
     int failed = 0;
 
-    if (rank == 0) {
+    if (sender) {
         printf("%s\n", desc.csv_header);
         fflush(stdout);
     }
@@ -118,36 +124,36 @@ int main(int argc, char **argv)
         double wt_stat = 0.0;
 
         if (active) {
-            if (rank == 0)
+            if (sender)
                 for (int w = 0; w < o.window; w++)
                     bench_fill(buf + (size_t) w * size, size, 0, 1, w);
-            run_windows(rank, buf, size, o.window, warmup, req, sts, NULL);
-            if (rank == 1)
+            run_windows(sender, peer, buf, size, o.window, warmup, req, sts, NULL);
+            if (receiver)
                 memset(buf, 0, (size_t) o.window * size);
         }
         MPI_Barrier(MPI_COMM_WORLD);
 
         if (active) {
-            bad += run_windows(rank, buf, size, o.window, iters, req, sts, wt);
-            if (rank == 0)
+            bad += run_windows(sender, peer, buf, size, o.window, iters, req, sts, wt);
+            if (sender)
                 wt_stat = bench_stat_time(wt, iters, o.stat);
 
-            if (rank == 1) {
+            if (receiver) {
                 if (o.corrupt && size > 0)
                     buf[(size_t) (o.window - 1) * size + size / 2] ^= 0x5a;
                 for (int w = 0; w < o.window; w++)
                     bad += bench_verify(buf + (size_t) w * size, size, 0, 1, w, desc.name);
             }
         }
-        if (rank == 0)
+        if (sender)
             bench_count_sent(size, ((long long) warmup + iters) * o.window);
-        else if (rank == 1)
+        else if (receiver)
             bench_count_sent(4, (long long) warmup + iters);
         if (!bench_agree_ok(bad, MPI_COMM_WORLD)) {
             failed = 1;
             break;
         }
-        if (rank == 0) {
+        if (sender) {
             double bytes = (double) size * (double) o.window;
             printf("%zu,%.3f\n", size, bytes / wt_stat / 1e6);
             fflush(stdout);
