@@ -75,7 +75,9 @@ def prepare_steps(a):
 
 
 def pytest(*files, mark=None, extra=()):
-    argv = [PY, "-m", "pytest"] + [os.path.join(TOP, "test", "pytest", f) for f in files]
+    # the slowest cases in each suite's log, to see where its time goes
+    argv = [PY, "-m", "pytest", "--durations=5"] + \
+        [os.path.join(TOP, "test", "pytest", f) for f in files]
     if mark:
         argv += ["-m", mark]
     return argv + list(extra)
