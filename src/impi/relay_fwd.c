@@ -85,50 +85,72 @@ int relay_all_closed(const impi_relay_t *r)
 
 /* ---- queues and back-pressure --------------------------------------------- */
 
+/* Reading connections of kind SIDE stops while a kind they feed is full:
+ * an inside host's packets go out to the outside hosts or over a link, an
+ * outside host's in or over a link, a link's in or out. */
+static int reading_paused(const impi_relay_t *r, int side)
+{
+    for (int k = 0; k < 3; k++)
+        if (k != side && r->full[k])
+            return 1;
+    return 0;
+}
+
 static void conn_arm(relay_conn_t *c)
 {
-    int paused = c->side != RELAY_LINK && c->r->paused[c->side];
-    uint32_t want = (paused ? 0 : EPOLLIN) | (c->len > c->off ? EPOLLOUT : 0);
-
-    if (c->fd >= 0 && want != c->events && bt_poller_mod_fd(c->r->poller, c->fd, want) == ICBC_OK)
+    if (c->fd < 0)
+        return;
+    uint32_t want =
+        (reading_paused(c->r, c->side) ? 0 : EPOLLIN) | (c->len > c->off ? EPOLLOUT : 0);
+    if (want != c->events && bt_poller_mod_fd(c->r->poller, c->fd, want) == ICBC_OK)
         c->events = want;
 }
 
-static void side_arm(impi_relay_t *r, int side)
+/* The connections of kind SIDE, *N of them. */
+static relay_conn_t *kind_conns(impi_relay_t *r, int side, int *n)
 {
     if (side == RELAY_OUTSIDE) {
-        for (int h = 0; h < r->out->nhosts_total; h++)
-            conn_arm(&r->outs[h]);
-    } else {
-        for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-            conn_arm(&r->ins[i]);
+        *n = r->out->nhosts_total;
+        return r->outs;
+    }
+    if (side == RELAY_INSIDE) {
+        *n = IMPI_MAX_CLIENTS * r->nin;
+        return r->ins;
+    }
+    *n = IMPI_RELAY_TRUNKS_MAX;
+    return r->links;
+}
+
+static void arm_all(impi_relay_t *r)
+{
+    for (int k = 0; k < 3; k++) {
+        int n;
+        relay_conn_t *c = kind_conns(r, k, &n);
+        for (int i = 0; i < n; i++)
+            conn_arm(&c[i]);
     }
 }
 
-/* While a host connection holds more than QUEUE_MAX bytes, the other side
- * (which feeds it) is not read, until it is below half. The links between
- * relays are not held back: IMPI's flow control bounds what pairs of
- * processes have in flight through them. */
+/* While a connection holds more than QUEUE_MAX bytes, what feeds its kind
+ * is not read, until every one of the kind is below half of it. The links
+ * between the relays of a trunk are held so too: IMPI's flow control bounds
+ * what each pair of processes has in flight, but not how many pairs
+ * cross one link. */
 static void pressure(impi_relay_t *r, int side, size_t queued)
 {
-    int other = !side;
-
-    if (side == RELAY_LINK)
-        return;
-    if (!r->paused[other] && queued > QUEUE_MAX) {
-        r->paused[other] = 1;
-        side_arm(r, other);
-    } else if (r->paused[other] && queued < QUEUE_MAX / 2) {
+    if (!r->full[side] && queued > QUEUE_MAX) {
+        r->full[side] = 1;
+        arm_all(r);
+    } else if (r->full[side] && queued < QUEUE_MAX / 2) {
         size_t most = 0;
-        int n = side == RELAY_OUTSIDE ? r->out->nhosts_total : IMPI_MAX_CLIENTS * r->nin;
-        for (int i = 0; i < n; i++) {
-            relay_conn_t *c = side == RELAY_OUTSIDE ? &r->outs[i] : &r->ins[i];
-            if (c->len - c->off > most)
-                most = c->len - c->off;
-        }
+        int n;
+        relay_conn_t *c = kind_conns(r, side, &n);
+        for (int i = 0; i < n; i++)
+            if (c[i].len - c[i].off > most)
+                most = c[i].len - c[i].off;
         if (most < QUEUE_MAX / 2) {
-            r->paused[other] = 0;
-            side_arm(r, other);
+            r->full[side] = 0;
+            arm_all(r);
         }
     }
 }

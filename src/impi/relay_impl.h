@@ -62,7 +62,10 @@ struct impi_relay {
     int nin;            /* inside hosts of the private client */
     relay_conn_t links[IMPI_RELAY_TRUNKS_MAX];
     bt_poller_t *poller;
-    int paused[2]; /* a side's reading stopped: a queue of the other side is full */
+    /* back-pressure: per kind of connection (RELAY_INSIDE, _OUTSIDE, _LINK),
+     * one of them holds more than the bound; what feeds that kind (every
+     * other kind) is not read meanwhile */
+    int full[3];
     /* FINI per hop across the relays: persona connections that had FINI
      * (this relay's and the others', told on the links), and per client the
      * relays' outside connections that had it */
