@@ -5,23 +5,34 @@ addresses and a public one, with K = 1, 2, 4 relays, in one run.
 
     /usr/bin/python3 benchmarks/impi/relay_trunks.py [--prefix DIR] [--out DIR]
         [--trunks "1 2 4"] [--reps N] [--nic-rate R] [--wan-rate R] [--delay T]
-        [--npb DIR] [--is-class A] [--ft-class W] [--alltoall-size 64K] [--no-gg]
+        [--nic-queue T] [--a-hosts H] [--npb DIR] [--is-class A] [--ft-class W]
+        [--alltoall-size 64K] [--no-gg]
 
-Testbed "trk": 2 clusters x 6 nodes, 4 routers each (the router nodes are a
-cluster's front-ends), cluster a private (icbc-testbed --private a: only a0..a3
-reach the WAN). Client 0 (cluster a): 8 processes on a4 and a5, through a
-trunk of K relays on a0..a{K-1} (test/mpich/mpiexec_impi.py --relay). Client 1
-(cluster b): 8 processes on b2..b5. Every NIC is shaped to --nic-rate, so a
-trunk of K relays gives cluster a K NICs to the WAN (up to --wan-rate). The
-series "gg" runs the same on testbed "trg", cluster a public and no relay
-(a4 and a5 reach the WAN with their own NICs).
+Testbed "trk": 2 clusters x (4 + H) nodes, 4 routers each (the router nodes
+are a cluster's front-ends), cluster a private (icbc-testbed --private a:
+only a0..a3 reach the WAN). Client 0 (cluster a): 8 processes on a4 ..
+a{3+H} (--a-hosts, default 4), through a trunk of K relays on a0..a{K-1}
+(test/mpich/mpiexec_impi.py --relay). Client 1 (cluster b): 8 processes on
+b2..b5. Every external NIC is shaped to --nic-rate, so a trunk of K relays
+gives cluster a K NICs to the WAN (up to --wan-rate). --nic-queue (default
+the testbed's 10ms) is how long a frame may wait in a NIC's queue before it
+is dropped: a real host's 1000-frame queue holds 600ms at 20 Mbit/s, and
+with 10ms the NICs drop a large part of what TCP sends (the summary says
+how much). Outside, the relays
+stand for client 0's hosts in min(K, H) blocks (docs/impi-relay.md,
+TRUNKING): with H < K only H relays carry what client 0 sends. The series
+"gg" runs the same on testbed "trg", cluster a public and no relay (client
+0's nodes reach the WAN with their own NICs).
 
 Each run: icbc_alltoall (--alltoall-size to every rank), NPB IS and FT (16
 processes). MPIR_CVAR_CH4_ICBC_YIELD=1: 16 ranks share 2 cores, and a rank
 that spins while it waits would take them from the others. Results:
 relay_trunks.csv (series, program, rep, seconds, CPU seconds of the job and
-its relays), relay_trunks_summary.txt (medians, T1 / TK, TK x K / T1) and
-relay_trunks.png (time against K, as the paper's Figure 7).
+its relays, the bytes each WAN-facing NIC of cluster a sent and received in
+the run, the frames the tbf queues dropped and the TCP segments resent on
+the testbed), relay_trunks_summary.txt (medians, T1 / TK, TK x K / T1, the
+relays' shares of the traffic) and relay_trunks.png (time against K, as the
+paper's Figure 7).
 """
 import argparse
 import os
@@ -40,16 +51,15 @@ sys.path.insert(0, os.path.join(TOP, "benchmarks", "apps"))
 from testbed import Testbed  # noqa: E402
 import npb  # noqa: E402
 
-CLIENT_A = "a4,a5"
 CLIENT_B = "b2,b3,b4,b5"
 NP = 16
 
 
-def run(prefix, env, work, name, relay_nodes, argv, timeout):
+def run(prefix, env, work, name, relay_nodes, argv, timeout, client_a):
     """One IMPI job of two clients through mpiexec_impi.py: (rc, output,
     seconds, CPU seconds of everything it waited for)."""
     cmd = [sys.executable, os.path.join(TOP, "test", "mpich", "mpiexec_impi.py"),
-           "--prefix", prefix, "--hosts", f"{CLIENT_A};{CLIENT_B}"]
+           "--prefix", prefix, "--hosts", f"{client_a};{CLIENT_B}"]
     if relay_nodes:
         cmd += ["--relay", ",".join(relay_nodes)]
     cmd += ["-n", str(NP), "-genv", "MPIR_CVAR_CH4_ICBC_YIELD", "1"] + argv
@@ -82,6 +92,8 @@ def main():
     ap.add_argument("--nic-rate", default="20mbit")
     ap.add_argument("--wan-rate", default="80mbit")
     ap.add_argument("--delay", default="1ms")
+    ap.add_argument("--a-hosts", type=int, default=4)
+    ap.add_argument("--nic-queue", default="")
     ap.add_argument("--npb", default=None)
     ap.add_argument("--is-class", default="A")
     ap.add_argument("--ft-class", default="W")
@@ -93,6 +105,9 @@ def main():
     trunks = [int(k) for k in o.trunks.split()]
     if any(k < 1 or k > 4 for k in trunks):
         sys.exit("relay_trunks: --trunks takes 1..4 (cluster a has four front-ends)")
+    if not 1 <= o.a_hosts <= 8:
+        sys.exit("relay_trunks: --a-hosts takes 1..8")
+    client_a = ",".join(f"a{4 + i}" for i in range(o.a_hosts))
     os.makedirs(o.out, exist_ok=True)
     work = os.path.join(TOP, "_build", "bench-trunks")
     os.makedirs(work, exist_ok=True)
@@ -118,8 +133,10 @@ def main():
         mine = [s for s in series if s[1] == bed_name]
         if not mine:
             continue
-        args = ["--clusters", "2", "--nodes", "6", "--routers", "4", "--nic-rate", o.nic_rate,
-                "--wan-rate", o.wan_rate, "--delay", o.delay]
+        args = ["--clusters", "2", "--nodes", str(max(6, 4 + o.a_hosts)), "--routers", "4",
+                "--nic-rate", o.nic_rate, "--wan-rate", o.wan_rate, "--delay", o.delay]
+        if o.nic_queue:
+            args += ["--nic-queue", o.nic_queue]
         if bed_name == "trk":
             args += ["--private", "a"]
         tb = Testbed(bed_name, prefix, args, os.path.join(work, bed_name))
@@ -129,10 +146,18 @@ def main():
             env["MPIEXEC_TIMEOUT"] = str(o.timeout)
             for rep in range(1, o.reps + 1):
                 for s, _bed, relays in (mine if rep % 2 else list(reversed(mine))):
+                    # the NICs cluster a reaches the WAN with: the relays', or
+                    # (no relay) client 0's own
+                    wan_nics = relays or client_a.split(",")
                     for prog, argv in progs.items():
                         name = f"{s}_{prog}_rep{rep}"
+                        nic0 = [tb.nic_bytes(n) for n in wan_nics]
+                        drops0, retrans0 = tb.nic_drops(), tb.tcp_retrans()
                         rc, out, secs, cpu = run(prefix, env, work, name, relays, argv,
-                                                 o.timeout)
+                                                 o.timeout, client_a)
+                        nic = [(t1 - t0, r1 - r0) for (t0, r0), (t1, r1) in
+                               zip(nic0, [tb.nic_bytes(n) for n in wan_nics])]
+                        drops, retrans = tb.nic_drops() - drops0, tb.tcp_retrans() - retrans0
                         value = None
                         if rc == 0 and prog == "alltoall":
                             m = re.search(rf"^{size},([0-9.]+)$", out, re.M)
@@ -147,25 +172,34 @@ def main():
                         print(f"[{time.strftime('%H:%M:%S')}] {name}: {status}, "
                               f"{value if value is not None else '-'} s, wall {secs:.1f} s, "
                               f"CPU {cpu:.1f} s", flush=True)
-                        rows.append((s, prog, rep, value, secs, cpu))
+                        print(f"    NIC bytes sent/received: " + ", ".join(
+                            f"{n} {t / 1e6:.1f}/{r / 1e6:.1f} MB" for n, (t, r) in
+                            zip(wan_nics, nic)) + f"; tbf drops {drops}, TCP resent {retrans}",
+                            flush=True)
+                        rows.append((s, prog, rep, value, secs, cpu, wan_nics, nic, drops,
+                                     retrans))
         finally:
             tb.down()
 
     csv = os.path.join(o.out, "relay_trunks.csv")
     with open(csv, "w") as f:
-        f.write("series,program,rep,seconds,wall_s,cpu_s\n")
-        for s, prog, rep, v, secs, cpu in rows:
-            f.write(f"{s},{prog},{rep},{'' if v is None else f'{v:.6f}'},{secs:.2f},{cpu:.2f}\n")
+        f.write("series,program,rep,seconds,wall_s,cpu_s,nics,nic_tx_mb,nic_rx_mb,tbf_drops,"
+                "tcp_resent\n")
+        for s, prog, rep, v, secs, cpu, nics, nic, drops, retrans in rows:
+            f.write(f"{s},{prog},{rep},{'' if v is None else f'{v:.6f}'},{secs:.2f},{cpu:.2f},"
+                    f"{'/'.join(nics)},{'/'.join(f'{t / 1e6:.2f}' for t, _ in nic)},"
+                    f"{'/'.join(f'{r / 1e6:.2f}' for _, r in nic)},{drops},{retrans}\n")
     med = {}
-    for s, prog, rep, v, secs, cpu in rows:
+    for s, prog, rep, v, *_ in rows:
         if v is not None:
             med.setdefault((s, prog), []).append(v)
     med = {k: statistics.median(v) for k, v in med.items()}
     lines = [f"command: {' '.join(sys.argv)}",
              f"date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
-             f"testbed: 2 clusters x 6 nodes, 4 routers, NIC {o.nic_rate}, WAN {o.wan_rate}, "
-             f"{o.delay} one way; client 0 on {CLIENT_A} (4 each), client 1 on {CLIENT_B} "
-             "(2 each)", "",
+             f"testbed: 2 clusters x {max(6, 4 + o.a_hosts)} nodes, 4 routers, NIC {o.nic_rate} "
+             f"(queue {o.nic_queue or '10ms'}), WAN {o.wan_rate}, "
+             f"{o.delay} one way; client 0 on {client_a}, client 1 on {CLIENT_B} "
+             "(8 processes each)", "",
              "median seconds (alltoall: per call at "
              f"{o.alltoall_size} to each rank; NPB: its own time); T1/TK; TK x K / T1"]
     names = [s for s, _b, _r in series]
@@ -185,8 +219,23 @@ def main():
                 cell += f" (T1/Tgg {t1 / v:.2f})"
             cells.append(cell)
         lines.append(f"{prog:10s} " + "; ".join(cells))
+    lines.append("")
+    lines.append("cluster a's WAN-facing NICs per run (median over reps; MB sent / received, "
+                 "and each NIC's share of what they sent); tbf drops, TCP segments resent:")
+    by = {}
+    for s, prog, rep, v, secs, cpu, nics, nic, drops, retrans in rows:
+        by.setdefault((s, prog), []).append((nics, nic, drops, retrans))
+    for (s, prog), runs in sorted(by.items()):
+        nics = runs[0][0]
+        tx = [statistics.median(r[1][i][0] for r in runs) for i in range(len(nics))]
+        rx = [statistics.median(r[1][i][1] for r in runs) for i in range(len(nics))]
+        tot = sum(tx) or 1
+        lines.append(f"  {s} {prog}: " + ", ".join(
+            f"{n} {t / 1e6:.1f}/{r / 1e6:.1f} ({100 * t / tot:.0f} %)" for n, t, r in
+            zip(nics, tx, rx)) + f"; drops {statistics.median(r[2] for r in runs):.0f}, "
+            f"resent {statistics.median(r[3] for r in runs):.0f}")
     cpu_by = {}
-    for s, prog, rep, v, secs, cpu in rows:
+    for s, prog, rep, v, secs, cpu, *_ in rows:
         cpu_by.setdefault((s, prog), []).append(cpu / secs if secs else 0)
     lines.append("")
     lines.append("CPU use (CPU seconds of the job and its relays per wall second, 2 cores):")

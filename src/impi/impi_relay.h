@@ -127,10 +127,13 @@ typedef struct impi_relay_config {
     uint16_t port;            /* the inside start-up port; 0: any free one */
     int require_key;
     uint64_t key;
-    double timeout;     /* seconds start-up and the end may make no progress */
-    int trunks;         /* the leader: the client's relays, itself included (0: 1) */
-    const char *leader; /* a follower: the leader's start-up "ADDR:PORT"; NULL: a leader */
-    int rank;           /* a follower: its rank, 1 .. trunks - 1 */
+    double timeout;        /* seconds start-up and the end may make no progress */
+    int trunks;            /* the leader: the client's relays, itself included (0: 1) */
+    const char *followers; /* the leader: the inside addresses of relays 1 .. trunks - 1,
+                              comma-separated; a follower joins only from its own.
+                              NULL: from any address */
+    const char *leader;    /* a follower: the leader's start-up "ADDR:PORT"; NULL: a leader */
+    int rank;              /* a follower: its rank, 1 .. trunks - 1 */
 } impi_relay_config_t;
 
 typedef struct impi_relay impi_relay_t;

@@ -206,6 +206,34 @@ static int parse_addr_port(const char *text, struct in_addr *addr, uint16_t *por
 
 static uint32_t leader_persona_port(void *arg, int relay, int client);
 
+/* -followers A1,A2,..: one inside address per follower, in rank order. */
+static int parse_followers(impi_relay_t *r, const char *list, char *err, size_t errlen)
+{
+    char buf[IMPI_RELAY_TRUNKS_MAX * 16 + 16], *save = NULL;
+    int n = 0;
+
+    if (r->rank > 0 || strlen(list) >= sizeof(buf)) {
+        snprintf(err, errlen, "-followers '%s': the leader's option, %d addresses at most", list,
+                 IMPI_RELAY_TRUNKS_MAX - 1);
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+        if (n + 1 >= r->ntrunks || inet_pton(AF_INET, a, &r->follower_v4[n + 1]) != 1) {
+            snprintf(err, errlen, "-followers '%s': want %d IPv4 address%s, one per follower", list,
+                     r->ntrunks - 1, r->ntrunks == 2 ? "" : "es");
+            return -1;
+        }
+        n++;
+    }
+    if (n != r->ntrunks - 1) {
+        snprintf(err, errlen, "-followers '%s': want %d IPv4 address%s, one per follower", list,
+                 r->ntrunks - 1, r->ntrunks == 2 ? "" : "es");
+        return -1;
+    }
+    return 0;
+}
+
 icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **out, char *err,
                                 size_t errlen)
 {
@@ -237,6 +265,8 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
                  IMPI_RELAY_TRUNKS_MAX, IMPI_RELAY_TRUNKS_MAX - 1);
         goto fail;
     }
+    if (cfg->followers && parse_followers(r, cfg->followers, err, errlen) < 0)
+        goto fail;
     if (cfg->outside_addr && inet_pton(AF_INET, cfg->outside_addr, &r->out_v4) != 1) {
         snprintf(err, errlen, "-outside '%s' is not an IPv4 address", cfg->outside_addr);
         goto fail;
@@ -424,9 +454,12 @@ static icbc_status_t startup_flush(impi_relay_t *r, char *err, size_t errlen)
 
 /* A connection to the start-up port whose first bytes are HELLO: a
  * follower. Its rank and addresses are kept; it is refused alone when they
- * are not those of a follower not yet joined. */
-static void take_follower(impi_relay_t *r, int fd, const uint8_t *first4, double deadline)
+ * are not those of a follower not yet joined, or (-followers) it comes from
+ * another address than its rank's. */
+static void take_follower(impi_relay_t *r, int fd, double deadline)
 {
+    struct sockaddr_in from;
+    socklen_t fl = sizeof(from);
     uint8_t rest[IMPI_LINK_HDR_SIZE - 4 + 16];
     size_t have = 0;
 
@@ -440,12 +473,21 @@ static void take_follower(impi_relay_t *r, int fd, const uint8_t *first4, double
         have += (size_t) n;
     }
     uint32_t rank = icbc_get32(rest), len = icbc_get32(rest + 8);
-    (void) first4;
     if (have < sizeof(rest) || len != 16 || rank < 1 || rank >= (uint32_t) r->ntrunks ||
         r->peer[rank].ctl_fd >= 0) {
         icbc_warn("dropped a connection to the start-up port that is no follower relay of the "
                   "%d this one leads",
                   r->ntrunks - 1);
+        close(fd);
+        return;
+    }
+    if (r->follower_v4[rank].s_addr != 0 && (getpeername(fd, (struct sockaddr *) &from, &fl) != 0 ||
+                                             from.sin_addr.s_addr != r->follower_v4[rank].s_addr ||
+                                             memcmp(rest + 12, &r->follower_v4[rank], 4) != 0)) {
+        char want[INET_ADDRSTRLEN], got[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &r->follower_v4[rank], want, sizeof(want));
+        inet_ntop(AF_INET, &from.sin_addr, got, sizeof(got));
+        icbc_warn("dropped relay %u joining from %s: -followers gives it %s", rank, got, want);
         close(fd);
         return;
     }
@@ -517,9 +559,9 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
                 /* a follower's first bytes are HELLO; a client waits in the
                  * backlog until every follower joined */
                 struct pollfd pf = { fd, POLLIN, 0 };
-                if (poll(&pf, 1, 5000) > 0 && recv(fd, first, 4, MSG_PEEK) == 4 &&
+                if (poll(&pf, 1, 2000) > 0 && recv(fd, first, 4, MSG_PEEK) == 4 &&
                     icbc_get32(first) == IMPI_LINK_HELLO && recv(fd, first, 4, 0) == 4) {
-                    take_follower(r, fd, first, icbc_clock_now() + 5);
+                    take_follower(r, fd, icbc_clock_now() + 5);
                     continue;
                 }
             }

@@ -52,8 +52,9 @@ struct impi_relay {
     uint16_t port, out_port, link_port;
     int persona_lfd[IMPI_MAX_CLIENTS];
     relay_peer_t peer[IMPI_RELAY_TRUNKS_MAX];
-    impi_rly_t *rly;               /* the leader's start-up */
-    impi_layout_t own_in, own_out; /* a follower's layouts, from the leader */
+    struct in_addr follower_v4[IMPI_RELAY_TRUNKS_MAX]; /* -followers; 0: any */
+    impi_rly_t *rly;                                   /* the leader's start-up */
+    impi_layout_t own_in, own_out;                     /* a follower's layouts, from the leader */
     const impi_layout_t *in, *out;
     int client;         /* the private client */
     int self_out;       /* this relay's outside host; -1: it has none */

@@ -46,6 +46,8 @@ static void usage(FILE *f)
           "                     make no progress (default 600; 0: never give up)\n"
           "  -trunks K          this relay leads K relays of the client (default 1): the\n"
           "                     others are started with -leader and -rank\n"
+          "  -followers A1,..   the leader: the inside addresses of relays 1 .. K-1; a\n"
+          "                     relay joins only from its own (default: any address)\n"
           "  -leader ADDR:PORT  this relay is one of a trunk: ADDR:PORT is what the\n"
           "                     leader printed\n"
           "  -rank J            its rank in the trunk, 1 .. K-1\n"
@@ -85,6 +87,8 @@ int main(int argc, char **argv)
             r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.trunks);
         else if (r == 0 && !strcmp(o, "-rank"))
             r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.rank);
+        else if (r == 0 && !strcmp(o, "-followers"))
+            cfg.followers = v;
         else if (r == 0 && !strcmp(o, "-leader"))
             cfg.leader = v;
         else if (r == 0 && !strcmp(o, "-timeout"))

@@ -204,6 +204,13 @@ class Testbed:
                     total += int(m.group(1))
         return total
 
+    def nic_bytes(self, node, dev="ext0"):
+        """(tx, rx) bytes of NODE's interface DEV so far."""
+        r = self.run_on(node, ["cat", f"/sys/class/net/{dev}/statistics/tx_bytes",
+                               f"/sys/class/net/{dev}/statistics/rx_bytes"], timeout=30)
+        v = r.stdout.split()
+        return (int(v[0]), int(v[1])) if r.returncode == 0 and len(v) == 2 else (0, 0)
+
     def tcp_retrans(self):
         """TCP segments retransmitted so far, summed over the nodes."""
         total = 0

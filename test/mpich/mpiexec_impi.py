@@ -21,8 +21,8 @@ With --relay NODE (a testbed node, with --hosts), client 0 joins through
 impi-relay run in NODE's namespace as docs/impi-relay.md says (-inside its
 fabric address; outside it reaches impi-server from its WAN address), so its
 processes are private hosts whose packets pass the relay; --relay N0,N1,...
-runs a trunk of relays there (-trunks on N0, -leader and -rank on the
-others); --relay local (no --hosts) runs one relay here, inside 127.0.10.1
+runs a trunk of relays there (-trunks and -followers on N0, -leader and
+-rank on the others); --relay local (no --hosts) runs one relay here, inside 127.0.10.1
 and outside 127.0.10.2.
 """
 import argparse
@@ -123,6 +123,8 @@ def main():
             def in_node(node, cmd):
                 return ["ip", "netns", "exec", f"{os.environ['ICBC_TESTBED']}-{node}"] + cmd + \
                     ["-inside", fields[node][0].split("/")[0]]
+            if trunk:  # the leader takes each follower from its node's fabric address only
+                trunk += ["-followers", ",".join(fields[n][0].split("/")[0] for n in nodes[1:])]
             relay_cmd = in_node(nodes[0], relay_cmd + trunk)
         relay = subprocess.Popen(relay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)

@@ -34,12 +34,14 @@ def relay_exe(request):
 
 
 def start_relay(relay_exe, server, work, k, args=(), trunks=1):
-    """impi-relay for client K (with TRUNKS > 1 the leader of a trunk, and its
-    followers): (leader process, the address it printed, its stderr file,
-    the followers' processes)."""
+    """impi-relay for client K (with TRUNKS > 1 the leader of a trunk, told its
+    followers' inside addresses as the docs advise, and its followers):
+    (leader process, the address it printed, its stderr file, the followers'
+    processes)."""
     inside, outside = relay_addrs(k)
     err = open(os.path.join(work, f"impi-relay{k}.err"), "w+")
-    extra = ["-trunks", str(trunks)] if trunks > 1 else []
+    extra = ["-trunks", str(trunks), "-followers",
+             ",".join(relay_addrs(k, j)[0] for j in range(1, trunks))] if trunks > 1 else []
     p = subprocess.Popen([relay_exe, "-server", server, "-inside", inside, "-outside", outside,
                           "-timeout", str(TIMEOUT)] + extra + list(args),
                          stdout=subprocess.PIPE, stderr=err, text=True)
@@ -245,6 +247,54 @@ def test_a_stranger_at_the_relays_port_is_dropped_alone(prefix, relay_exe, progr
         assert "dropped a connection to the inside port" in read(relay_err), report
     finally:
         for p in (relay, server):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_follower_from_another_address_than_followers_gives_is_dropped(prefix, relay_exe,
+                                                                         programs, case_dir):
+    """The leader of a trunk of two, told with -followers that relay 1 is
+    at 127.0.11.5: a relay 1 started at 127.0.11.3 is dropped with a warning
+    naming both addresses (and ends with an error), the one at 127.0.11.5
+    joins, and the job runs through the trunk."""
+    server, addr, server_err = start_server(prefix, 2, case_dir)
+    inside, outside = relay_addrs(1)
+    lerr = open(os.path.join(case_dir, "leader.err"), "w+")
+    leader = subprocess.Popen([relay_exe, "-server", addr, "-inside", inside, "-outside", outside,
+                               "-timeout", str(TIMEOUT), "-trunks", "2", "-followers",
+                               relay_addrs(1, 2)[0]],
+                              stdout=subprocess.PIPE, stderr=lerr, text=True)
+    procs = [leader, server]
+    try:
+        line = leader.stdout.readline().strip()
+        assert line.startswith(inside + ":"), line + read(lerr)
+
+        def follower(j):
+            fin, fout = relay_addrs(1, j)
+            ferr = open(os.path.join(case_dir, f"follower{j}.err"), "w+")
+            f = subprocess.Popen([relay_exe, "-server", addr, "-inside", fin, "-outside", fout,
+                                  "-leader", line, "-rank", "1", "-timeout", str(TIMEOUT)],
+                                 stdout=subprocess.PIPE, stderr=ferr, text=True)
+            procs.append(f)
+            return f, ferr
+
+        wrong, wrong_err = follower(1)
+        assert wrong.wait(timeout=30) == 1, read(wrong_err)
+        assert "dropped relay 1 joining from 127.0.11.3: -followers gives it 127.0.11.5" in \
+            read(lerr), read(lerr)
+        right, right_err = follower(2)
+        joined = right.stdout.readline()
+        assert joined.startswith(f"relay 1 of the trunk led by {line}"), joined + read(right_err)
+        p1, log1 = client(prefix, programs["impi_world"], case_dir, 1, 2, ("1", "2r2"),
+                          {"ICBC_IMPI_SERVER": line, "ICBC_IMPI_CLIENT": "1"})
+        p0, log0 = client(prefix, programs["impi_world"], case_dir, 0, 1, ("1", "2r2"),
+                          {"ICBC_IMPI_SERVER": addr, "ICBC_IMPI_CLIENT": "0"})
+        codes = finish([p0, p1, server, leader, right])
+        report = f"{read(log0)}\n{read(log1)}\n--- leader\n{read(lerr)}"
+        assert codes == [0, 0, 0, 0, 0], f"{codes}\n{report}"
+    finally:
+        for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
