@@ -220,16 +220,17 @@ RELAY_OUTSIDE = "127.0.0.4"
 
 def start_relay(build_dir, server, work, args=(), trunks=1):
     """impi-relay -server SERVER started as docs/impi-relay.md says (with
-    TRUNKS > 1: -trunks, and its followers with -leader and -rank, each on
-    the next two addresses): ([processes], the "ADDR:PORT" the leader printed
+    TRUNKS > 1: -trunks and -followers, and its followers with -leader and
+    -rank, each on the next two addresses): ([processes], the "ADDR:PORT" the leader printed
     for the client inside, [stderr files])."""
     procs, errs, leader = [], [], None
     for j in range(trunks):
         inside = RELAY_INSIDE if j == 0 else f"127.0.0.{3 + 2 * j}"
         outside = RELAY_OUTSIDE if j == 0 else f"127.0.0.{4 + 2 * j}"
         err = open(os.path.join(work, f"impi-relay{j}.err"), "w+")
-        extra = (["-trunks", str(trunks)] if trunks > 1 else []) if j == 0 else \
-            ["-leader", leader, "-rank", str(j)]
+        followers = ",".join(f"127.0.0.{3 + 2 * i}" for i in range(1, trunks))
+        extra = (["-trunks", str(trunks), "-followers", followers] if trunks > 1 else []) \
+            if j == 0 else ["-leader", leader, "-rank", str(j)]
         p = subprocess.Popen([os.path.join(build_dir, "impi-relay"), "-server", server,
                               "-inside", inside, "-outside", outside,
                               "-timeout", str(TIMEOUT)] + extra + list(args),

@@ -583,6 +583,77 @@ TEST(AgentInproc, LargePacketsAreLentNotCopiedAndTheirBuffersComeBack)
     impi_layout_free(&l);
 }
 
+/* The payloads lent to the in-process process count toward the bound of its
+ * queue: while it does not take them (no swap), the agent stops reading the
+ * host connection once about IMPI_AGENT_QUEUE_MAX bytes are lent, so it
+ * makes no more buffers than that; once the process takes them, the rest
+ * arrives, in order. */
+TEST(AgentInproc, LentPayloadsAreBoundedLikeAQueue)
+{
+    const uint32_t datalen = 65536;
+    std::vector<Client> cl{ Client(0, { 1 }, datalen), Client(1, { 1 }, datalen) };
+    impi_layout_t l{};
+    impi_test_layout(cl, &l);
+    int sv[2], host_fds[2] = { -1, -1 }, local_fds[1] = { IMPI_AGENT_INPROC };
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    host_fds[1] = sv[0];
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    impi_agent_t *a;
+    ASSERT_EQ(ICBC_OK, impi_agent_create(&l, 0, host_fds, local_fds, 2000, &a));
+    const int npkts = 2 * (int) (IMPI_AGENT_QUEUE_MAX / datalen); /* twice the bound */
+    Bytes all;
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_DATA;
+    h.src = l.procs[1];
+    h.dest = l.procs[0];
+    h.len = datalen;
+    h.msglen = datalen;
+    for (int i = 0; i < npkts; i++) {
+        h.tag = i;
+        Bytes pkt(IMPI_PKT_HDR_SIZE + datalen, (uint8_t) i);
+        impi_pkt_hdr_pack(&h, pkt.data());
+        all.insert(all.end(), pkt.begin(), pkt.end());
+    }
+    size_t off = 0;
+    auto pump = [&](int rounds) {
+        for (int i = 0; i < rounds; i++) {
+            ssize_t w = write(sv[1], all.data() + off, all.size() - off);
+            if (w > 0)
+                off += (size_t) w;
+            impi_agent_poll(a, 1);
+        }
+    };
+    pump(2000); /* nothing taken meanwhile */
+    const int bound = (int) (IMPI_AGENT_QUEUE_MAX / datalen) + 2;
+    EXPECT_LE(impi_agent_payload_buffers(a), bound);
+    EXPECT_LT(off, all.size()); /* the host connection is not read any more */
+    uint8_t *buf = nullptr;
+    size_t cap = 0;
+    int next = 0;
+    for (int round = 0; round < 20000 && next < npkts; round++) {
+        size_t n = impi_agent_local_swap(a, 0, &buf, &cap);
+        for (size_t at = 0; at < n;) {
+            uint32_t kind = icbc_get32(buf + at), len = icbc_get32(buf + at + 8);
+            impi_pkt_hdr_t got{};
+            ASSERT_EQ((uint32_t) IMPI_FRAME_PACKET_AT, kind);
+            ASSERT_EQ(ICBC_OK, impi_pkt_hdr_parse(buf + at + IMPI_FRAME_HDR_SIZE, datalen, &got));
+            ASSERT_EQ(next, got.tag);
+            uintptr_t p;
+            memcpy(&p, buf + at + IMPI_FRAME_HDR_SIZE + IMPI_PKT_HDR_SIZE, sizeof(p));
+            ASSERT_EQ((uint8_t) next, ((const uint8_t *) p)[datalen - 1]);
+            next++;
+            at += IMPI_FRAME_HDR_SIZE + len;
+        }
+        pump(1);
+    }
+    EXPECT_EQ(npkts, next);
+    EXPECT_LE(impi_agent_payload_buffers(a), bound);
+    free(buf);
+    impi_agent_destroy(a);
+    close(sv[1]);
+    impi_layout_free(&l);
+}
+
 /* impi_send_iov writes what the socket takes, from the caller's bytes, and
  * says where it stopped. */
 TEST(ImpiSendIov, WritesWhatTheSocketTakesAndAdvancesTheVector)
