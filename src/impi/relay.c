@@ -98,10 +98,12 @@ static int send_frame(int fd, uint32_t kind, uint32_t a, uint32_t b, const void 
     return send_all(fd, h, sizeof(h)) || (len && send_all(fd, body, len)) ? -1 : 0;
 }
 
-/* Waits for one frame of KIND on FD (a start-up connection between relays)
- * until DEADLINE: its A and B, and its body (malloc'd) in *BODY. */
-static icbc_status_t recv_frame(int fd, uint32_t kind, double deadline, uint32_t *a, uint32_t *b,
-                                uint8_t **body, uint32_t *len, char *err, size_t errlen)
+/* Waits for one frame of KIND, of at most MAX body bytes, on FD (a
+ * start-up connection between relays) until DEADLINE: its A and B, and its
+ * body (malloc'd) in *BODY. */
+static icbc_status_t recv_frame(int fd, uint32_t kind, uint32_t max, double deadline, uint32_t *a,
+                                uint32_t *b, uint8_t **body, uint32_t *len, char *err,
+                                size_t errlen)
 {
     uint8_t h[IMPI_LINK_HDR_SIZE];
     size_t have = 0, want = sizeof(h);
@@ -129,7 +131,7 @@ static icbc_status_t recv_frame(int fd, uint32_t kind, double deadline, uint32_t
         }
         if (phase == 1)
             break;
-        if (icbc_get32(h) != kind || icbc_get32(h + 12) > TABLES_MAX)
+        if (icbc_get32(h) != kind || icbc_get32(h + 12) > max)
             return icbc_err(ICBC_ERR_INVALID, err, errlen,
                             "the other relay sent a frame of kind %u (%u bytes), not %u",
                             icbc_get32(h), icbc_get32(h + 12), kind);
@@ -423,8 +425,8 @@ static uint32_t leader_persona_port(void *arg, int relay, int client)
         pr->asked = 1;
         if (send_frame(r->peer[relay].ctl_fd, IMPI_LINK_CLIENTS, (uint32_t) n, (uint32_t) k, NULL,
                        0) < 0 ||
-            recv_frame(r->peer[relay].ctl_fd, IMPI_LINK_PORTS, deadline, &a, &b, &body, &len, err,
-                       sizeof(err)) != ICBC_OK) {
+            recv_frame(r->peer[relay].ctl_fd, IMPI_LINK_PORTS, 4 * IMPI_MAX_CLIENTS, deadline, &a,
+                       &b, &body, &len, err, sizeof(err)) != ICBC_OK) {
             icbc_error("relay %d: %s", relay, err);
             return 0;
         }
@@ -655,7 +657,7 @@ static icbc_status_t follower_startup(impi_relay_t *r, char *err, size_t errlen)
     char why[256];
     icbc_status_t st;
 
-    if ((st = recv_frame(fd, IMPI_LINK_CLIENTS, deadline, &n, &k, &body, &len, err, errlen)) !=
+    if ((st = recv_frame(fd, IMPI_LINK_CLIENTS, 0, deadline, &n, &k, &body, &len, err, errlen)) !=
         ICBC_OK)
         return st;
     free(body);
@@ -676,8 +678,8 @@ static icbc_status_t follower_startup(impi_relay_t *r, char *err, size_t errlen)
         return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "writing to the leader relay: %s",
                         strerror(errno));
     r->client = (int) k;
-    if ((st = recv_frame(fd, IMPI_LINK_TABLES, deadline, &ntr, &k, &body, &len, err, errlen)) !=
-        ICBC_OK)
+    if ((st = recv_frame(fd, IMPI_LINK_TABLES, TABLES_MAX, deadline, &ntr, &k, &body, &len, err,
+                         errlen)) != ICBC_OK)
         return st;
     st = ICBC_ERR_INVALID;
     if (ntr < 2 || ntr > IMPI_RELAY_TRUNKS_MAX || (uint32_t) r->rank >= ntr || len < 8 * ntr + 8)
