@@ -9,7 +9,9 @@ several builds side by side in one run.
 A two-cluster testbed (icbc-testbed up --name alc --clusters 2 --nodes 3
 --routers 2, 1 Gbit/s NICs, 2 Gbit/s WAN, no delay) with icbc-router daemons
 on a0, a1, b0, b1, started as docs/router.md tells a user, from each build in
-turn; the router file's policy set as a user edits it. Between a2 and b2,
+turn; the router file's policy set as a user edits it (policy "impi": no
+routers, the two processes two ICBC clients of an IMPI job, every message an
+IMPI packet on the host connection). Between a2 and b2,
 test icbc_allocs (benchmarks/src/icbc_allocs.c) ping-pongs 64 B, 64 KiB and
 8 MiB messages (8 MiB: 32 chunks of the default 256 KiB, striped over both
 routers under aggregate) with malloc_count.so (benchmarks/alloc/malloc_count.c)
@@ -53,7 +55,20 @@ def cpu_ticks():
 def chunks(policy, size):
     """Chunks of a message of SIZE: striped under aggregate and static (and
     tcp) above the stripe threshold, which 64 KiB does not reach."""
-    return (size + CHUNK - 1) // CHUNK if size > 65536 else 0
+    return (size + CHUNK - 1) // CHUNK if size > 65536 and policy != "impi" else 0
+
+
+def run_impi(prefix, env, exe, shim, work, name, args):
+    """The two processes as two ICBC clients of an IMPI job (a2 and b2,
+    through impi-server on a2's WAN address: test/mpich/mpiexec_impi.py),
+    the counter preloaded into the ranks only (-genv)."""
+    log = os.path.join(work, name + ".log")
+    argv = [sys.executable, os.path.join(REPO, "test", "mpich", "mpiexec_impi.py"), "--prefix",
+            prefix, "--hosts", "a2;b2", "-n", "2", "-genv", "LD_PRELOAD", shim, exe] + args
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    with open(log, "w") as f:
+        f.write(" ".join(argv) + "\n" + r.stdout + r.stderr)
+    return r.returncode, r.stdout + r.stderr, log
 
 
 def measure(o, builds):
@@ -76,24 +91,30 @@ def measure(o, builds):
         with open(hosts, "w") as f:
             f.write("a2\nb2\n")
         for policy in o.policies.split():
-            tb.set_policy(policy)
+            if policy != "impi":
+                tb.set_policy(policy)
             for name, prefix in builds:
-                for node in ("a0", "a1", "b0", "b1"):
-                    tb.start_router(node, exe=os.path.join(prefix, "bin", "icbc-router"))
-                time.sleep(1)
+                if policy != "impi":
+                    for node in ("a0", "a1", "b0", "b1"):
+                        tb.start_router(node, exe=os.path.join(prefix, "bin", "icbc-router"))
+                    time.sleep(1)
                 for size, iters, warm in SIZES:
                     t0, i0 = cpu_ticks()
-                    r = run_mpi(prefix, env, exes[name], 2, work, hosts=hosts,
-                                name=f"{name}-{policy}-{size}",
-                                extra_env={"LD_PRELOAD": shim},
-                                args=["--size", str(size), "--iters", str(iters),
-                                      "--warmup", str(warm)], timeout=300)
+                    args = ["--size", str(size), "--iters", str(iters), "--warmup", str(warm)]
+                    if policy == "impi":
+                        rc, output, log = run_impi(prefix, env, exes[name], shim, work,
+                                                   f"{name}-{policy}-{size}", args)
+                    else:
+                        r = run_mpi(prefix, env, exes[name], 2, work, hosts=hosts,
+                                    name=f"{name}-{policy}-{size}",
+                                    extra_env={"LD_PRELOAD": shim}, args=args, timeout=300)
+                        rc, output, log = r.rc, r.output, r.log
                     t1, i1 = cpu_ticks()
                     cpu = 100.0 * ((t1 - t0) - (i1 - i0)) / max(1, t1 - t0)
-                    line = [l for l in r.output.splitlines() if l.startswith(f"{size},")]
-                    if r.rc != 0 or not line:
-                        raise SystemExit(f"{name} {policy} {size}: failed (see {r.log})\n"
-                                         f"{r.output[-2000:]}")
+                    line = [l for l in output.splitlines() if l.startswith(f"{size},")]
+                    if rc != 0 or not line:
+                        raise SystemExit(f"{name} {policy} {size}: failed (see {log})\n"
+                                         f"{output[-2000:]}")
                     _, it, a0, a1, per = line[0].split(",")
                     n = chunks(policy, size)
                     per_chunk = (int(a0) + int(a1)) / (2 * int(it) * n) if n else ""
@@ -101,7 +122,8 @@ def measure(o, builds):
                                                   per_chunk, f"{cpu:.0f}"])))
                     print(f"{name:8} {policy:9} {size:>8} B: {float(per):8.2f} allocations "
                           f"per message (cpu {cpu:.0f} %)", flush=True)
-                tb.stop_daemons()
+                if policy != "impi":
+                    tb.stop_daemons()
     finally:
         tb.down()
     with open(os.path.join(o.out, "allocs.csv"), "w", newline="") as f:

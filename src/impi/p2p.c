@@ -1,5 +1,6 @@
 /* Point-to-point messages between IMPI hosts; see impi_p2p.h. */
 #include "impi_p2p.h"
+#include "icbc_freelist.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ struct impi_p2p {
     size_t nfree, longs_cap;
     uint64_t next_seqnum;
     size_t sends_pending;
+    icbc_freelist_t send_ops; /* send_op_t: none allocated per message once in stride */
 };
 
 static icbc_status_t refuse(char *err, size_t errlen, int host, const char *fmt, ...)
@@ -96,6 +98,7 @@ icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_
     p->nlocal = (int) layout->hosts[self].nprocs;
     p->ops = *ops;
     p->arg = arg;
+    icbc_freelist_init(&p->send_ops, sizeof(send_op_t), 64);
     p->pairs = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(pair_t));
     p->held = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(uint32_t));
     p->held_walk = calloc((size_t) p->nlocal * (size_t) layout->nprocs_total, sizeof(uint32_t));
@@ -119,7 +122,7 @@ void impi_p2p_destroy(impi_p2p_t *p)
         send_op_t *op = p->pairs[i].head;
         while (op) {
             send_op_t *next = op->next;
-            free(op);
+            icbc_freelist_put(&p->send_ops, op);
             op = next;
         }
     }
@@ -128,6 +131,7 @@ void impi_p2p_destroy(impi_p2p_t *p)
     free(p->held_walk);
     free(p->longs);
     free(p->longs_free);
+    icbc_freelist_destroy(&p->send_ops);
     free(p);
 }
 
@@ -175,7 +179,7 @@ static void send_complete(impi_p2p_t *p, pair_t *pr, send_op_t *op)
     uint64_t srqid = op->s.srqid;
 
     pair_remove(pr, op);
-    free(op);
+    icbc_freelist_put(&p->send_ops, op);
     p->sends_pending--;
     p->ops.send_done(p->arg, srqid);
 }
@@ -283,9 +287,10 @@ icbc_status_t impi_p2p_send(impi_p2p_t *p, const impi_send_t *s)
     for (send_op_t *op = pr->head; op; op = op->next)
         if (op->s.srqid == s->srqid)
             return ICBC_ERR_INVALID;
-    send_op_t *op = calloc(1, sizeof(*op));
+    send_op_t *op = icbc_freelist_get(&p->send_ops);
     if (!op)
         return ICBC_ERR_NO_MEMORY;
+    memset(op, 0, sizeof(*op));
     op->s = *s;
     op->state = SEND_HEAD;
     if (pr->tail)

@@ -118,7 +118,8 @@ static int cid_from_wire(uint64_t w, int tag, MPIR_Context_id_t *c)
 typedef struct {
     int used;
     impi_msg_t msg;
-    uint8_t *head; /* a long head's bytes until matched */
+    uint8_t *head;  /* a long head's bytes until matched */
+    int head_owned; /* HEAD is a copy of this file's (else the packet's own bytes) */
     MPIR_Request *rreq;
     uint64_t drqid; /* a long one, once matched */
     int host;
@@ -298,8 +299,10 @@ static void arrival_free(int i)
 
     if (a->drqid)
         icbc_hmap_del(&msgs.by_drqid, a->drqid, 0);
-    MPL_free(a->head);
+    if (a->head_owned)
+        MPL_free(a->head);
     a->head = NULL;
+    a->head_owned = 0;
     a->drqid = 0;
     a->used = 0;
     msgs.arrivals_free[msgs.nfree++] = i;
@@ -348,23 +351,20 @@ static void on_arrived(void *arg, const impi_msg_t *m)
         return;
     }
 
-    /* a long head: a rendezvous; its bytes wait for the match */
+    /* a long head: a rendezvous. Its bytes are read where the packet lies
+     * while this runs: a receive posted already takes them from there, one
+     * posted later from a copy kept until then */
     arrival_t *a = &msgs.arrivals[slot];
     MPIR_Request *rreq = NULL;
-    a->head = MPL_malloc(m->len ? m->len : 1, MPL_MEM_BUFFER);
-    if (a->head == NULL) {
-        arrival_free(slot);
-        MPIDI_ICBC_impi_host_failed(cur_host, "out of memory for an arriving message");
-        return;
-    }
-    memcpy(a->head, m->payload, m->len);
+    a->head = (uint8_t *) m->payload;
+    a->head_owned = 0;
     attr |= MPIDIG_AM_ATTR__IS_ASYNC | MPIDIG_AM_ATTR__IS_RNDV;
     MPIDIG_global.target_msg_cbs[MPIDIG_SEND](&hdr, NULL, (MPI_Aint) m->msglen, attr, &rreq);
-    if (rreq == NULL) { /* nobody wants it: take it and drop its bytes */
+    a = &msgs.arrivals[slot]; /* the table may have grown meanwhile */
+    if (rreq == NULL) {       /* nobody wants it: take it and drop its bytes */
+        a->head = NULL;
         if (arrival_matched(slot) != ICBC_OK)
             MPIDI_ICBC_impi_host_failed(cur_host, "cannot answer its long message");
-        MPL_free(a->head);
-        a->head = NULL;
         return;
     }
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(rreq);
@@ -372,9 +372,20 @@ static void on_arrived(void *arg, const impi_msg_t *m)
     amreq->xpeer = m->src;
     amreq->xcookie = (uint64_t) slot;
     amreq->rndv_size = m->msglen;
-    if (MPIDIG_recv_initialized(rreq))
+    if (MPIDIG_recv_initialized(rreq)) {
         impi_matched(rreq);
-    /* else MPIDIG calls MPIDI_ICBC_rndv_pull -> impi_matched on match */
+        return;
+    }
+    /* MPIDIG calls MPIDI_ICBC_rndv_pull -> impi_matched on match */
+    uint8_t *copy = MPL_malloc(m->len ? m->len : 1, MPL_MEM_BUFFER);
+    if (copy == NULL) {
+        a->head = NULL;
+        MPIDI_ICBC_impi_host_failed(cur_host, "out of memory for an arriving message");
+        return;
+    }
+    memcpy(copy, m->payload, m->len);
+    a->head = copy;
+    a->head_owned = 1;
 }
 
 static int impi_matched(MPIR_Request *rreq)
@@ -387,8 +398,10 @@ static int impi_matched(MPIR_Request *rreq)
 
     MPIDI_ICBC_get_recv_layout(rreq, &is_contig, &is_gpu, &p_data, &p_data_sz);
     MPIDI_ICBC_recv_place(rreq, 0, a->head, a->msg.len);
-    MPL_free(a->head);
+    if (a->head_owned)
+        MPL_free(a->head);
     a->head = NULL;
+    a->head_owned = 0;
     a->rreq = rreq;
     if (arrival_matched((int) amreq->xcookie) != ICBC_OK)
         MPIDI_ICBC_impi_host_failed(a->host, "cannot answer its long message");
@@ -547,7 +560,8 @@ void MPIDI_ICBC_proto_impi_finalize(void)
     MPIDI_ICBC_impi_attach(NULL);
     impi_p2p_destroy(msgs.p2p);
     for (int i = 0; i < msgs.narrivals; i++)
-        MPL_free(msgs.arrivals[i].head);
+        if (msgs.arrivals[i].head_owned)
+            MPL_free(msgs.arrivals[i].head);
     MPL_free(msgs.arrivals);
     MPL_free(msgs.arrivals_free);
     icbc_hmap_free(&msgs.by_drqid);
