@@ -11,8 +11,11 @@ one run.
 Each client is one node of two processes (test/mpich/mpiexec_impi.py, no
 testbed: both clients on 127.0.0.1, impi-server on 127.0.0.1); world ranks
 0, 1 in client 0 and 2, 3 in client 1. The program runs between 0 and 2
-(the hosts' first processes: "first") and between 1 and 3 ("other"), REPS
-times per build, builds interleaved (A B, then B A, ...):
+("first") and between 1 and 3 ("other"), REPS times per build, builds
+interleaved (A B, then B A, ...). (Between ICBC clients every process is an
+IMPI host of its own (C_ICBC_HOSTS, commit 8909404 on): both pairs then run
+their own agent; a build whose node is one host shows the local link in
+"other".)
 
   latency  icbc_latency --stat median --min 1 --max MAX (default 64K)
   bw       icbc_bw --stat median --min 64K --max MAX (default 8M) --window 8;
