@@ -14,8 +14,9 @@
  * with alternating hosts), every block checked; rate management is the
  * CVARs' (MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL).
  *
- * Rank 0 prints "seconds T" (the slowest rank's time) and each rank the
- * bytes it sent to the other cluster; "No Errors" when every byte checked.
+ * Rank 0 prints, for each rank, the bytes it sent to the other cluster, then
+ * "seconds T" (the slowest rank's time) and "No Errors" when every byte
+ * checked.
  */
 #include "icbc_test.h"
 
@@ -129,9 +130,14 @@ int main(int argc, char **argv)
     t = all ? alltoall(comm, rank, np, bytes, size, &remote)
             : exchange(comm, rank, bytes, size, &remote);
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    printf("rank %d: %zu bytes to the other cluster in %.3f s (%.1f Mbit/s)\n", rank, remote, t,
-           remote * 8 / t / 1e6);
-    fflush(stdout);
+    /* rank 0 prints every rank's line: lines of several ranks may reach
+     * mpiexec's output interleaved within a line */
+    double mine[2] = { (double) remote, t }, *all_of = rank == 0 ? malloc(sizeof(mine) * np) : NULL;
+    MPI_Gather(mine, 2, MPI_DOUBLE, all_of, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (int r = 0; rank == 0 && r < np; r++)
+        printf("rank %d: %.0f bytes to the other cluster in %.3f s (%.1f Mbit/s)\n", r,
+               all_of[2 * r], all_of[2 * r + 1], all_of[2 * r] * 8 / all_of[2 * r + 1] / 1e6);
+    free(all_of);
     MPI_Comm_free(&comm);
     MPI_Reduce(&icbc_test_errors, &errs, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
