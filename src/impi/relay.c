@@ -998,10 +998,18 @@ static int fini_complete(const impi_relay_t *r)
     return 1;
 }
 
+static int links_open(const impi_relay_t *r)
+{
+    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++)
+        if (r->links[j].fd >= 0)
+            return 1;
+    return 0;
+}
+
 icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
 {
     icbc_status_t st;
-    double end_by = 0;
+    double end_by = 0, linger_until = 0;
 
     st = r->rank == 0 ? leader_startup(r, err, errlen) : follower_startup(r, err, errlen);
     if (st != ICBC_OK)
@@ -1019,8 +1027,16 @@ icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
         bt_poller_wait(r->poller, 100);
         if (r->rank == 0 && (r->startup_fd >= 0 || r->server_fd >= 0))
             watch_startup(r);
-        if (relay_all_closed(r) && fini_complete(r) && (r->rank > 0 || impi_rly_finished(r->rly)))
-            break;
+        if (relay_all_closed(r) && fini_complete(r) && (r->rank > 0 || impi_rly_finished(r->rly))) {
+            /* done; the other relays of a trunk may still wait for FINI notes
+             * that a third one sent them: the links stay open until they
+             * close theirs, or a second passed, so that none of them takes
+             * this one's closing for a relay lost before FINI */
+            if (linger_until == 0)
+                linger_until = icbc_clock_now() + 1.0;
+            if (!links_open(r) || icbc_clock_now() > linger_until)
+                break;
+        }
         /* once every host said FINI the rest is the hosts' closing; bounded */
         if (fini_complete(r) && end_by == 0)
             end_by = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 600);
