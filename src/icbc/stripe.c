@@ -903,10 +903,24 @@ void icbc_stripe_lane_delivered(icbc_stripe_t *st, int lane, size_t bytes, doubl
     lane_moved(st, ln, bytes, now);
 }
 
+/* A lane back is a new one (a restarted router, a new registration):
+ * what was measured of it before, often a rate of nothing while it held
+ * chunks it could no longer deliver, says nothing of it. Adaptive
+ * placement counts it at the others' mean until it is measured again;
+ * kept, a rate of 0 would never offer it a chunk to measure. */
 void icbc_stripe_lane_revived(icbc_stripe_t *st, int lane)
 {
-    if (lane >= 0 && lane < ICBC_STRIPE_LANES_MAX)
-        st->lanes_down &= ~((uint64_t) 1 << lane);
+    lane_t *ln;
+
+    if (lane < 0 || lane >= ICBC_STRIPE_LANES_MAX)
+        return;
+    st->lanes_down &= ~((uint64_t) 1 << lane);
+    ln = &st->lanes[lane];
+    ln->measured = 0;
+    ln->rate = 0;
+    ln->win_bytes = 0;
+    ln->win_busy = 0;
+    ln->win_start = 0;
 }
 
 icbc_status_t icbc_stripe_send_start(icbc_stripe_t *st, int peer, const void *base, size_t size,

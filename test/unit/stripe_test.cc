@@ -103,10 +103,12 @@ struct Side {
         memcpy(&s->placed_bytes[off], data, len);
     }
 
-    explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0, int failover = 0)
+    explicit Side(size_t chunk, double timeout = 10, uint32_t first_gen = 0, int failover = 0,
+                  icbc_stripe_placement_t placement = ICBC_STRIPE_PLACE_WINDOW,
+                  double rate_window = 0)
     {
-        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, ICBC_STRIPE_PLACE_WINDOW,
-                                     0,     0 };
+        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, placement,
+                                     rate_window, 0 };
         icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
                                   place,      confirm, lane_for,      home_lane };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
@@ -902,6 +904,72 @@ TEST_F(Failover, RevivedLaneCarriesChunksAgain)
     start(6 * CHUNK);
     clear_to_send();
     EXPECT_EQ(2u, on_lane(1).size());
+}
+
+/* Adaptive placement: a lane that stalled before it was lost measured a
+ * rate of nothing. When it comes back (a restarted router), that figure
+ * says nothing of it: it is offered chunks like a lane not measured yet. */
+TEST(Stripe, ARevivedLaneIsMeasuredAfreshByAdaptivePlacement)
+{
+    Side tx{ CHUNK, 10, 0, 1, ICBC_STRIPE_PLACE_ADAPTIVE, 0.01 }, rx{ CHUNK, 10, 0, 1 };
+    const size_t size = 60 * CHUNK;
+    std::vector<char> src = pattern(size), dst(size);
+    double now = 0.001;
+
+    auto transfer = [&](bool lane2_stalls) {
+        uint64_t cookie;
+        icbc_stripe_cts_t cts;
+        size_t from = tx.wire.size();
+        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, nullptr,
+                                                  now, &cookie));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, cookie, size, dst.data(),
+                                                  nullptr, now, &cts));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, now));
+        /* lanes 0 and 1 deliver a chunk every millisecond; lane 2, when it
+         * stalls, nothing, until it is lost */
+        for (int step = 0; step < 200 && tx.sends_done.size() < (lane2_stalls ? 1u : 2u);
+             step++) {
+            now += 0.001;
+            for (size_t k = from; k < tx.wire.size(); k++) {
+                Chunk &c = tx.wire[k];
+                if (c.token == 0 || (lane2_stalls && c.lane == 2 && step < 50))
+                    continue;
+                if (lane2_stalls && c.lane == 2) {
+                    icbc_stripe_chunk_sent(tx.st, c.token, 0, now); /* died with its lane */
+                } else {
+                    icbc_stripe_chunk_data(rx.st, SENDER, &c.c, c.data, now);
+                    icbc_stripe_chunk_sent(tx.st, c.token, 1, now);
+                }
+                c.token = 0;
+                break; /* one chunk per step */
+            }
+            if (lane2_stalls && step == 49)
+                icbc_stripe_lane_lost(tx.st, 2, now);
+            for (auto &pc : rx.confirms)
+                icbc_stripe_send_confirmed(tx.st, RECEIVER, pc.second, now);
+            rx.confirms.clear();
+            icbc_stripe_progress(tx.st, now);
+        }
+    };
+    transfer(true);
+    ASSERT_EQ(1u, tx.sends_done.size());
+    ASSERT_EQ(ICBC_OK, tx.sends_done[0].status);
+    icbc_stripe_lane_stats_t ls;
+    icbc_stripe_lane_stats(tx.st, 2, &ls);
+    EXPECT_EQ(0, ls.rate) << "lane 2 moved nothing while it held chunks";
+    EXPECT_EQ(src, dst);
+
+    icbc_stripe_lane_revived(tx.st, 2);
+    size_t from = tx.wire.size();
+    std::fill(dst.begin(), dst.end(), 0);
+    transfer(false);
+    ASSERT_EQ(2u, tx.sends_done.size());
+    EXPECT_EQ(ICBC_OK, tx.sends_done[1].status);
+    EXPECT_EQ(src, dst);
+    size_t on2 = 0;
+    for (size_t k = from; k < tx.wire.size(); k++)
+        on2 += tx.wire[k].lane == 2;
+    EXPECT_GT(on2, 0u) << "the revived lane was offered no chunk";
 }
 
 TEST_F(Failover, AFixedLaneCarriesEveryChunkAndMovesWhenLost)
