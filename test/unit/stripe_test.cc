@@ -107,8 +107,9 @@ struct Side {
                   icbc_stripe_placement_t placement = ICBC_STRIPE_PLACE_WINDOW,
                   double rate_window = 0)
     {
-        icbc_stripe_config_t cfg = { chunk, timeout, first_gen, failover, placement,
-                                     rate_window, 0 };
+        icbc_stripe_config_t cfg = {
+            chunk, timeout, first_gen, failover, placement, rate_window, 0
+        };
         icbc_stripe_ops_t ops = { send_chunk, lanes,   send_complete, recv_complete,
                                   place,      confirm, lane_for,      home_lane };
         EXPECT_EQ(ICBC_OK, icbc_stripe_create(&cfg, &ops, this, &st));
@@ -920,15 +921,14 @@ TEST(Stripe, ARevivedLaneIsMeasuredAfreshByAdaptivePlacement)
         uint64_t cookie;
         icbc_stripe_cts_t cts;
         size_t from = tx.wire.size();
-        ASSERT_EQ(ICBC_OK, icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, nullptr,
-                                                  now, &cookie));
-        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, cookie, size, dst.data(),
-                                                  nullptr, now, &cts));
+        ASSERT_EQ(ICBC_OK,
+                  icbc_stripe_send_start(tx.st, RECEIVER, src.data(), size, nullptr, now, &cookie));
+        ASSERT_EQ(ICBC_OK, icbc_stripe_recv_start(rx.st, SENDER, cookie, size, dst.data(), nullptr,
+                                                  now, &cts));
         ASSERT_EQ(ICBC_OK, icbc_stripe_cts(tx.st, RECEIVER, cookie, &cts, now));
         /* lanes 0 and 1 deliver a chunk every millisecond; lane 2, when it
          * stalls, nothing, until it is lost */
-        for (int step = 0; step < 200 && tx.sends_done.size() < (lane2_stalls ? 1u : 2u);
-             step++) {
+        for (int step = 0; step < 200 && tx.sends_done.size() < (lane2_stalls ? 1u : 2u); step++) {
             now += 0.001;
             for (size_t k = from; k < tx.wire.size(); k++) {
                 Chunk &c = tx.wire[k];
