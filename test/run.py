@@ -9,9 +9,10 @@ default   what protects a user, in about 28 minutes on 2 cores: format, unit
           tests (normal and ASan+UBSan), fuzz smoke, benchmark tools,
           testbed, one cluster,
           first contact, trust boundary, the two-cluster quick set under
-          every policy, failover (short), IMPI clients, LAM interop (a
-          representative subset), mpi4py once across clusters, MPICH's CI
-          subset.
+          every policy (half of MPICH's CI subset for two clusters through
+          the routers, the other half over IMPI), failover (short), IMPI
+          clients, LAM interop (a representative subset), mpi4py once
+          across clusters, MPICH's CI subset on one cluster.
 full      every suite: the default tier and every slice below.
 --slice K only slice K of the full tier (0 <= K < number of slices).
 --slice-of COMMIT
@@ -84,6 +85,9 @@ def pytest(*files, mark=None, extra=()):
 
 
 def default_suites(a):
+    # MPICH's CI subset for two clusters is halved between the two paths
+    # across clusters: its even lines through the routers, its odd ones
+    # over IMPI (--mpich-shard); the slices run the whole lists on both.
     p = ["--prefix", a.prefix]
     return [
         Suite("format", [os.path.join(TOP, "contrib", "check-format.sh")],
@@ -114,7 +118,7 @@ def default_suites(a):
         Suite("clusters", pytest("test_clusters.py", "test_mpich_clusters.py",
                                  "test_apps_results.py", "test_testbed_counters.py",
                                  "test_pacing.py", "test_bind.py", "test_mixed_fabric.py",
-                                 mark="not full", extra=p),
+                                 mark="not full", extra=p + ["--mpich-shard", "0/2"]),
               "two clusters: every policy, routers, failure paths, MPICH CI subset, pacing, "
               "placement and pacing with a UCX and a libfabric cluster",
               ("mpich-tests",)),
@@ -132,7 +136,8 @@ def default_suites(a):
         Suite("impi-lam", pytest("test_impi_lam.py", mark="not full",
                                  extra=p + ["--build", a.build]),
               "LAM/MPI 7.1.4 as the foreign IMPI client (subset)", ("lam",)),
-        Suite("mpich-impi", pytest("test_mpich_impi.py", mark="not full", extra=p),
+        Suite("mpich-impi", pytest("test_mpich_impi.py", mark="not full",
+                                   extra=p + ["--mpich-shard", "1/2"]),
               "MPICH tests split over two IMPI clients", ("mpich-tests",)),
         Suite("mpi4py", [PY, os.path.join(TOP, "test", "mpi", "mpi4py_suite.py")] + p +
               ["--layout", "clusters", "--policies", "aggregate", "--delay", "100us",

@@ -149,16 +149,20 @@ class Testbed:
         return pid
 
     def stop_daemons(self):
+        pids = {}
         for node, pidfile in self.daemons:
             try:
                 with open(pidfile) as f:
-                    pid = int(f.read())
-                os.kill(pid, signal.SIGTERM)
+                    pids[pidfile] = int(f.read())
+                os.kill(pids[pidfile], signal.SIGTERM)
             except (OSError, ValueError):
                 pass
+        # a daemon removes its pidfile as it exits; one killed earlier (the
+        # failover tests' SIGKILL) leaves it behind and is waited for no more
         deadline = time.time() + 10
         for node, pidfile in self.daemons:
-            while os.path.exists(pidfile) and time.time() < deadline:
+            while os.path.exists(pidfile) and time.time() < deadline and \
+                    pidfile in pids and os.path.exists(f"/proc/{pids[pidfile]}"):
                 time.sleep(0.1)
         self.daemons = []
 
