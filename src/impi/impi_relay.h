@@ -63,8 +63,10 @@ typedef struct impi_rly_config {
     int require_key; /* the inside client must send KEY; the relay sends it on */
     uint64_t key;
     /* The port of relay RELAY's persona of outside client C, asked once the
-     * number of clients is known; 0: none could be opened (start-up fails). */
-    uint32_t (*persona_port)(void *arg, int relay, int client);
+     * number of clients is known; 0: none could be opened (start-up fails).
+     * ADDR: the persona's address inside, the relay's inside address unless
+     * the relay gives each persona one of its own (-persona-addrs). */
+    uint32_t (*persona_port)(void *arg, int relay, int client, uint8_t addr[16]);
     void *arg;
 } impi_rly_config_t;
 
@@ -127,13 +129,16 @@ typedef struct impi_relay_config {
     uint16_t port;            /* the inside start-up port; 0: any free one */
     int require_key;
     uint64_t key;
-    double timeout;        /* seconds start-up and the end may make no progress */
-    int trunks;            /* the leader: the client's relays, itself included (0: 1) */
-    const char *followers; /* the leader: the inside addresses of relays 1 .. trunks - 1,
+    double timeout;            /* seconds start-up and the end may make no progress */
+    int trunks;                /* the leader: the client's relays, itself included (0: 1) */
+    const char *followers;     /* the leader: the inside addresses of relays 1 .. trunks - 1,
                               comma-separated; a follower joins only from its own.
                               NULL: from any address */
-    const char *leader;    /* a follower: the leader's start-up "ADDR:PORT"; NULL: a leader */
-    int rank;              /* a follower: its rank, 1 .. trunks - 1 */
+    const char *leader;        /* a follower: the leader's start-up "ADDR:PORT"; NULL: a leader */
+    int rank;                  /* a follower: its rank, 1 .. trunks - 1 */
+    const char *persona_addrs; /* this relay's inside addresses for its personas, one per
+                                  other client in client order (used again from the first
+                                  when there are fewer), comma-separated; NULL: inside_addr */
 } impi_relay_config_t;
 
 typedef struct impi_relay impi_relay_t;

@@ -206,7 +206,44 @@ static int parse_addr_port(const char *text, struct in_addr *addr, uint16_t *por
 
 /* ---- create / destroy ---------------------------------------------------- */
 
-static uint32_t leader_persona_port(void *arg, int relay, int client);
+static uint32_t leader_persona_port(void *arg, int relay, int client, uint8_t addr[16]);
+
+/* -persona-addrs A1,A2,..: this relay's inside addresses for its personas. */
+static int parse_persona_addrs(impi_relay_t *r, const char *list, char *err, size_t errlen)
+{
+    char buf[IMPI_MAX_CLIENTS * 16 + 16], *save = NULL;
+
+    if (strlen(list) >= sizeof(buf)) {
+        snprintf(err, errlen, "-persona-addrs: %d addresses at most", IMPI_MAX_CLIENTS - 1);
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+        if (r->npersona_v4 + 1 >= IMPI_MAX_CLIENTS ||
+            inet_pton(AF_INET, a, &r->persona_v4[r->npersona_v4]) != 1) {
+            snprintf(err, errlen, "-persona-addrs '%s': want up to %d IPv4 addresses", list,
+                     IMPI_MAX_CLIENTS - 1);
+            return -1;
+        }
+        r->npersona_v4++;
+    }
+    if (r->npersona_v4 == 0) {
+        snprintf(err, errlen, "-persona-addrs '%s': want IPv4 addresses", list);
+        return -1;
+    }
+    return 0;
+}
+
+/* The inside address of this relay's persona of client C, the private
+ * client being OWN: the next of -persona-addrs in client order, else the
+ * relay's inside address. LAM/MPI tells hosts apart by address: a LAM
+ * client inside needs each persona at an address of its own. */
+static struct in_addr persona_addr(const impi_relay_t *r, int own, int c)
+{
+    if (r->npersona_v4 == 0)
+        return r->in_v4;
+    return r->persona_v4[(c < own ? c : c - 1) % r->npersona_v4];
+}
 
 /* -followers A1,A2,..: one inside address per follower, in rank order. */
 static int parse_followers(impi_relay_t *r, const char *list, char *err, size_t errlen)
@@ -268,6 +305,8 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
         goto fail;
     }
     if (cfg->followers && parse_followers(r, cfg->followers, err, errlen) < 0)
+        goto fail;
+    if (cfg->persona_addrs && parse_persona_addrs(r, cfg->persona_addrs, err, errlen) < 0)
         goto fail;
     if (cfg->outside_addr && inet_pton(AF_INET, cfg->outside_addr, &r->out_v4) != 1) {
         snprintf(err, errlen, "-outside '%s' is not an IPv4 address", cfg->outside_addr);
@@ -406,7 +445,7 @@ void impi_relay_destroy(impi_relay_t *r)
 
 /* ---- the leader's start-up ---------------------------------------------------- */
 
-static uint32_t leader_persona_port(void *arg, int relay, int client)
+static uint32_t leader_persona_port(void *arg, int relay, int client, uint8_t addr[16])
 {
     impi_relay_t *r = arg;
     double deadline = icbc_clock_now() + (r->cfg.timeout > 0 ? r->cfg.timeout : 600);
@@ -415,7 +454,9 @@ static uint32_t leader_persona_port(void *arg, int relay, int client)
     char err[256];
 
     if (relay == 0) {
-        r->persona_lfd[client] = listen_on(r->in_v4, 0, &port);
+        struct in_addr a = persona_addr(r, impi_rly_client(r->rly), client);
+        addr16(addr, a);
+        r->persona_lfd[client] = listen_on(a, 0, &port);
         return r->persona_lfd[client] < 0 ? 0 : port;
     }
     if (!pr->asked) { /* CLIENTS, then its PORTS */
@@ -425,15 +466,20 @@ static uint32_t leader_persona_port(void *arg, int relay, int client)
         pr->asked = 1;
         if (send_frame(r->peer[relay].ctl_fd, IMPI_LINK_CLIENTS, (uint32_t) n, (uint32_t) k, NULL,
                        0) < 0 ||
-            recv_frame(r->peer[relay].ctl_fd, IMPI_LINK_PORTS, 4 * IMPI_MAX_CLIENTS, deadline, &a,
+            recv_frame(r->peer[relay].ctl_fd, IMPI_LINK_PORTS, 8 * IMPI_MAX_CLIENTS, deadline, &a,
                        &b, &body, &len, err, sizeof(err)) != ICBC_OK) {
             icbc_error("relay %d: %s", relay, err);
             return 0;
         }
-        for (int c = 0; c < n && 4 * (uint32_t) c + 4 <= len; c++)
-            pr->ports[c] = icbc_get32(body + 4 * c);
+        /* per client its persona's port and address */
+        for (int c = 0; c < n && 8 * (uint32_t) c + 8 <= len; c++) {
+            pr->ports[c] = icbc_get32(body + 8 * c);
+            memcpy(&pr->paddr[c], body + 8 * c + 4, 4);
+        }
         free(body);
     }
+    if (pr->paddr[client].s_addr != 0)
+        addr16(addr, pr->paddr[client]);
     return pr->ports[client];
 }
 
@@ -663,18 +709,20 @@ static icbc_status_t follower_startup(impi_relay_t *r, char *err, size_t errlen)
     free(body);
     if (n < 1 || n > IMPI_MAX_CLIENTS || k >= n)
         return icbc_err(ICBC_ERR_INVALID, err, errlen, "the leader relay says %u clients", n);
-    uint8_t ports[4 * IMPI_MAX_CLIENTS] = { 0 };
+    uint8_t ports[8 * IMPI_MAX_CLIENTS] = { 0 };
     for (uint32_t c = 0; c < n; c++) {
         uint16_t port = 0;
         if (c == k)
             continue;
-        r->persona_lfd[c] = listen_on(r->in_v4, 0, &port);
+        struct in_addr a = persona_addr(r, (int) k, (int) c);
+        r->persona_lfd[c] = listen_on(a, 0, &port);
         if (r->persona_lfd[c] < 0)
-            return icbc_err(ICBC_ERR_IO, err, errlen, "cannot listen on %s: %s",
-                            inet_ntoa(r->in_v4), strerror(errno));
-        icbc_put32(ports + 4 * c, port);
+            return icbc_err(ICBC_ERR_IO, err, errlen, "cannot listen on %s: %s", inet_ntoa(a),
+                            strerror(errno));
+        icbc_put32(ports + 8 * c, port);
+        memcpy(ports + 8 * c + 4, &a, 4);
     }
-    if (send_frame(fd, IMPI_LINK_PORTS, n, 0, ports, 4 * n) < 0)
+    if (send_frame(fd, IMPI_LINK_PORTS, n, 0, ports, 8 * n) < 0)
         return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "writing to the leader relay: %s",
                         strerror(errno));
     r->client = (int) k;
@@ -915,7 +963,7 @@ static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
                 expect++;
                 continue;
             }
-            int fd = connect_host(r->in, p, host, r->in_v4, deadline, err, errlen);
+            int fd = connect_host(r->in, p, host, persona_addr(r, K, c), deadline, err, errlen);
             if (fd < 0)
                 return ICBC_ERR_UNREACHABLE;
             if ((st = relay_conn_open(r, relay_inside_conn(r, c, host), RELAY_INSIDE, c, p, host,

@@ -41,6 +41,7 @@ typedef struct relay_peer {
     int ctl_fd; /* the start-up connection between it and the leader (-1: none) */
     int asked;  /* the leader asked it for its persona ports */
     uint32_t ports[IMPI_MAX_CLIENTS];
+    struct in_addr paddr[IMPI_MAX_CLIENTS]; /* and its personas' addresses */
 } relay_peer_t;
 
 struct impi_relay {
@@ -51,6 +52,8 @@ struct impi_relay {
     int startup_lfd, startup_fd, server_fd, out_lfd, link_lfd;
     uint16_t port, out_port, link_port;
     int persona_lfd[IMPI_MAX_CLIENTS];
+    struct in_addr persona_v4[IMPI_MAX_CLIENTS]; /* -persona-addrs, npersona_v4 of them */
+    int npersona_v4;
     relay_peer_t peer[IMPI_RELAY_TRUNKS_MAX];
     struct in_addr follower_v4[IMPI_RELAY_TRUNKS_MAX]; /* -followers; 0: any */
     impi_rly_t *rly;                                   /* the leader's start-up */

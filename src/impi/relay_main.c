@@ -4,6 +4,7 @@
  *
  *   impi-relay -server ADDR:PORT [-port P] [-auth none|key:FILE]
  *              [-inside ADDR] [-outside ADDR] [-timeout S] [-trunks K]
+ *              [-persona-addrs A1,..]
  *   impi-relay -server ADDR:PORT -leader ADDR:PORT -rank J [-inside ADDR]
  *              [-outside ADDR] [-timeout S]
  *
@@ -48,6 +49,12 @@ static void usage(FILE *f)
           "                     others are started with -leader and -rank\n"
           "  -followers A1,..   the leader: the inside addresses of relays 1 .. K-1; a\n"
           "                     relay joins only from its own (default: any address)\n"
+          "  -persona-addrs A1,..\n"
+          "                     addresses of this node inside, one for each other client\n"
+          "                     of the job in client order, where the relay stands in\n"
+          "                     for it (used again from A1 when fewer; default: -inside).\n"
+          "                     A LAM/MPI client inside with two or more other clients\n"
+          "                     needs them: LAM tells hosts apart by address\n"
           "  -leader ADDR:PORT  this relay is one of a trunk: ADDR:PORT is what the\n"
           "                     leader printed\n"
           "  -rank J            its rank in the trunk, 1 .. K-1\n"
@@ -89,6 +96,8 @@ int main(int argc, char **argv)
             r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.rank);
         else if (r == 0 && !strcmp(o, "-followers"))
             cfg.followers = v;
+        else if (r == 0 && !strcmp(o, "-persona-addrs"))
+            cfg.persona_addrs = v;
         else if (r == 0 && !strcmp(o, "-leader"))
             cfg.leader = v;
         else if (r == 0 && !strcmp(o, "-timeout"))

@@ -83,8 +83,9 @@ struct impi_rly {
         uint8_t *data;
         uint32_t len;
         int given;
-    } kept[NREWRITTEN];                                      /* the inside's own parts */
-    uint32_t ports[IMPI_RELAY_TRUNKS_MAX][IMPI_MAX_CLIENTS]; /* the personas' */
+    } kept[NREWRITTEN];                                         /* the inside's own parts */
+    uint32_t ports[IMPI_RELAY_TRUNKS_MAX][IMPI_MAX_CLIENTS];    /* the personas' */
+    uint8_t paddr[IMPI_RELAY_TRUNKS_MAX][IMPI_MAX_CLIENTS][16]; /* and their addresses */
     impi_layout_t inside, outside;
     int started, finished;
 };
@@ -361,7 +362,7 @@ static int persona_part(impi_rly_t *r, uint32_t label, int c, queue_t *q)
     case IMPI_C_NHOSTS: return put32(q, k);
     case IMPI_H_IPV6:
         for (uint32_t j = 0; j < k && !bad; j++)
-            bad = put(q, r->cfg.trunk[j].inside_addr, 16);
+            bad = put(q, r->paddr[j][c], 16);
         return bad;
     case IMPI_H_PORT:
         for (uint32_t j = 0; j < k && !bad; j++)
@@ -383,7 +384,7 @@ static int persona_part(impi_rly_t *r, uint32_t label, int c, queue_t *q)
         for (uint32_t j = 0; j < k && !bad; j++)
             for (uint32_t i = impi_relay_block_first(np, k, j);
                  i < impi_relay_block_first(np, k, j + 1) && !bad; i++)
-                bad = put(q, r->cfg.trunk[j].inside_addr, 16);
+                bad = put(q, r->paddr[j][c], 16);
         return bad;
     case IMPI_P_PID:
         for (uint32_t i = 0; i < np && !bad; i++) {
@@ -581,7 +582,8 @@ static icbc_status_t server_sized(impi_rly_t *r, const uint8_t *p, char *err, si
         for (int c = 0; c < n; c++) {
             if (c == r->client)
                 continue;
-            r->ports[j][c] = r->cfg.persona_port(r->cfg.arg, j, c);
+            memcpy(r->paddr[j][c], r->cfg.trunk[j].inside_addr, 16);
+            r->ports[j][c] = r->cfg.persona_port(r->cfg.arg, j, c, r->paddr[j][c]);
             if (r->ports[j][c] < 1 || r->ports[j][c] > 65535)
                 return icbc_err(ICBC_ERR_IO, err, errlen,
                                 "relay %d could open no port for its inside host of client %d", j,

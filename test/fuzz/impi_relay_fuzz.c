@@ -27,9 +27,10 @@
 #include "impi_rx.h"
 #include "fuzz_check.h"
 
-static uint32_t persona_port(void *arg, int relay, int client)
+static uint32_t persona_port(void *arg, int relay, int client, uint8_t *addr)
 {
     (void) arg;
+    (void) addr;
     return 7000 + 100 * (uint32_t) relay + (uint32_t) client;
 }
 

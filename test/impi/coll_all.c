@@ -4,7 +4,7 @@
  * mpicc for a LAM/MPI 7.1.4 client and with ours for an ICBC client
  * (test/pytest/test_impi_lam.py).
  *
- *   coll_all [-a] [-r ROUNDS] [COUNT...]
+ *   coll_all [-a] [-x] [-r ROUNDS] [COUNT...]
  *
  * For each COUNT (ints per block; default 3 and 20000, the second above
  * IMPI's DATALEN of 64 KiB so that blocks travel as long messages):
@@ -23,13 +23,19 @@
  * context and tag (its lam_pt2impidatasync leaves negative context ids
  * alone), which takes the data, and MPI_Waitall never returns
  * (docs/impi.md, LAM/MPI 7.1.4 as it behaves).
+ *
+ * -x leaves out MPI_Reduce, MPI_Allreduce and MPI_Reduce_scatter. Across
+ * three or more clients LAM/MPI 7.1.4 cannot reduce to a LAM root: its
+ * linear reduction among the clients' masters receives every other
+ * master's part into one buffer and applies the operation once, after the
+ * last (ssi_coll_impi_reduce.c), so all but one client's part are lost.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, with_alltoall = 1;
+static int rank, size, with_alltoall = 1, with_reduce = 1;
 
 /* the value rank FROM puts at element I of its block for rank TO */
 static int val(int from, int to, int i)
@@ -96,8 +102,9 @@ static void run(int n)
 
         for (i = 0; i < n; i++)
             a[i] = (rank + 1) * (i % 100 + 1);
-        MPI_Reduce(a, b, n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
-        for (i = 0; rank == root && i < n; i++)
+        if (with_reduce)
+            MPI_Reduce(a, b, n, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+        for (i = 0; with_reduce && rank == root && i < n; i++)
             check(b[i] == (i % 100 + 1) * size * (size + 1) / 2, "MPI_Reduce", root, i);
 
         for (i = 0; i < n; i++)
@@ -139,8 +146,9 @@ static void run(int n)
 
     for (i = 0; i < n; i++)
         a[i] = (rank + 1) * (i % 100 + 1);
-    MPI_Allreduce(a, b, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    for (i = 0; i < n; i++)
+    if (with_reduce)
+        MPI_Allreduce(a, b, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    for (i = 0; with_reduce && i < n; i++)
         check(b[i] == (i % 100 + 1) * size * (size + 1) / 2, "MPI_Allreduce", -1, i);
 
     for (i = 0; i < n; i++)
@@ -200,10 +208,11 @@ scans:
     }
     for (i = 0; i < total; i++)
         a[i] = (rank + 1) * (i % 100 + 1);
-    MPI_Reduce_scatter(a, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (with_reduce)
+        MPI_Reduce_scatter(a, b, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     for (i = 0, r = 0; r < rank; r++)
         i += counts[r];
-    for (int k = 0; k < counts[rank]; k++)
+    for (int k = 0; with_reduce && k < counts[rank]; k++)
         check(b[k] == ((i + k) % 100 + 1) * size * (size + 1) / 2, "MPI_Reduce_scatter", -1, k);
 
     free(a);
@@ -223,6 +232,8 @@ int main(int argc, char **argv)
     for (; k < argc && argv[k][0] == '-'; k++) {
         if (strcmp(argv[k], "-a") == 0)
             with_alltoall = 0;
+        else if (strcmp(argv[k], "-x") == 0)
+            with_reduce = 0;
         else if (strcmp(argv[k], "-r") == 0 && k + 1 < argc)
             rounds = atoi(argv[++k]);
     }

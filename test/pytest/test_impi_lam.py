@@ -63,6 +63,7 @@ DEFAULT_TIER = {
                                                lam_first=False)],
     "test_lam_and_icbc_through_a_trunk_of_relays": [dict(lam_first=True, behind="lam")],
     "test_pingpong_through_a_relay": [dict(lam_first=False, behind="icbc", trunks=2)],
+    "test_lam_with_two_other_clients": [dict(through="relay")],
 }
 
 
@@ -559,6 +560,56 @@ def test_lam_and_icbc_through_a_trunk_of_relays(prefix, build_dir, lam, lam_coll
     run_icbc_job_with_lam(prefix, build_dir, lam, work, lam_first, 2, 3, lam_coll_all,
                           icbc_coll_all, "coll_all ok", args=coll_all_args(5), behind=behind,
                           trunks=2)
+
+
+@pytest.mark.parametrize("through", ["relay", "server"])
+def test_lam_with_two_other_clients(prefix, build_dir, lam, lam_coll_all, icbc_coll_all, work,
+                                    through):
+    """A job of three clients: LAM/MPI 7.1.4's two processes (client 0),
+    given impi-relay's address as its server (THROUGH relay) or
+    impi-server's, and two ICBC jobs of two processes (clients 1 and 2, IMPI
+    hosts 127.0.0.2 and 127.0.0.9); the collectives of coll_all.c but the
+    reductions (-x: LAM 7.1.4 reduces to a LAM root across three clients
+    wrongly, coll_all.c says why), every value checked on every rank.
+    Behind the relay, each outside client is a persona of the relay; LAM
+    tells hosts apart by address, so the relay is started with one inside
+    address per persona (-persona-addrs, docs/impi-relay.md)."""
+    u = Universe(lam, work, "lam")
+    u.boot()
+    persona_addrs = ["127.0.0.21", "127.0.0.22"]
+    icbc_hosts = [ICBC_ADDR, "127.0.0.9"]
+    args = ("-x",) + coll_all_args(6)
+    try:
+        server, addr, server_err = start_server(build_dir, 3, work)
+        relay, raddr, relay_errs = [], addr, []
+        if through == "relay":
+            relay, raddr, relay_errs = start_relay(build_dir, addr, work,
+                                                   ["-persona-addrs", ",".join(persona_addrs)])
+        lam_log = os.path.join(work, "lam.log")
+        with open(lam_log, "w") as out:
+            pl = u.run(["mpirun", "-client", "0", raddr, "-np", "2", lam_coll_all, *args],
+                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        jobs, logs = [], [("lam", lam_log), ("server", server_err.name)] + \
+            [("relay", e.name) for e in relay_errs]
+        for k, host in enumerate(icbc_hosts):
+            log = os.path.join(work, f"icbc{k + 1}.log")
+            with open(log, "w") as f:
+                jobs.append(subprocess.Popen(
+                    [os.path.join(prefix, "bin", "mpiexec"), "-n", "2",
+                     "-genv", "ICBC_IMPI_SERVER", addr, "-genv", "ICBC_IMPI_CLIENT", str(k + 1),
+                     "-genv", "MPIR_CVAR_CH4_ICBC_IMPI_HOST", host, icbc_coll_all, *args],
+                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            logs.append((f"icbc{k + 1}", log))
+        codes = finish(jobs + [pl, server] + relay)
+        text = {n: open(f).read() for n, f in logs}
+        report = "\n".join(f"--- {n}\n{t}" for n, t in text.items())
+        assert codes == [0] * (4 + len(relay)), \
+            f"exit codes icbc1, icbc2, lam, impi-server (, relay): {codes}\n" + report
+        for r, who in [(0, "lam"), (1, "lam"), (2, "icbc1"), (3, "icbc1"), (4, "icbc2"),
+                       (5, "icbc2")]:
+            assert f"rank {r}: coll_all ok" in text[who], report
+    finally:
+        u.halt()
 
 
 @pytest.fixture(scope="session")

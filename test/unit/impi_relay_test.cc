@@ -103,7 +103,7 @@ struct Reader {
     }
 };
 
-uint32_t persona_port(void *, int relay, int client)
+uint32_t persona_port(void *, int relay, int client, uint8_t *)
 {
     return 7000 + 100 * (uint32_t) relay + (uint32_t) client;
 }
@@ -258,6 +258,44 @@ TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
     ASSERT_EQ(ICBC_OK, from_inside(cmd(IMPI_CMD_FINI)));
     EXPECT_TRUE(impi_rly_finished(rly));
     EXPECT_EQ("", srv_err);
+}
+
+/* A relay that gives each persona an address of its own (-persona-addrs:
+ * a LAM/MPI client inside tells hosts apart by address): the inside sees
+ * each persona, host and processes, at the address the relay gave it. */
+uint32_t persona_port_own_addr(void *, int relay, int client, uint8_t *addr)
+{
+    addr[12] = 172, addr[13] = 16, addr[14] = (uint8_t) client, addr[15] = (uint8_t) (50 + relay);
+    return 7000 + 100 * (uint32_t) relay + (uint32_t) client;
+}
+
+TEST_F(RelayStartup, PersonasAtAddressesOfTheirOwn)
+{
+    cfg.ntrunks = 2;
+    cfg.persona_port = persona_port_own_addr;
+    make_relay();
+    Client out(0, { 1, 2 }, 0, 10), in(1, { 1, 2 }, 0, 4);
+    from_outside(hello(0));
+    ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
+    from_outside(labels_and_done(out));
+    ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
+    ASSERT_EQ("", srv_err);
+    ASSERT_EQ("", rly_err);
+    ASSERT_TRUE(inside.done);
+    const impi_layout_t &i = inside.layout, &o = outside.layout;
+    ASSERT_EQ(2u, i.nhosts[0]);
+    for (int j = 0; j < 2; j++) {
+        const impi_host_t &h = i.hosts[j];
+        uint8_t want[16] = { 0 };
+        persona_port_own_addr(nullptr, j, 0, want);
+        EXPECT_EQ(0, memcmp(h.addr, want, 16)) << j;
+        EXPECT_NE(0, memcmp(h.addr, cfg.trunk[j].inside_addr, 16)) << j;
+        for (int r = h.first_rank; r < h.first_rank + (int) h.nprocs; r++)
+            EXPECT_EQ(0, memcmp(i.procs[r].host, want, 16)) << r;
+    }
+    /* outside, the relays are still their outside addresses */
+    for (int j = 0; j < 2; j++)
+        EXPECT_EQ(0, memcmp(o.hosts[o.first_host[1] + j].addr, cfg.trunk[j].outside_addr, 16));
 }
 
 /* Three relays (trunking): the inside client's 4 hosts are 3 relay hosts
