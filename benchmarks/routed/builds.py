@@ -3,7 +3,7 @@
 
 Runs benchmarks/routed/routed.py once per build and repetition, the builds
 interleaved (rep 1: A B, rep 2: B A, ...) on one testbed brought up here
-with the first build's tools, each build with its own icbc-router daemons
+with the last build's icbc-testbed (or ICBC_TESTBED_BIN; every run uses it), each build with its own icbc-router daemons
 and its own compiled benchmark programs; then compares every part, policy
 and router count across the builds (benchmarks/common/compare.py), the
 first build as the reference: ratio = build / first build.
@@ -101,7 +101,7 @@ def parse(argv):
 def testbed_args(rest):
     shape = dict(SHAPE)
     for i, a in enumerate(rest):
-        if a in shape and i + 1 < len(rest):
+        if (a in shape or a in ("--tcp-cc", "--buffer", "--fabric-api")) and i + 1 < len(rest):
             shape[a] = rest[i + 1]
     args = ["--clusters", "2"]
     for k, v in shape.items():
@@ -183,7 +183,11 @@ def main(argv):
                "builds: " + ", ".join(f"{lab}={p}" for lab, p in builds),
                f"testbed: icbc-testbed up --name {TESTBED} {' '.join(testbed_args(rest))}",
                f"each run: routed.py --reps 1 {' '.join(rest)}", ""]
-    tool = os.path.join(builds[0][1], "bin", "icbc-testbed")
+    # one testbed tool for every build's runs: the last build's (an older
+    # build's may lack its options, e.g. --tcp-cc), or ICBC_TESTBED_BIN
+    tool = os.environ.get("ICBC_TESTBED_BIN") or os.path.join(builds[-1][1], "bin",
+                                                               "icbc-testbed")
+    os.environ["ICBC_TESTBED_BIN"] = tool
     subprocess.call([tool, "down", "--name", TESTBED], stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL)
     up = subprocess.run([tool, "up", "--name", TESTBED] + testbed_args(rest),

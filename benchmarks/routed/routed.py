@@ -75,6 +75,8 @@ Testbed (icbc-testbed up --clusters 2 ...):
   --buffer SIZE             WAN bottleneck buffer (default: icbc-testbed's, 256KiB)
   --fabric-api C=API,...    the fabric API of clusters (icbc-testbed's option: "fabric-api API"
                             in their router-file sections), e.g. b=ofi or a=ofi,b=ofi
+  --tcp-cc NAME             the nodes' TCP congestion control (icbc-testbed's option; default:
+                            the host's)
   --testbed-name NAME       (default routed); an existing testbed of that name is reused
                             (it must have the same shape) and left up
 
@@ -170,6 +172,7 @@ def options(argv):
     a("--delay", default="2ms")
     a("--buffer", default="")
     a("--fabric-api", default="")
+    a("--tcp-cc", default="")
     a("--testbed-name", default="routed")
     a("--policies", default="aggregate static alltoall")
     a("--router", default="")
@@ -370,6 +373,8 @@ class Routed:
             self.tb_args += ["--buffer", o.buffer]
         if o.fabric_api:
             self.tb_args += ["--fabric-api", o.fabric_api]
+        if o.tcp_cc:
+            self.tb_args += ["--tcp-cc", o.tcp_cc]
         prefix = o.prefix if self.need_icbc else o.stock_prefix
         self.bed = engine.Bed(o.testbed_name, prefix, self.tb_args, self.logs)
         self.runner.leftover_killer = lambda: self.bed.kill_leftovers(self.nodes,

@@ -45,7 +45,8 @@ class Testbed:
         self.args = args
         self.work = work
         self.state = f"/run/icbc-testbed/{name}"
-        tb = os.path.join(prefix, "bin", "icbc-testbed")
+        # ICBC_TESTBED_BIN: one tool for runs of several builds (benchmarks/routed/builds.py)
+        tb = os.environ.get("ICBC_TESTBED_BIN") or os.path.join(prefix, "bin", "icbc-testbed")
         self.tool = tb if os.access(tb, os.X_OK) else os.path.join(TOP, "contrib/testbed/icbc-testbed")
         self.daemons = []  # (node, pidfile)
         self.cleanups = []

@@ -53,6 +53,9 @@ rejects "--fabric-api with an unknown API" "malformed --fabric-api" "${dry[@]}" 
 rejects "--fabric-api names a cluster twice" "named twice" "${dry[@]}" --clusters 2 --nodes 2 --fabric-api b=ofi,b=ucx
 check "--fabric-api b=ofi,a=ucx is accepted in canonical order" \
     bash -c "'$TESTBED' up --dry-run --clusters 2 --nodes 1 --fabric-api b=ofi,a=ucx | grep -q 'fabric_api=a=ucx,b=ofi'"
+rejects "malformed --tcp-cc" "malformed --tcp-cc" "${dry[@]}" --clusters 1 --nodes 1 --tcp-cc 'cu bic'
+check "--tcp-cc cubic is in the canonical arguments" \
+    bash -c "'$TESTBED' up --dry-run --clusters 1 --nodes 1 --tcp-cc cubic | grep -q 'tcp_cc=cubic'"
 rejects "invalid testbed name" "invalid testbed name" "$TESTBED" up --dry-run --name 'Tb!' --clusters 1 --nodes 1
 rejects "testbed name too long" "invalid testbed name" "$TESTBED" up --dry-run --name abcdefghij --clusters 1 --nodes 1
 rejects "unknown option" "unknown argument" "${dry[@]}" --clusters 1 --nodes 1 --colour blue
@@ -70,6 +73,13 @@ check "up again creates no duplicates ($n1 namespaces before, $n2 after)" test "
 check "up again keeps the mgmt bridge single" test "$(ip -o link show | grep -c " $TB_NAME-mgmt:")" = 1
 rejects "up with different arguments under the same name" "already exists with different arguments" \
     "$TESTBED" up --name "$TB_NAME" --clusters 1 --nodes 3
+"$TESTBED" down --name "$TB_NAME" >/dev/null
+
+# --tcp-cc: every node's namespace gets it (reno: neither this host's default
+# nor a new namespace's)
+tb_up --clusters 1 --nodes 2 --tcp-cc reno
+check "--tcp-cc reno is every node's congestion control" \
+    bash -c "for n in a0 a1; do '$TESTBED' exec --name '$TB_NAME' \$n -- sysctl -n net.ipv4.tcp_congestion_control | grep -qx reno || exit 1; done"
 "$TESTBED" down --name "$TB_NAME" >/dev/null
 ip netns add "ttcoll-a0"
 rejects "name collision with a foreign namespace" "exists but is not part of a testbed" \
