@@ -219,11 +219,12 @@ RELAY_INSIDE = "127.0.0.3"
 RELAY_OUTSIDE = "127.0.0.4"
 
 
-def start_relay(build_dir, server, work, args=(), trunks=1):
+def start_relay(build_dir, server, work, args=(), trunks=1, relay_args=lambda j: []):
     """impi-relay -server SERVER started as docs/impi-relay.md says (with
     TRUNKS > 1: -trunks and -followers, and its followers with -leader and
-    -rank, each on the next two addresses): ([processes], the "ADDR:PORT" the leader printed
-    for the client inside, [stderr files])."""
+    -rank, each on the next two addresses; RELAY_ARGS(J): relay J's own options):
+    ([processes], the "ADDR:PORT" the leader printed for the client inside, [stderr
+    files])."""
     procs, errs, leader = [], [], None
     for j in range(trunks):
         inside = RELAY_INSIDE if j == 0 else f"127.0.0.{3 + 2 * j}"
@@ -234,7 +235,7 @@ def start_relay(build_dir, server, work, args=(), trunks=1):
             if j == 0 else ["-leader", leader, "-rank", str(j)]
         p = subprocess.Popen([os.path.join(build_dir, "impi-relay"), "-server", server,
                               "-inside", inside, "-outside", outside,
-                              "-timeout", str(TIMEOUT)] + extra + list(args),
+                              "-timeout", str(TIMEOUT)] + extra + list(args) + relay_args(j),
                              stdout=subprocess.PIPE, stderr=err, text=True)
         line = p.stdout.readline().strip()
         if not line:
@@ -562,29 +563,33 @@ def test_lam_and_icbc_through_a_trunk_of_relays(prefix, build_dir, lam, lam_coll
                           trunks=2)
 
 
-@pytest.mark.parametrize("through", ["relay", "server"])
+@pytest.mark.parametrize("through", ["relay", "trunk", "server"])
 def test_lam_with_two_other_clients(prefix, build_dir, lam, lam_coll_all, icbc_coll_all, work,
                                     through):
     """A job of three clients: LAM/MPI 7.1.4's two processes (client 0),
-    given impi-relay's address as its server (THROUGH relay) or
-    impi-server's, and two ICBC jobs of two processes (clients 1 and 2, IMPI
+    given impi-relay's address as its server (THROUGH relay), the leader's
+    of a trunk of two relays (trunk), or impi-server's, and two ICBC jobs of two processes (clients 1 and 2, IMPI
     hosts 127.0.0.2 and 127.0.0.9); the collectives of coll_all.c but the
     reductions (-x: LAM 7.1.4 reduces to a LAM root across three clients
     wrongly, coll_all.c says why), every value checked on every rank.
     Behind the relay, each outside client is a persona of the relay; LAM
     tells hosts apart by address, so the relay is started with one inside
-    address per persona (-persona-addrs, docs/impi-relay.md)."""
+    address per persona (-persona-addrs, docs/impi-relay.md), each relay of a
+    trunk its own. (Each ICBC client is one host here, a node's: its persona
+    is relay 0's; the follower's persona addresses reach the leader, unused.)"""
     u = Universe(lam, work, "lam")
     u.boot()
-    persona_addrs = ["127.0.0.21", "127.0.0.22"]
     icbc_hosts = [ICBC_ADDR, "127.0.0.9"]
     args = ("-x",) + coll_all_args(6)
     try:
         server, addr, server_err = start_server(build_dir, 3, work)
         relay, raddr, relay_errs = [], addr, []
-        if through == "relay":
-            relay, raddr, relay_errs = start_relay(build_dir, addr, work,
-                                                   ["-persona-addrs", ",".join(persona_addrs)])
+        if through != "server":
+            # each relay its own addresses: 127.0.0.21, .22 (relay 0), .31, .32 (relay 1)
+            relay, raddr, relay_errs = start_relay(
+                build_dir, addr, work, trunks=2 if through == "trunk" else 1,
+                relay_args=lambda j: ["-persona-addrs",
+                                      ",".join(f"127.0.0.{21 + 10 * j + i}" for i in range(2))])
         lam_log = os.path.join(work, "lam.log")
         with open(lam_log, "w") as out:
             pl = u.run(["mpirun", "-client", "0", raddr, "-np", "2", lam_coll_all, *args],

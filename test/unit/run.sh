@@ -23,6 +23,9 @@ done
 build=$(cd "$build" 2>/dev/null && pwd) || { echo "run.sh: no build directory $build" >&2; exit 2; }
 logs=$build/logs
 mkdir -p "$logs"
+# the sanitizer build is configured and built from scratch in a new clone:
+# through ccache when it is there, as MPICH's build is (contrib/mpich)
+if [ -d /usr/lib/ccache ]; then export PATH=/usr/lib/ccache:$PATH; fi
 
 p=0 f=0 s=0
 for kind in normal asan; do
