@@ -521,6 +521,7 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     mx_client_t *c;
     icbc_status_t ret = ICBC_OK;
     double deadline;
+    size_t ready = 0;
 
     if (params->fabric == NULL || params->nrouters == 0 || params->key == NULL ||
         params->keylen == 0) {
@@ -583,8 +584,24 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
         if (mx_fabric_progress(params->fabric) == 0)
             idle_pause();
     }
+    for (size_t i = 0; i < params->nrouters; i++)
+        ready += c->routers[i].state == RT_READY;
     for (size_t i = 0; i < params->nrouters; i++) {
-        if (c->routers[i].state != RT_READY) {
+        router_t *rt = &c->routers[i];
+        if (rt->state != RT_READY && c->p.reconnect_ms > 0 && ready > 0 &&
+            rt->state != RT_REFUSED && !rt->registered_once) {
+            /* down or silent now: taken when it answers, as a lost one is */
+            explain(rt, c->p.timeout_ms, err, errlen);
+            icbc_warn("%s; starting with the other routers, trying it every %d ms", err,
+                      c->p.reconnect_ms);
+            if (rt->state != RT_LOST)
+                drop_endpoint(rt);
+            rt->state = RT_LOST;
+            rt->retry_ms = 0;
+            rt->was_ready = 1;
+            continue;
+        }
+        if (rt->state != RT_READY) {
             explain(&c->routers[i], c->p.timeout_ms, err, errlen);
             ret = c->routers[i].state == RT_REFUSED ? ICBC_ERR_AUTH
                   : c->routers[i].state == RT_LOST && !c->routers[i].registered_once
@@ -600,6 +617,8 @@ icbc_status_t mx_client_create(const mx_client_params_t *params, mx_client_t **o
     }
     for (size_t i = 0; i < params->nrouters; i++)
         c->routers[i].was_ready = 1;
+    if (errlen > 0)
+        err[0] = '\0';
     *out = c;
     return ICBC_OK;
 }

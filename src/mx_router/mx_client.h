@@ -88,7 +88,9 @@ typedef struct mx_client_params {
     int silence_ms;
     /* A router lost after registration is connected and registered again
      * every this many ms until it answers (a restarted daemon); on_router_back
-     * then tells the owner. 0: never. */
+     * then tells the owner. With it, a router that cannot be reached at
+     * start (not one that refuses) is tried so too, once one other
+     * registered. 0: never, and every router must register at start. */
     int reconnect_ms;
     int (*on_msg)(const mx_client_msg_t *m, void *arg);
     /* The endpoint to ROUTER failed after registration (router gone), or

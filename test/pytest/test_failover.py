@@ -162,6 +162,53 @@ def test_every_router_killed_gives_an_mpi_error_within_10_s(four_routers, router
     assert after <= 10.5, f"the first MPI error came {after:.1f} s after the kill\n{r.describe()}"
 
 
+def first_bytes_after(routers, node, mark, limit=15):
+    """Seconds until NODE's stats lines (every half second, past byte MARK of
+    its log) count bytes; None when they do not within LIMIT s."""
+    log, t0 = routers.log(node), time.time()
+    while time.time() - t0 < limit:
+        with open(log, errors="replace") as f:
+            f.seek(mark)
+            for line in f:
+                i = line.find("stats-json ")
+                if i >= 0:
+                    st = json.loads(line[i + len("stats-json "):])
+                    if st["bytes_in"] + st["bytes_out"] > 0:
+                        return time.time() - t0
+        time.sleep(0.25)
+    return None
+
+
+@pytest.mark.full
+def test_router_down_at_start_is_taken_when_it_comes(four_routers, routers, programs, work):
+    """Router a2 is down when the job starts: the job starts on the other
+    three (a warning names a2) and, once a2 is started 4 s later as a user
+    would, carries traffic through it within 5 s; every message arrives
+    once, intact and in order."""
+    args = ("--size", str(16 << 20), "--count", "120", "--window", "2")
+    routers.kill("a2")
+    seen = []
+
+    def later():
+        time.sleep(4)
+        log = routers.log("a2")
+        mark = os.path.getsize(log) if os.path.exists(log) else 0
+        routers.start("a2", ["--stats-interval", "0.5"])
+        seen.append(first_bytes_after(routers, "a2", mark))
+
+    t = threading.Thread(target=later)
+    t.start()
+    r = stream(four_routers, programs, work, "down-at-start", args)
+    t.join()
+    assert r.ok, r.describe()
+    assert re.search(r"router a2 \(fabric [^)]*\) unreachable: .*starting with the other routers",
+                     r.output), r.describe()
+    assert seen[0] is not None, "router a2, started after the job, forwarded nothing within 15 s"
+    assert seen[0] <= 5, f"router a2 carried traffic only {seen[0]:.1f} s after its start"
+    with open(os.path.join(work, "failover.txt"), "a") as f:
+        f.write(f"down at start: router a2 carried bytes {seen[0]:.1f} s after its start\n")
+
+
 def test_restarted_router_carries_traffic_again_within_5_s(four_routers, routers, programs,
                                                            work):
     """Router a2 is killed, and restarted 2 s later while the stream runs:

@@ -1315,8 +1315,9 @@ TEST_F(RouterTest, StrangersAreRefused)
         // only here), and rxm tells a peer nothing of a socket shut down.
         // The router's side of it is checked below on both APIs.
         bool told = silent.WaitClosed(5000);
-        if (TestApi() == MX_FABRIC_UCX)
+        if (TestApi() == MX_FABRIC_UCX) {
             EXPECT_TRUE(told);
+        }
     }
     double end = NowMs() + 3000;
     while (ra.Stats().refused_fabric < 3 && NowMs() < end)
@@ -1576,6 +1577,47 @@ TEST_F(RouterTest, ClientRegistersAgainWithARestartedRouter)
               mx_client_send(ca.client(), 0, 1, 1, 0, "x", 1, nullptr, 0, nullptr, nullptr));
     EXPECT_EQ(0, still.backs());
     EXPECT_FALSE(mx_client_router_alive(still.client(), 0)) << "reconnected without reconnect_ms";
+}
+
+// A router that is down when a process starts: with reconnect_ms the
+// process starts on the other router of its cluster and registers with it
+// once it runs; without, the start fails naming it.
+TEST_F(RouterTest, ARouterDownAtStartIsTakenWhenItComes)
+{
+    TwoClusters su;
+    std::string text = su.Text("routers.key");
+    char line[160];
+    snprintf(line, sizeof(line), "    router a1 fabric=127.0.0.1:%d wan=127.0.0.1:%d\n", FreePort(),
+             FreePort());
+    text.insert(text.find("cluster b"), line);
+    std::string path = su.dir + "/two-routers.conf";
+    WriteFile(path, text);
+    RfPtr rf = LoadRf(path);
+    RouterThread ra(rf.get(), "a0");
+
+    // UCX refuses the connection at once; libfabric's rxm says nothing
+    // until the start's time limit
+    Client strict(rf.get(), 0, 1, "", 2000);
+    EXPECT_TRUE(strict.status() == ICBC_ERR_UNREACHABLE || strict.status() == ICBC_ERR_TIMEOUT)
+        << icbc_status_str(strict.status());
+    EXPECT_NE(std::string::npos, strict.error().find("router a1")) << strict.error();
+
+    Client ca(rf.get(), 0, 0, "", 2000, 0, kJob, 200);
+    ASSERT_EQ(ICBC_OK, ca.status()) << ca.error();
+    EXPECT_TRUE(mx_client_router_alive(ca.client(), 0));
+    EXPECT_FALSE(mx_client_router_alive(ca.client(), 1));
+    EXPECT_EQ(ICBC_ERR_PEER_FAILED,
+              mx_client_send(ca.client(), 1, 1, 1, 0, "x", 1, nullptr, 0, nullptr, nullptr));
+    auto ra1 = std::make_unique<RouterThread>(rf.get(), "a1");
+    double end = NowMs() + 5000;
+    while (ca.backs() == 0 && NowMs() < end) {
+        ca.Progress();
+        mx_client_watch(ca.client());
+    }
+    ASSERT_EQ(1, ca.backs()) << "router a1 not registered with within 5 s of its start";
+    EXPECT_TRUE(mx_client_router_alive(ca.client(), 1));
+    EXPECT_EQ(ICBC_OK,
+              mx_client_send(ca.client(), 1, 1, 1, 0, "x", 1, nullptr, 0, nullptr, nullptr));
 }
 
 TEST_F(RouterTest, LostClusterIsAnnouncedAndSoIsItsReturn)

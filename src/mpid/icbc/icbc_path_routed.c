@@ -606,6 +606,11 @@ int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *above_)
     routed.lanes_up = P.nrouters == 64 ? ~0ull : ((uint64_t) 1 << P.nrouters) - 1;
     if (mx_client_create(&mp, &routed.mx, err, sizeof(err)) != ICBC_OK)
         return MPIDI_ICBC_path_cfg_error(err);
+    /* with failover a router down at start is left out until it registers:
+     * the first progress finds it lost, as if it had died */
+    for (int k = 0; k < P.nrouters; k++)
+        if (!mx_client_router_alive(routed.mx, k))
+            routed.lanes_dirty = 1;
     /* an RTS carries the MPI header after a longer wire header */
     size_t mi = mx_client_max_inner(routed.mx);
     if (mi < ICBC_WIRE_HDR_LEN(ICBC_MSG_RTS) + 256)
