@@ -199,6 +199,16 @@ struct RelayStartup : ::testing::Test {
         h.insert(h.end(), i.begin(), i.end());
         return h;
     }
+    /* Client OUT (0, outside) and IN (1, behind the relay) through start-up. */
+    void start_job(const Client &out, const Client &in)
+    {
+        from_outside(hello(0));
+        ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
+        from_outside(labels_and_done(out));
+        ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
+        ASSERT_EQ("", srv_err);
+        ASSERT_EQ("", rly_err);
+    }
 };
 
 TEST_F(RelayStartup, EachSideSeesTheOtherAsOneHostOfItsProcesses)
@@ -275,12 +285,7 @@ TEST_F(RelayStartup, PersonasAtAddressesOfTheirOwn)
     cfg.persona_port = persona_port_own_addr;
     make_relay();
     Client out(0, { 1, 2 }, 0, 10), in(1, { 1, 2 }, 0, 4);
-    from_outside(hello(0));
-    ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
-    from_outside(labels_and_done(out));
-    ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
-    ASSERT_EQ("", srv_err);
-    ASSERT_EQ("", rly_err);
+    ASSERT_NO_FATAL_FAILURE(start_job(out, in));
     ASSERT_TRUE(inside.done);
     const impi_layout_t &i = inside.layout, &o = outside.layout;
     ASSERT_EQ(2u, i.nhosts[0]);
@@ -306,12 +311,7 @@ TEST_F(RelayStartup, ATrunkSplitsBothSidesInBlocksOfTheRelays)
     cfg.ntrunks = 3;
     make_relay();
     Client out(0, { 1, 2 }, 0, 10), in(1, { 1, 2, 1, 3 }, 0, 4);
-    from_outside(hello(0));
-    ASSERT_EQ(ICBC_OK, from_inside(hello(1)));
-    from_outside(labels_and_done(out));
-    ASSERT_EQ(ICBC_OK, from_inside(labels_and_done(in)));
-    ASSERT_EQ("", srv_err);
-    ASSERT_EQ("", rly_err);
+    ASSERT_NO_FATAL_FAILURE(start_job(out, in));
     ASSERT_TRUE(outside.done && inside.done);
     ASSERT_EQ("", outside.err);
     ASSERT_EQ("", inside.err);
