@@ -290,12 +290,18 @@ def prepare(chosen, a):
           f"{os.path.join(a.logs, 'prepare-NAME.log')})", flush=True)
     t0 = time.time()
     todo, running, notes = list(want), {}, []
+    # LAM's and mpi4py's compilers through ccache when it is installed, as
+    # MPICH's build is (contrib/mpich): a new clone builds them again
+    env = dict(os.environ)
+    if os.path.isdir("/usr/lib/ccache"):
+        env["PATH"] = "/usr/lib/ccache:" + env.get("PATH", "")
     while todo or running:
         while todo and len(running) < 2:
             n = todo.pop(0)
             f = open(os.path.join(a.logs, f"prepare-{n}.log"), "w")
             running[n] = (subprocess.Popen(steps[n][0], stdout=f, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, cwd=TOP), f, time.time())
+                                           stdin=subprocess.DEVNULL, cwd=TOP, env=env), f,
+                          time.time())
         time.sleep(0.5)
         for n, (proc, f, start) in list(running.items()):
             if proc.poll() is None:
