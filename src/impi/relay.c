@@ -208,27 +208,30 @@ static int parse_addr_port(const char *text, struct in_addr *addr, uint16_t *por
 
 static uint32_t leader_persona_port(void *arg, int relay, int client, uint8_t addr[16]);
 
+/* The comma-separated IPv4 addresses of LIST into OUT, MAX at most: how
+ * many, or -1 (one that is no IPv4 address, or more than MAX). */
+static int ipv4_list(const char *list, struct in_addr *out, int max)
+{
+    char buf[(IMPI_MAX_CLIENTS + IMPI_RELAY_TRUNKS_MAX) * 16], *save = NULL;
+    int n = 0;
+
+    if (strlen(list) >= sizeof(buf))
+        return -1;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save))
+        if (n >= max || inet_pton(AF_INET, a, &out[n++]) != 1)
+            return -1;
+    return n;
+}
+
 /* -persona-addrs A1,A2,..: this relay's inside addresses for its personas. */
 static int parse_persona_addrs(impi_relay_t *r, const char *list, char *err, size_t errlen)
 {
-    char buf[IMPI_MAX_CLIENTS * 16 + 16], *save = NULL;
-
-    if (strlen(list) >= sizeof(buf)) {
-        snprintf(err, errlen, "-persona-addrs: %d addresses at most", IMPI_MAX_CLIENTS - 1);
-        return -1;
-    }
-    snprintf(buf, sizeof(buf), "%s", list);
-    for (char *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
-        if (r->npersona_v4 + 1 >= IMPI_MAX_CLIENTS ||
-            inet_pton(AF_INET, a, &r->persona_v4[r->npersona_v4]) != 1) {
-            snprintf(err, errlen, "-persona-addrs '%s': want up to %d IPv4 addresses", list,
-                     IMPI_MAX_CLIENTS - 1);
-            return -1;
-        }
-        r->npersona_v4++;
-    }
-    if (r->npersona_v4 == 0) {
-        snprintf(err, errlen, "-persona-addrs '%s': want IPv4 addresses", list);
+    r->npersona_v4 = ipv4_list(list, r->persona_v4, IMPI_MAX_CLIENTS - 1);
+    if (r->npersona_v4 < 1) {
+        snprintf(err, errlen, "-persona-addrs '%s': want 1 to %d IPv4 addresses", list,
+                 IMPI_MAX_CLIENTS - 1);
+        r->npersona_v4 = 0;
         return -1;
     }
     return 0;
@@ -248,24 +251,12 @@ static struct in_addr persona_addr(const impi_relay_t *r, int own, int c)
 /* -followers A1,A2,..: one inside address per follower, in rank order. */
 static int parse_followers(impi_relay_t *r, const char *list, char *err, size_t errlen)
 {
-    char buf[IMPI_RELAY_TRUNKS_MAX * 16 + 16], *save = NULL;
-    int n = 0;
-
-    if (r->rank > 0 || strlen(list) >= sizeof(buf)) {
+    if (r->rank > 0) {
         snprintf(err, errlen, "-followers '%s': the leader's option, %d addresses at most", list,
                  IMPI_RELAY_TRUNKS_MAX - 1);
         return -1;
     }
-    snprintf(buf, sizeof(buf), "%s", list);
-    for (char *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
-        if (n + 1 >= r->ntrunks || inet_pton(AF_INET, a, &r->follower_v4[n + 1]) != 1) {
-            snprintf(err, errlen, "-followers '%s': want %d IPv4 address%s, one per follower", list,
-                     r->ntrunks - 1, r->ntrunks == 2 ? "" : "es");
-            return -1;
-        }
-        n++;
-    }
-    if (n != r->ntrunks - 1) {
+    if (ipv4_list(list, &r->follower_v4[1], IMPI_RELAY_TRUNKS_MAX - 1) != r->ntrunks - 1) {
         snprintf(err, errlen, "-followers '%s': want %d IPv4 address%s, one per follower", list,
                  r->ntrunks - 1, r->ntrunks == 2 ? "" : "es");
         return -1;
