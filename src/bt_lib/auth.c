@@ -99,7 +99,7 @@ static void send_refusal(bt_conn_t *c)
     unsigned char buf[BT_FRAME_HDR_SIZE];
     bt_frame_t f = { .type = BT_FRAME_CLOSE };
 
-    if (c->ctlq.head != NULL || c->fd < 0)
+    if (!icbc_queue_empty(&c->ctlq) || c->fd < 0)
         return;
     bt_frame_pack(&f, buf);
     (void) !send(c->fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -18,6 +18,7 @@
 #include "bt_lib.h"
 #include "icbc_clock.h"
 #include "icbc_list.h"
+#include "icbc_queue.h"
 
 #define BT_DEFAULT_SOCKBUF (4 << 20)
 #define BT_DEFAULT_MAX_QUEUED ((size_t) 16 << 20)
@@ -62,8 +63,8 @@ int bt_sock_open(const char *what, const struct sockaddr *addr, const bt_opts_t 
 
 /* ---- send queue entries ---- */
 typedef struct bt_send {
-    struct bt_send *next;
-    bt_send_cb_t cb; /* NULL for bt_lib's own frames */
+    icbc_queue_elem_t qe; /* in a connection's ctlq, dataq or doneq */
+    bt_send_cb_t cb;      /* NULL for bt_lib's own frames */
     void *cb_arg;
     uint8_t type;       /* bt_frame_type_t */
     size_t left;        /* bytes of this frame not yet written */
@@ -79,9 +80,7 @@ typedef struct bt_send {
  * destroy the connection its frame was on. */
 #define BT_SEND_POOLED 512
 
-typedef struct bt_sendq {
-    bt_send_t *head, *tail;
-} bt_sendq_t;
+typedef icbc_queue_t bt_sendq_t;
 
 typedef enum {
     BT_CONN_CONNECTING,   /* connector: TCP connect in progress */
@@ -105,8 +104,8 @@ typedef enum {
 struct bt_conn {
     bt_watch_t w;
     bt_poller_t *p;
-    icbc_list_t link;      /* in the poller's list of connections */
-    bt_conn_t *defer_next; /* poller's deferred-work list */
+    icbc_list_t link;       /* in the poller's list of connections */
+    icbc_list_t defer_link; /* poller's deferred-work list */
     bool deferred;
     bool destroyed;
     bool resume_pending; /* bt_conn_resume called; ask on_header again */

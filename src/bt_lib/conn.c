@@ -25,6 +25,7 @@ icbc_status_t bt_conn_new(bt_poller_t *p, int fd, bt_cfg_t *cfg, const bt_conn_c
         return ICBC_ERR_NO_MEMORY;
     }
     icbc_list_init(&c->link);
+    icbc_list_init(&c->defer_link);
     c->w.kind = BT_W_CONN;
     c->p = p;
     c->fd = fd;
@@ -263,12 +264,10 @@ void bt_conn_shutdown(bt_conn_t *c)
 
 void bt_conn_free_sends(bt_poller_t *p, bt_sendq_t *q)
 {
-    while (q->head != NULL) {
-        bt_send_t *e = q->head;
-        q->head = e->next;
-        bt_poller_send_free(p, e);
-    }
-    q->tail = NULL;
+    icbc_queue_elem_t *e;
+
+    while ((e = icbc_queue_pop(q)) != NULL)
+        bt_poller_send_free(p, ICBC_CONTAINER(e, bt_send_t, qe));
 }
 
 void bt_conn_free(bt_conn_t *c)

@@ -29,7 +29,7 @@ struct bt_poller {
     icbc_list_t conns;     /* bt_conn_t.link */
     icbc_list_t listeners; /* bt_listener_t.link */
     bt_fdw_t *fds;
-    bt_conn_t *defer_head, *defer_tail;
+    icbc_list_t deferred;  /* bt_conn_t.defer_link, in the order deferred */
     bt_watch_t *graveyard; /* dead objects to free when depth drops to 0 */
     int n_deadlines;       /* connections with a deadline: timers are scanned */
     icbc_freelist_t sends; /* send entries up to BT_SEND_POOLED bytes */
@@ -48,6 +48,7 @@ icbc_status_t bt_poller_create(bt_poller_t **out)
         return ICBC_ERR_IO;
     }
     icbc_list_init(&p->conns);
+    icbc_list_init(&p->deferred);
     icbc_list_init(&p->listeners);
     icbc_freelist_init(&p->sends, BT_SEND_POOLED, 64);
     *out = p;
@@ -157,29 +158,14 @@ void bt_poller_defer(bt_poller_t *p, bt_conn_t *c)
     if (c->deferred || c->destroyed)
         return;
     c->deferred = true;
-    c->defer_next = NULL;
-    if (p->defer_tail)
-        p->defer_tail->defer_next = c;
-    else
-        p->defer_head = c;
-    p->defer_tail = c;
+    icbc_list_push(&p->deferred, &c->defer_link);
 }
 
 void bt_poller_undefer(bt_poller_t *p, bt_conn_t *c)
 {
-    bt_conn_t **pp = &p->defer_head, *last = NULL;
-
-    if (!c->deferred)
-        return;
-    while (*pp != NULL && *pp != c) {
-        last = *pp;
-        pp = &(*pp)->defer_next;
-    }
-    if (*pp == c) {
-        *pp = c->defer_next;
-        if (p->defer_tail == c)
-            p->defer_tail = last;
-    }
+    (void) p;
+    /* from the poller's list, or from the round run_deferred is running */
+    icbc_list_del(&c->defer_link);
     c->deferred = false;
 }
 
@@ -192,18 +178,19 @@ void bt_poller_deadline_changed(bt_poller_t *p, int delta)
  * for the next round, so a callback that always sends cannot loop forever. */
 static int run_deferred(bt_poller_t *p)
 {
-    bt_conn_t *c = p->defer_head;
+    icbc_list_t round;
     int n = 0;
 
-    p->defer_head = p->defer_tail = NULL;
-    while (c != NULL) {
-        bt_conn_t *next = c->defer_next;
+    icbc_list_init(&round);
+    icbc_list_splice_init(&p->deferred, &round);
+    while (!icbc_list_empty(&round)) {
+        bt_conn_t *c = ICBC_CONTAINER(round.next, bt_conn_t, defer_link);
+        icbc_list_del(&c->defer_link);
         c->deferred = false;
         if (!c->destroyed) {
             bt_conn_run_deferred(c);
             n++;
         }
-        c = next;
     }
     return n;
 }
@@ -212,7 +199,7 @@ static int next_timeout(bt_poller_t *p, int timeout_ms)
 {
     int64_t now, first = INT64_MAX;
 
-    if (p->defer_head != NULL)
+    if (!icbc_list_empty(&p->deferred))
         return 0;
     if (p->n_deadlines == 0)
         return timeout_ms;
@@ -300,7 +287,7 @@ int bt_poller_run_deferred(bt_poller_t *p)
 {
     int n;
 
-    if (p->defer_head == NULL)
+    if (icbc_list_empty(&p->deferred))
         return 0;
     bt_poller_enter(p);
     n = run_deferred(p);

@@ -13,24 +13,12 @@
 
 static void q_push(bt_sendq_t *q, bt_send_t *e)
 {
-    e->next = NULL;
-    if (q->tail)
-        q->tail->next = e;
-    else
-        q->head = e;
-    q->tail = e;
+    icbc_queue_push(q, &e->qe);
 }
 
 static bt_send_t *q_pop(bt_sendq_t *q)
 {
-    bt_send_t *e = q->head;
-
-    if (e != NULL) {
-        q->head = e->next;
-        if (q->head == NULL)
-            q->tail = NULL;
-    }
-    return e;
+    return ICBC_QUEUE_OBJ(icbc_queue_pop(q), bt_send_t, qe);
 }
 
 /* One allocation per frame: the entry, its iovecs (the frame header and
@@ -132,13 +120,14 @@ icbc_status_t bt_conn_send(bt_conn_t *c, const void *hdr, size_t hdr_len, const 
 
 bool bt_send_pending(const bt_conn_t *c)
 {
-    return c->ctlq.head != NULL || (bt_auth_done(c) && c->dataq.head != NULL);
+    return !icbc_queue_empty(&c->ctlq) || (bt_auth_done(c) && !icbc_queue_empty(&c->dataq));
 }
 
 /* Appends the unwritten iovecs of Q to V; returns false when V is full. */
 static bool gather(const bt_sendq_t *q, struct iovec *v, int *n, size_t *bytes)
 {
-    for (const bt_send_t *e = q->head; e != NULL; e = e->next) {
+    icbc_queue_for_each (qe, q) {
+        const bt_send_t *e = ICBC_CONTAINER(qe, bt_send_t, qe);
         for (int i = e->iovpos; i < e->iovcnt; i++) {
             if (*n == BT_TX_IOV_BATCH)
                 return false;
@@ -162,8 +151,8 @@ static void advance(bt_conn_t *c, size_t w)
 {
     c->queued -= w;
     while (w > 0) {
-        bt_sendq_t *q = c->ctlq.head ? &c->ctlq : &c->dataq;
-        bt_send_t *e = q->head;
+        bt_sendq_t *q = icbc_queue_empty(&c->ctlq) ? &c->dataq : &c->ctlq;
+        bt_send_t *e = ICBC_CONTAINER(q->head, bt_send_t, qe);
 
         while (w > 0 && e->iovpos < e->iovcnt) {
             struct iovec *v = &e->iov[e->iovpos];
@@ -220,7 +209,7 @@ bool bt_send_flush(bt_conn_t *c)
         if ((size_t) w < want)
             break; /* the socket buffer is full */
     }
-    if (c->doneq.head != NULL || (c->above_half && c->queued <= c->cfg->o.max_queued / 2))
+    if (!icbc_queue_empty(&c->doneq) || (c->above_half && c->queued <= c->cfg->o.max_queued / 2))
         bt_poller_defer(c->p, c);
     return true;
 }

@@ -32,9 +32,11 @@ include_icbc_HEADERS += src/icbc/icbc_netif.h src/icbc/icbc_netprobe.h
 libicbc_la_SOURCES += src/icbc/stripe.c
 include_icbc_HEADERS += src/icbc/icbc_stripe.h src/icbc/icbc_clock.h
 
-# The one list, the one hash map and the free list of libicbc, the routers and the transports.
+# The one list, FIFO queue and hash map, and the free list of libicbc, the routers and the
+# transports.
 libicbc_la_SOURCES += src/icbc/hmap.c
-include_icbc_HEADERS += src/icbc/icbc_list.h src/icbc/icbc_hmap.h src/icbc/icbc_freelist.h
+include_icbc_HEADERS += src/icbc/icbc_list.h src/icbc/icbc_queue.h src/icbc/icbc_hmap.h \
+    src/icbc/icbc_freelist.h
 
 # Numbered ordered lanes: kept until acknowledged, delivered once in order (failover).
 libicbc_la_SOURCES += src/icbc/seq.c

@@ -36,6 +36,18 @@ static inline void icbc_list_del(icbc_list_t *e)
     icbc_list_init(e);
 }
 
+/* Moves every element of FROM to the end of TO and leaves FROM empty. */
+static inline void icbc_list_splice_init(icbc_list_t *from, icbc_list_t *to)
+{
+    if (icbc_list_empty(from))
+        return;
+    from->next->prev = to->prev;
+    to->prev->next = from->next;
+    from->prev->next = to;
+    to->prev = from->prev;
+    icbc_list_init(from);
+}
+
 static inline int icbc_list_linked(const icbc_list_t *e)
 {
     return e->next != e;

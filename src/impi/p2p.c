@@ -1,6 +1,7 @@
 /* Point-to-point messages between IMPI hosts; see impi_p2p.h. */
 #include "impi_p2p.h"
 #include "icbc_freelist.h"
+#include "icbc_list.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,16 +19,16 @@ typedef struct send_op {
     send_state_t state;
     uint64_t sent; /* payload bytes emitted */
     uint64_t drqid;
-    struct send_op *next;
+    icbc_list_t link; /* in its pair's sends */
 } send_op_t;
 
 /* Between one process of this host and one process of the job. */
 typedef struct pair {
-    uint32_t unacked;       /* packets sent, not yet acknowledged by PROTOACK */
-    uint32_t received;      /* packets received since the last PROTOACK we sent */
-    send_op_t *head, *tail; /* sends in flight, in the order they started */
-    int busy, again;        /* in pair_progress; a send_done callback started another send */
-    int held;               /* the transport refused its next packet (in impi_p2p.held) */
+    uint32_t unacked;  /* packets sent, not yet acknowledged by PROTOACK */
+    uint32_t received; /* packets received since the last PROTOACK we sent */
+    icbc_list_t sends; /* send_op_t.link in flight, in the order they started */
+    int busy, again;   /* in pair_progress; a send_done callback started another send */
+    int held;          /* the transport refused its next packet (in impi_p2p.held) */
 } pair_t;
 
 /* A long message being received. Its drqid names its slot of the table
@@ -109,6 +110,8 @@ icbc_status_t impi_p2p_create(const impi_layout_t *layout, int self, const impi_
         free(p);
         return ICBC_ERR_NO_MEMORY;
     }
+    for (size_t i = 0; i < (size_t) p->nlocal * (size_t) layout->nprocs_total; i++)
+        icbc_list_init(&p->pairs[i].sends);
     *out = p;
     return ICBC_OK;
 }
@@ -119,11 +122,11 @@ void impi_p2p_destroy(impi_p2p_t *p)
         return;
     size_t npairs = (size_t) p->nlocal * (size_t) p->layout->nprocs_total;
     for (size_t i = 0; i < npairs; i++) {
-        send_op_t *op = p->pairs[i].head;
-        while (op) {
-            send_op_t *next = op->next;
+        icbc_list_t *sends = &p->pairs[i].sends;
+        while (!icbc_list_empty(sends)) {
+            send_op_t *op = ICBC_CONTAINER(sends->next, send_op_t, link);
+            icbc_list_del(&op->link);
             icbc_freelist_put(&p->send_ops, op);
-            op = next;
         }
     }
     free(p->pairs);
@@ -159,26 +162,11 @@ static icbc_status_t emit(impi_p2p_t *p, int host, uint32_t type, int src, int d
     return p->ops.emit(p->arg, host, bytes, payload, len);
 }
 
-static void pair_remove(pair_t *pr, send_op_t *op)
-{
-    send_op_t **pp = &pr->head, *prev = NULL;
-
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    if (!*pp)
-        return;
-    *pp = op->next;
-    if (pr->tail == op)
-        pr->tail = prev;
-}
-
 static void send_complete(impi_p2p_t *p, pair_t *pr, send_op_t *op)
 {
     uint64_t srqid = op->s.srqid;
 
-    pair_remove(pr, op);
+    icbc_list_del(&op->link);
     icbc_freelist_put(&p->send_ops, op);
     p->sends_pending--;
     p->ops.send_done(p->arg, srqid);
@@ -218,11 +206,13 @@ static icbc_status_t pair_progress_once(impi_p2p_t *p, int local, int remote, pa
 {
     int host = impi_layout_host_of(p->layout, remote);
     uint32_t datalen = p->layout->datalen;
-    send_op_t *op = pr->head;
+    icbc_list_t *e = pr->sends.next;
 
-    while (op && pr->unacked < p->layout->hiwater) {
-        send_op_t *next = op->next;
+    while (e != &pr->sends && pr->unacked < p->layout->hiwater) {
+        send_op_t *op = ICBC_CONTAINER(e, send_op_t, link);
         impi_pkt_hdr_t h;
+
+        e = e->next; /* before OP completes and leaves the list */
         send_fields(op, &h);
         if (op->state == SEND_HEAD) {
             int is_long = op->s.len > datalen;
@@ -251,7 +241,6 @@ static icbc_status_t pair_progress_once(impi_p2p_t *p, int local, int remote, pa
             if (op->sent == op->s.len)
                 send_complete(p, pr, op);
         }
-        op = next;
     }
     return ICBC_OK;
 }
@@ -284,8 +273,8 @@ icbc_status_t impi_p2p_send(impi_p2p_t *p, const impi_send_t *s)
         (s->len > 0 && !s->buf))
         return ICBC_ERR_INVALID;
     pair_t *pr = pair_of(p, s->src, s->dest);
-    for (send_op_t *op = pr->head; op; op = op->next)
-        if (op->s.srqid == s->srqid)
+    for (icbc_list_t *e = pr->sends.next; e != &pr->sends; e = e->next)
+        if (ICBC_CONTAINER(e, send_op_t, link)->s.srqid == s->srqid)
             return ICBC_ERR_INVALID;
     send_op_t *op = icbc_freelist_get(&p->send_ops);
     if (!op)
@@ -293,11 +282,7 @@ icbc_status_t impi_p2p_send(impi_p2p_t *p, const impi_send_t *s)
     memset(op, 0, sizeof(*op));
     op->s = *s;
     op->state = SEND_HEAD;
-    if (pr->tail)
-        pr->tail->next = op;
-    else
-        pr->head = op;
-    pr->tail = op;
+    icbc_list_push(&pr->sends, &op->link);
     p->sends_pending++;
     return pair_progress(p, s->src, s->dest);
 }
@@ -447,7 +432,8 @@ static icbc_status_t on_syncack(impi_p2p_t *p, int host, const impi_rx_pkt_t *pk
     pair_t *pr = pair_of(p, pkt->dest, pkt->src);
     const impi_pkt_hdr_t *h = pkt->hdr;
 
-    for (send_op_t *op = pr->head; op; op = op->next) {
+    for (icbc_list_t *e = pr->sends.next; e != &pr->sends; e = e->next) {
+        send_op_t *op = ICBC_CONTAINER(e, send_op_t, link);
         if (op->s.srqid != h->srqid)
             continue;
         if (op->state != SEND_WAIT_ACK)

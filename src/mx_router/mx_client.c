@@ -10,6 +10,7 @@
 #include "icbc_bytes.h"
 #include "icbc_log.h"
 #include "icbc_clock.h"
+#include "icbc_queue.h"
 
 typedef enum {
     RT_CONNECTING,  /* ep created, waiting for CHALLENGE */
@@ -29,8 +30,7 @@ typedef struct {
     int rndv_out;         /* rendezvous sends posted, not complete */
     size_t eager_window;  /* from REGISTER_ACK; 0: the router gives no credit */
     size_t eager_out;     /* eager bytes posted and not credited by the router */
-    mx_creq_t *wait_head; /* sends not posted yet, in order */
-    mx_creq_t *wait_tail;
+    icbc_queue_t waiting; /* mx_creq_t not posted yet, in order */
     int flushing;
     router_state_t state;
     char why[96];    /* why the endpoint failed */
@@ -50,7 +50,7 @@ struct mx_creq {
     mx_client_t *client;
     mx_client_cb_t cb;
     void *arg;
-    mx_creq_t *next_free; /* free list, or the router's wait list */
+    icbc_queue_elem_t qe; /* in the free list, or in the router's waiting sends */
     router_t *rt;         /* a message send's router, NULL otherwise */
     int rndv;             /* counted in rt->rndv_out */
     const void *payload;  /* while waiting for the window */
@@ -63,7 +63,7 @@ struct mx_client {
     mx_client_params_t p;
     size_t max_am_header;
     router_t *routers;
-    mx_creq_t *free_reqs;
+    icbc_queue_t free_reqs;
     size_t reqs_out;   /* sends and pulls in flight */
     double watched_ms; /* last mx_client_watch that looked */
     int nreconnecting;
@@ -72,11 +72,9 @@ struct mx_client {
 
 static mx_creq_t *req_get(mx_client_t *c)
 {
-    mx_creq_t *r = c->free_reqs;
+    mx_creq_t *r = ICBC_QUEUE_OBJ(icbc_queue_pop(&c->free_reqs), mx_creq_t, qe);
 
-    if (r) {
-        c->free_reqs = r->next_free;
-    } else {
+    if (r == NULL) {
         r = malloc(sizeof(*r));
         if (r == NULL)
             return NULL;
@@ -95,8 +93,7 @@ static void req_put(mx_creq_t *r)
 
     if (r->hdr != r->inline_hdr)
         free(r->hdr);
-    r->next_free = c->free_reqs;
-    c->free_reqs = r;
+    icbc_queue_push(&c->free_reqs, &r->qe);
     c->reqs_out--;
 }
 
@@ -120,7 +117,7 @@ static void send_done(mx_creq_t *r, icbc_status_t st)
     if (r->rndv)
         rt->rndv_out--;
     req_done(r, st);
-    if (rt && rt->wait_head)
+    if (rt && !icbc_queue_empty(&rt->waiting))
         flush_waiting(rt);
 }
 
@@ -192,19 +189,16 @@ static icbc_status_t post_msg(router_t *rt, mx_creq_t *req)
 
 static mx_creq_t *pop_waiting(router_t *rt)
 {
-    mx_creq_t *req = rt->wait_head;
-
-    rt->wait_head = req->next_free;
-    if (rt->wait_head == NULL)
-        rt->wait_tail = NULL;
-    return req;
+    return ICBC_QUEUE_OBJ(icbc_queue_pop(&rt->waiting), mx_creq_t, qe);
 }
 
 /* Every send still waiting for RT completes with an error. */
 static void fail_waiting(router_t *rt)
 {
-    while (rt->wait_head)
-        req_done(pop_waiting(rt), ICBC_ERR_PEER_FAILED);
+    mx_creq_t *req;
+
+    while ((req = pop_waiting(rt)) != NULL)
+        req_done(req, ICBC_ERR_PEER_FAILED);
 }
 
 /* Posts waiting sends in order while the window lets them. A send that
@@ -219,8 +213,8 @@ static void flush_waiting(router_t *rt)
     if (rt->flushing)
         return;
     rt->flushing = 1;
-    while (rt->wait_head) {
-        if (!window_open(rt, rt->wait_head))
+    while (!icbc_queue_empty(&rt->waiting)) {
+        if (!window_open(rt, ICBC_CONTAINER(rt->waiting.head, mx_creq_t, qe)))
             break;
         mx_creq_t *req = pop_waiting(rt);
         mx_client_cb_t cb = req->cb;
@@ -452,7 +446,7 @@ static int am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg)
             h.inner_len == ICBC_ROUTE_COUNT_SIZE && length == 0) {
             uint64_t n = icbc_get64((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE);
             rt->eager_out -= n < rt->eager_out ? n : rt->eager_out;
-            if (rt->wait_head)
+            if (!icbc_queue_empty(&rt->waiting))
                 flush_waiting(rt);
         }
         return drop;
@@ -632,7 +626,7 @@ void mx_client_destroy(mx_client_t *c)
         return;
     f = c->p.fabric;
     for (size_t i = 0; i < c->p.nrouters; i++) {
-        if (c->routers[i].wait_head == NULL)
+        if (icbc_queue_empty(&c->routers[i].waiting))
             continue;
         icbc_warn("mx_client: sends to router %s not posted at shutdown fail",
                   c->routers[i].rf->host);
@@ -661,11 +655,9 @@ void mx_client_destroy(mx_client_t *c)
     /* Requests still out belong to fabric callbacks that can no longer run
      * into this client only if they completed; leak them otherwise. */
     if (c->reqs_out == 0) {
-        while (c->free_reqs) {
-            mx_creq_t *r = c->free_reqs;
-            c->free_reqs = r->next_free;
-            free(r);
-        }
+        icbc_queue_elem_t *r;
+        while ((r = icbc_queue_pop(&c->free_reqs)) != NULL)
+            free(ICBC_CONTAINER(r, mx_creq_t, qe));
         free(c->routers);
         free(c);
     } else {
@@ -717,14 +709,9 @@ icbc_status_t mx_client_send(mx_client_t *c, int router, uint16_t dst_cluster, u
     icbc_route_hdr_pack(&h, req->hdr);
     if (inner_len)
         memcpy(req->hdr + ICBC_ROUTE_HDR_SIZE, inner, inner_len);
-    if (rt->wait_head || !window_open(rt, req)) {
+    if (!icbc_queue_empty(&rt->waiting) || !window_open(rt, req)) {
         /* behind a window, and behind whatever already waits: in order */
-        req->next_free = NULL;
-        if (rt->wait_tail)
-            rt->wait_tail->next_free = req;
-        else
-            rt->wait_head = req;
-        rt->wait_tail = req;
+        icbc_queue_push(&rt->waiting, &req->qe);
         return ICBC_OK;
     }
     return post_msg(rt, req);
@@ -738,7 +725,7 @@ int mx_client_would_wait(const mx_client_t *c, int router, size_t len)
     if (router < 0 || (size_t) router >= c->p.nrouters)
         return 0;
     rt = &c->routers[router];
-    return rt->wait_head != NULL || !window_open(rt, &probe);
+    return !icbc_queue_empty(&rt->waiting) || !window_open(rt, &probe);
 }
 
 icbc_status_t mx_client_recv_data(mx_client_t *c, void *desc, void *buf, size_t len,
@@ -790,7 +777,7 @@ void mx_client_dump(const mx_client_t *c, FILE *f)
     for (size_t i = 0; i < c->p.nrouters; i++) {
         const router_t *rt = &c->routers[i];
         size_t waiting = 0;
-        for (const mx_creq_t *q = rt->wait_head; q; q = q->next_free)
+        icbc_queue_for_each (q, &rt->waiting)
             waiting++;
         fprintf(f,
                 "  router %zu (%s): %s, rendezvous %d/%d in flight, eager %zu/%zu bytes "

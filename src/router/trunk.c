@@ -550,6 +550,7 @@ static void stream_sent(bt_conn_t *c, icbc_status_t status, void *arg)
     rt_on_sent(arg, status);
 }
 
+/* a stream's connection, opened here or accepted */
 static const bt_conn_cbs_t stream_cbs = {
     .on_ready = cb_ready,
     .on_header = cb_header,
@@ -612,14 +613,6 @@ rt_stream_t *rt_trunk_pick(icbc_router_t *r, const icbc_route_hdr_t *rh)
 
 /* ---- life cycle ---------------------------------------------------------- */
 
-static const bt_conn_cbs_t listen_cbs = {
-    .on_ready = cb_ready,
-    .on_header = cb_header,
-    .on_payload = cb_payload,
-    .on_writable = cb_writable,
-    .on_close = cb_close,
-};
-
 icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
 {
     size_t nclusters = icbc_routerfile_num_clusters(r->rf);
@@ -657,7 +650,7 @@ icbc_status_t rt_trunks_create(icbc_router_t *r, char *err, size_t errlen)
 
     fill_opts(r, &o, r->name);
     st = bt_listen(r->poller, (const struct sockaddr *) &r->self->wan.sa, r->self->wan.salen, &o,
-                   &listen_cbs, accept_cb, r, &r->listener);
+                   &stream_cbs, accept_cb, r, &r->listener);
     if (st != ICBC_OK) {
         snprintf(err, errlen, "router %s: cannot listen on WAN address %s: %s", r->name,
                  r->self->wan.text, icbc_status_str(st));

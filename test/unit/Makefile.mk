@@ -12,7 +12,8 @@ endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/bcard_test.cc test/unit/wire_test.cc test/unit/peer_test.cc test/unit/route_test.cc \
     test/unit/stripe_test.cc test/unit/seq_test.cc \
-    test/unit/pace_test.cc test/unit/netprobe_test.cc test/unit/freelist_test.cc
+    test/unit/pace_test.cc test/unit/netprobe_test.cc test/unit/freelist_test.cc \
+    test/unit/queue_test.cc
 endif
 if HAVE_GTEST
 test_unit_icbc_unit_tests_SOURCES += test/unit/bt_lib_test.cc

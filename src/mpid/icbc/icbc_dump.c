@@ -16,28 +16,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL
-      category    : CH4_ICBC
-      type        : int
-      default     : 12
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Signal that makes a process print, on stderr, what its netmod is
-        waiting for (routers and their windows, striped sends and receives,
-        RMA operations outstanding per window and target, the first words of
-        each window), every line starting with "icbc dump [RANK]:", for
-        diagnosing a hung job (kill -USR2 PID). 12 (SIGUSR2) by default; 0: none. Not
-        installed when the application already handles that signal.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 volatile sig_atomic_t MPIDI_ICBC_dump_requested;
 
 #define DUMP_WINDOWS_MAX 256

@@ -26,38 +26,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_IMPI_HOST
-      category    : CH4_ICBC
-      type        : string
-      default     : ""
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        IMPI jobs (ICBC_IMPI_SERVER set): the IPv4 address this process
-        advertises as its IMPI host and listens on for the hosts of the
-        other clients. Empty (default): the address this host reaches
-        impi-server from.
-
-    - name        : MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT
-      category    : CH4_ICBC
-      type        : int
-      default     : 600
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        IMPI jobs: seconds MPI_Init waits for each answer of impi-server
-        (the other clients start meanwhile) before it fails with an error
-        naming the server.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 MPIDI_ICBC_impi_t MPIDI_ICBC_impi = { .listen_fd = -1 };
 
 /* What each process tells PMI rank 0 about its host. */

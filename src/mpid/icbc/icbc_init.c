@@ -2,6 +2,9 @@
  * icbc netmod start-up and shutdown: the cluster's fabric, the business
  * card exchange that fills the peer table, and the run-time knobs
  * (MPIR_CVAR_CH4_ICBC_*); connection on first use is icbc_peer_ep.c.
+ *
+ * Every CVAR of the netmod is declared in the block below, one catalogue
+ * for users and for MPI_T, whichever file reads it.
  */
 #include <mpidimpl.h>
 #include "icbc_impl.h"
@@ -172,6 +175,280 @@ cvars:
         For testing the error paths only. "bcard" makes this process publish a
         corrupt business card, so that its peers must fail MPI_Init with an
         error that names it. Empty (default): no fault.
+
+    - name        : MPIR_CVAR_CH4_ICBC_POLICY
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How messages between clusters travel: "aggregate" (through the
+        routers, large messages striped over all of them), "static" (one
+        fixed router per process, no striping), "alltoall" (direct TCP between
+        the processes of different clusters) or "tcp" (every message between
+        nodes over TCP, also inside a cluster). Empty: the router file's
+        policy line (default aggregate).
+
+    - name        : MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT
+      category    : CH4_ICBC
+      type        : int
+      default     : 500
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        A job without a router file and without
+        MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES or UCX_NET_DEVICES: milliseconds
+        MPI_Init tries connections from each network interface of this host
+        to a process on another node of the job; UCX then uses the
+        interfaces that connected. 0: no trial, UCX's choice of every
+        interface.
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTED_WINDOW
+      category    : CH4_ICBC
+      type        : int
+      default     : 32
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Chunks (rendezvous sends) a process keeps in flight to each router
+        of its cluster. A router holds a UCX descriptor for every announced
+        chunk until it pulls the payload, so this bounds what one process
+        makes a router hold; later sends to that router wait in the process,
+        in order.
+
+    - name        : MPIR_CVAR_CH4_ICBC_FAILOVER
+      category    : CH4_ICBC
+      type        : boolean
+      default     : true
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        With more than one router per cluster (policies aggregate and
+        static): messages to other clusters survive the loss of routers.
+        A striped send ends when the receiver confirms it, ordered messages
+        are numbered and kept until the receiver acknowledges them, and what
+        a lost router carried goes again through the others; a router that
+        comes back is used again. Only when every router of the cluster is
+        lost for 5 s do transfers to other clusters fail. Off: losing a
+        router fails the transfers to other clusters, as with one router.
+
+    - name        : MPIR_CVAR_CH4_ICBC_STRIPE_THRESHOLD
+      category    : CH4_ICBC
+      type        : int
+      default     : 65536
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Messages to other clusters (and all TCP-path messages) whose MPI header
+        plus payload are below this many bytes travel whole on the fixed path
+        of the process pair; larger ones use the rendezvous and are striped in
+        chunks over all routers of the cluster. At most
+        MPIR_CVAR_CH4_AM_PACK_BUFFER_SIZE (a whole message must fit the
+        receiver's unpack buffer). A striped message pays a round trip across
+        the WAN for its rendezvous, which a message of one chunk or less does
+        not win back.
+
+    - name        : MPIR_CVAR_CH4_ICBC_CHUNK_SIZE
+      category    : CH4_ICBC
+      type        : int
+      default     : 262144
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Bytes per chunk of a striped message (at least 4096). Each chunk
+        carries its offset in the receive buffer and may take any router.
+
+    - name        : MPIR_CVAR_CH4_ICBC_XFER_TIMEOUT
+      category    : CH4_ICBC
+      type        : int
+      default     : 20
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Seconds a striped transfer may wait while nothing at all arrives
+        from its peer (no CTS, no chunk, no other message) before it fails
+        with an MPI error, e.g. when a router died with chunks in flight.
+        Transfers queued behind others on a busy path do not count as
+        stalled. Also how long a router of this cluster may say nothing
+        (a live one speaks every second) before it counts as lost, with
+        the same consequence as a router that died. 0 disables both
+        checks.
+
+    - name        : MPIR_CVAR_CH4_ICBC_STRIPE_PLACEMENT
+      category    : CH4_ICBC
+      type        : string
+      default     : "adaptive"
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Which router each chunk of a striped message takes. "adaptive" (the
+        default): the router that would deliver the chunk first, from the
+        bytes it holds and the rate it delivered lately, as the receivers
+        report them; a router with a quarter of the others' bandwidth gets
+        about a quarter of their share, one that stalls gets none until it
+        moves again. "window": the next in turn, passing over a router whose
+        window of chunks in flight is full. "round-robin": strictly in turn,
+        every router the same share (the slowest sets the pace).
+
+    - name        : MPIR_CVAR_CH4_ICBC_TCP_IFACE
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Network interface whose address processes of other clusters connect
+        to under the alltoall and tcp policies. Empty: the interface the
+        kernel routes to the other clusters' routers through, else the first
+        non-loopback IPv4 interface.
+
+    - name        : MPIR_CVAR_CH4_ICBC_TCP_PACING
+      category    : CH4_ICBC
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Pacing of this process's TCP connections to other clusters
+        (SO_MAX_PACING_RATE), in Mbit/s; 0: off.
+
+    - name        : MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER
+      category    : CH4_ICBC
+      type        : int
+      default     : 1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        1: on a router host of the router file, the node's first process runs
+        the router in a thread when no icbc-router daemon holds the router's
+        addresses; the thread ends with that process. 0: never (routers are
+        daemons).
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_MEMORY
+      category    : CH4_ICBC
+      type        : int
+      default     : 64
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Bound, in MiB, on the payload an embedded router buffers; senders are
+        held back (back-pressure) when it is reached.
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_STREAMS
+      category    : CH4_ICBC
+      type        : int
+      default     : 4
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        TCP connections per trunk of an embedded router.
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_PULLS
+      category    : CH4_ICBC
+      type        : int
+      default     : 4
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rendezvous payloads an embedded router pulls from processes at once;
+        more wait their turn, so that each arrives whole soon and the trunk
+        is fed without a gap.
+
+    - name        : MPIR_CVAR_CH4_ICBC_ROUTER_BIND
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Where an embedded router's thread runs: auto (a core near the NIC of
+        its WAN address, from hwloc's topology), none, or a CPU list such as
+        3; empty: the router file's router-bind for the cluster. Compute
+        processes on a router's host that nothing bound leave those CPUs to
+        the router.
+
+    - name        : MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL
+      category    : CH4_ICBC
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rate-managed MPI_Alltoall and MPI_Alltoallv across clusters: for the
+        duration of the collective each process paces its sending to other
+        clusters at MATB = the WAN's rate (MPIR_CVAR_CH4_ICBC_WAN_RATE, else
+        the router file's wan-rate) divided by the number of the
+        communicator's processes in its cluster, and the rate it had before
+        is restored after. Without a WAN rate the collectives are not paced.
+
+    - name        : MPIR_CVAR_CH4_ICBC_WAN_RATE
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Rate of the WAN between the clusters, in bits/s with an optional
+        unit bit, kbit, mbit or gbit (e.g. 400mbit), for rate-managed
+        collectives. Empty: the router file's wan-rate entry.
+
+    - name        : MPIR_CVAR_CH4_ICBC_IMPI_HOST
+      category    : CH4_ICBC
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        IMPI jobs (ICBC_IMPI_SERVER set): the IPv4 address this process
+        advertises as its IMPI host and listens on for the hosts of the
+        other clients. Empty (default): the address this host reaches
+        impi-server from.
+
+    - name        : MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT
+      category    : CH4_ICBC
+      type        : int
+      default     : 600
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        IMPI jobs: seconds MPI_Init waits for each answer of impi-server
+        (the other clients start meanwhile) before it fails with an error
+        naming the server.
+
+    - name        : MPIR_CVAR_CH4_ICBC_DUMP_SIGNAL
+      category    : CH4_ICBC
+      type        : int
+      default     : 12
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Signal that makes a process print, on stderr, what its netmod is
+        waiting for (routers and their windows, striped sends and receives,
+        RMA operations outstanding per window and target, the first words of
+        each window), every line starting with "icbc dump [RANK]:", for
+        diagnosing a hung job (kill -USR2 PID). 12 (SIGUSR2) by default; 0: none. Not
+        installed when the application already handles that signal.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */

@@ -21,40 +21,6 @@
 #include "core/icbc_clock.h"
 #include "core/icbc_list.h"
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_PACED_ALLTOALL
-      category    : CH4_ICBC
-      type        : boolean
-      default     : false
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Rate-managed MPI_Alltoall and MPI_Alltoallv across clusters: for the
-        duration of the collective each process paces its sending to other
-        clusters at MATB = the WAN's rate (MPIR_CVAR_CH4_ICBC_WAN_RATE, else
-        the router file's wan-rate) divided by the number of the
-        communicator's processes in its cluster, and the rate it had before
-        is restored after. Without a WAN rate the collectives are not paced.
-
-    - name        : MPIR_CVAR_CH4_ICBC_WAN_RATE
-      category    : CH4_ICBC
-      type        : string
-      default     : ""
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Rate of the WAN between the clusters, in bits/s with an optional
-        unit bit, kbit, mbit or gbit (e.g. 400mbit), for rate-managed
-        collectives. Empty: the router file's wan-rate entry.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 /* The attribute's keyval, for C (icbc.h) and for Fortran (icbcf.h: the
  * common block /ICBC_PACING/). */
 MPICH_API_PUBLIC int ICBC_PACING_MATB = MPI_KEYVAL_INVALID;

@@ -17,43 +17,6 @@
 
 #include <netinet/in.h>
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_POLICY
-      category    : CH4_ICBC
-      type        : string
-      default     : ""
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        How messages between clusters travel: "aggregate" (through the
-        routers, large messages striped over all of them), "static" (one
-        fixed router per process, no striping), "alltoall" (direct TCP between
-        the processes of different clusters) or "tcp" (every message between
-        nodes over TCP, also inside a cluster). Empty: the router file's
-        policy line (default aggregate).
-
-    - name        : MPIR_CVAR_CH4_ICBC_NET_PROBE_TIMEOUT
-      category    : CH4_ICBC
-      type        : int
-      default     : 500
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        A job without a router file and without
-        MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES or UCX_NET_DEVICES: milliseconds
-        MPI_Init tries connections from each network interface of this host
-        to a process on another node of the job; UCX then uses the
-        interfaces that connected. 0: no trial, UCX's choice of every
-        interface.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 MPIDI_ICBC_paths_t MPIDI_ICBC_paths;
 #define P MPIDI_ICBC_paths
 

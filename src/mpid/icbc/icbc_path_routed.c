@@ -25,44 +25,6 @@
 #include "core/icbc_seq.h"
 #include "mx_router/mx_client.h"
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_ROUTED_WINDOW
-      category    : CH4_ICBC
-      type        : int
-      default     : 32
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Chunks (rendezvous sends) a process keeps in flight to each router
-        of its cluster. A router holds a UCX descriptor for every announced
-        chunk until it pulls the payload, so this bounds what one process
-        makes a router hold; later sends to that router wait in the process,
-        in order.
-
-    - name        : MPIR_CVAR_CH4_ICBC_FAILOVER
-      category    : CH4_ICBC
-      type        : boolean
-      default     : true
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_ALL_EQ
-      description : >-
-        With more than one router per cluster (policies aggregate and
-        static): messages to other clusters survive the loss of routers.
-        A striped send ends when the receiver confirms it, ordered messages
-        are numbered and kept until the receiver acknowledges them, and what
-        a lost router carried goes again through the others; a router that
-        comes back is used again. Only when every router of the cluster is
-        lost for 5 s do transfers to other clusters fail. Off: losing a
-        router fails the transfers to other clusters, as with one router.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 #define P MPIDI_ICBC_paths
 
 /* No usable router for this long: transfers to other clusters fail (a

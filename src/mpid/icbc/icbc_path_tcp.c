@@ -8,6 +8,7 @@
 #include "icbc_impl.h"
 #include "icbc_path.h"
 #include "core/icbc_freelist.h"
+#include "core/icbc_queue.h"
 #include "core/icbc_pace.h"
 #include "bt_lib/bt_lib.h"
 
@@ -17,43 +18,12 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-/*
-=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
-
-cvars:
-    - name        : MPIR_CVAR_CH4_ICBC_TCP_IFACE
-      category    : CH4_ICBC
-      type        : string
-      default     : ""
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Network interface whose address processes of other clusters connect
-        to under the alltoall and tcp policies. Empty: the interface the
-        kernel routes to the other clusters' routers through, else the first
-        non-loopback IPv4 interface.
-
-    - name        : MPIR_CVAR_CH4_ICBC_TCP_PACING
-      category    : CH4_ICBC
-      type        : int
-      default     : 0
-      class       : none
-      verbosity   : MPI_T_VERBOSITY_USER_BASIC
-      scope       : MPI_T_SCOPE_LOCAL
-      description : >-
-        Pacing of this process's TCP connections to other clusters
-        (SO_MAX_PACING_RATE), in Mbit/s; 0: off.
-
-=== END_MPI_T_CVAR_INFO_BLOCK ===
-*/
-
 #define P MPIDI_ICBC_paths
 
 /* A message waiting for room on a TCP connection (the ordered lane never
  * refuses, so that order survives back-pressure). */
 typedef struct tcp_pending {
-    struct tcp_pending *next;
+    icbc_queue_elem_t qe; /* in its peer's waiting messages */
     const void *payload;
     size_t len;
     MPIDI_ICBC_xdone_cb_t cb;
@@ -67,7 +37,7 @@ typedef struct {
     bt_conn_t *conn;
     int ready;
     int failed;
-    tcp_pending_t *head, *tail;
+    icbc_queue_t waiting; /* tcp_pending_t, in order */
 } tcp_peer_t;
 
 /* Per accepted or opened connection: the receive in progress. */
@@ -129,8 +99,8 @@ static void tcp_flush(int rank)
 {
     tcp_peer_t *t = &tcp.peers[rank];
 
-    while (t->head && t->ready) {
-        tcp_pending_t *m = t->head;
+    while (!icbc_queue_empty(&t->waiting) && t->ready) {
+        tcp_pending_t *m = ICBC_CONTAINER(t->waiting.head, tcp_pending_t, qe);
         struct iovec iov = { .iov_base = (void *) m->payload, .iov_len = m->len };
         MPIDI_ICBC_path_done_t *d = done_new(m->cb, m->arg);
         icbc_status_t st =
@@ -139,9 +109,7 @@ static void tcp_flush(int rank)
             icbc_freelist_put(&done_list, d);
             return;
         }
-        t->head = m->next;
-        if (t->head == NULL)
-            t->tail = NULL;
+        icbc_queue_pop(&t->waiting);
         if (st != ICBC_OK)
             tcp_send_done(t->conn, st, d);
         MPL_free(m);
@@ -152,14 +120,14 @@ static void tcp_fail_pending(int rank)
 {
     tcp_peer_t *t = &tcp.peers[rank];
 
-    while (t->head) {
-        tcp_pending_t *m = t->head;
-        t->head = m->next;
+    icbc_queue_elem_t *e;
+
+    while ((e = icbc_queue_pop(&t->waiting)) != NULL) {
+        tcp_pending_t *m = ICBC_CONTAINER(e, tcp_pending_t, qe);
         if (m->cb)
             m->cb(m->arg, ICBC_ERR_PEER_FAILED);
         MPL_free(m);
     }
-    t->tail = NULL;
 }
 
 static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t hdr_len,
@@ -175,7 +143,7 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
     }
     if (t->failed)
         return MPIDI_ICBC_ERR_PEER(peer->rank, "its TCP connection failed");
-    if (t->ready && t->head == NULL) {
+    if (t->ready && icbc_queue_empty(&t->waiting)) {
         struct iovec iov = { .iov_base = (void *) payload, .iov_len = len };
         MPIDI_ICBC_path_done_t *d = done_new(cb, arg);
         icbc_status_t st = bt_conn_send(t->conn, hdr, hdr_len, &iov, len ? 1 : 0, tcp_send_done, d);
@@ -191,18 +159,13 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
     }
     tcp_pending_t *m = MPL_malloc(sizeof(*m) + hdr_len, MPL_MEM_OTHER);
     MPIR_Assert(m);
-    m->next = NULL;
     m->payload = payload;
     m->len = len;
     m->cb = cb;
     m->arg = arg;
     m->hdr_len = hdr_len;
     memcpy(m->hdr, hdr, hdr_len);
-    if (t->tail)
-        t->tail->next = m;
-    else
-        t->head = m;
-    t->tail = m;
+    icbc_queue_push(&t->waiting, &m->qe);
     return MPI_SUCCESS;
 }
 
@@ -575,7 +538,7 @@ static void tcp_dump(FILE *f)
     for (int r = 0; tcp.peers && r < MPIDI_ICBC_global.peers.size; r++) {
         open += tcp.peers[r].conn != NULL && !tcp.peers[r].failed;
         failed += tcp.peers[r].failed;
-        for (tcp_pending_t *m = tcp.peers[r].head; m; m = m->next)
+        icbc_queue_for_each (m, &tcp.peers[r].waiting)
             queued++;
     }
     fprintf(f,
@@ -592,7 +555,7 @@ static void tcp_finalize(void)
             int busy = 0;
             for (int r = 0; r < MPIDI_ICBC_global.peers.size; r++)
                 if (tcp.peers[r].conn && !tcp.peers[r].failed &&
-                    (tcp.peers[r].head || bt_conn_queued(tcp.peers[r].conn)))
+                    (!icbc_queue_empty(&tcp.peers[r].waiting) || bt_conn_queued(tcp.peers[r].conn)))
                     busy = 1;
             if (!busy)
                 break;
