@@ -64,6 +64,12 @@ uint8_t *impi_rx_payload_room(impi_rx_t *rx, size_t *want);
  * CB runs if that completed the packet. */
 void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg);
 
+/* Between a packet's checked header and its last byte: the packet as far
+ * as it came (PKT->len is the payload bytes read so far, PKT->hdr->len the
+ * whole), and 1; 0 when no packet is partly read. For a reader that hands
+ * the bytes on as they come (the relay's cut-through). */
+int impi_rx_partial(const impi_rx_t *rx, impi_rx_pkt_t *pkt);
+
 /* Inside CB only: the buffer holding the packet being delivered is the
  * caller's from now on (it is pkt->payload), and FRESH, of the layout's
  * DATALEN bytes, takes its place for the packets that follow; the rx owns

@@ -1086,5 +1086,11 @@ icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
     }
     if (r->failed)
         return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "%s", r->why);
+    /* the last line of stdout */
+    printf("relayed %llu packet(s): %llu cut through, %llu whole (%llu of them behind a packet "
+           "in progress)\n",
+           (unsigned long long) (r->pkts_cut + r->pkts_whole), (unsigned long long) r->pkts_cut,
+           (unsigned long long) r->pkts_whole, (unsigned long long) r->pkts_behind);
+    fflush(stdout);
     return ICBC_OK;
 }

@@ -13,6 +13,15 @@
  * messages stay end to end: a relay reads no more of a packet than its
  * addresses.
  *
+ * Cut-through: a packet whose payload is still arriving at the end of a
+ * read goes on at once, its header and what came of it, and the rest as it
+ * comes, into the connection toward its destination. That connection then
+ * belongs to the packet until its last byte: whatever else is queued for it
+ * meanwhile (whole packets of other hosts, FINI) waits behind it, in order,
+ * and a packet for a connection that is busy so, or for another relay of
+ * the trunk (its link frames carry whole packets), goes on whole. So a hop
+ * adds the time of a read, not of a packet.
+ *
  * FINI is per hop. Every relay tells the others, on the links, each FINI a
  * host sent it (after every packet of that host it passed them, so a FINI
  * counted means the host's packets are through). A relay says FINI outside
@@ -70,6 +79,8 @@ void relay_conn_free(relay_conn_t *c)
         impi_link_rx_free(&c->link_rx);
     free(c->out);
     c->out = NULL;
+    free(c->held);
+    c->held = NULL;
 }
 
 int relay_all_closed(const impi_relay_t *r)
@@ -161,25 +172,40 @@ static void conn_flush(relay_conn_t *c)
         relay_failf(c->r, "writing to %s %d: %s", side_name(c->side), c->peer, strerror(errno));
 }
 
-/* Appends A, B and C (any may be empty); written at the end of the round. */
-static void conn_put(relay_conn_t *c, const void *a, size_t alen, const void *b, size_t blen,
-                     const void *p, size_t plen)
+/* Appends A, B and P (any may be empty) to the bytes *BUF holds. */
+static int append(uint8_t **buf, size_t *len, size_t *cap, const void *a, size_t alen,
+                  const void *b, size_t blen, const void *p, size_t plen)
 {
-    size_t need = c->len + alen + blen + plen;
+    size_t need = *len + alen + blen + plen;
+
+    if (icbc_grow(buf, cap, need) != 0)
+        return -1;
+    if (alen)
+        memcpy(*buf + *len, a, alen);
+    if (blen)
+        memcpy(*buf + *len + alen, b, blen);
+    if (plen)
+        memcpy(*buf + *len + alen + blen, p, plen);
+    *len = need;
+    return 0;
+}
+
+/* Appends A, B and P from FROM (NULL: this relay); written at the end of
+ * the round, or, while another source's packet streams into C, behind it. */
+static void conn_put(relay_conn_t *c, const relay_conn_t *from, const void *a, size_t alen,
+                     const void *b, size_t blen, const void *p, size_t plen)
+{
+    int behind = c->owner != NULL && c->owner != from;
 
     if (c->fd < 0 || c->r->failed)
         return;
-    if (icbc_grow(&c->out, &c->cap, need) != 0) {
+    if (behind ? append(&c->held, &c->hlen, &c->hcap, a, alen, b, blen, p, plen)
+               : append(&c->out, &c->len, &c->cap, a, alen, b, blen, p, plen)) {
         relay_failf(c->r, "out of memory queueing for %s %d", side_name(c->side), c->peer);
         return;
     }
-    if (alen)
-        memcpy(c->out + c->len, a, alen);
-    if (blen)
-        memcpy(c->out + c->len + alen, b, blen);
-    if (plen)
-        memcpy(c->out + c->len + alen + blen, p, plen);
-    c->len = need;
+    if (behind)
+        return;
     /* one send for the packets of one read */
     if (!c->dirty) {
         c->dirty = 1;
@@ -206,7 +232,7 @@ static void link_put(impi_relay_t *r, int rank, uint32_t kind, uint32_t a, uint3
     uint8_t fh[IMPI_LINK_HDR_SIZE];
 
     impi_link_hdr_pack(kind, a, b, (uint32_t) (hlen + plen), fh);
-    conn_put(&r->links[rank], fh, sizeof(fh), hdr, hlen, payload, plen);
+    conn_put(&r->links[rank], NULL, fh, sizeof(fh), hdr, hlen, payload, plen);
 }
 
 /* Tells every other relay of a FINI this relay had. */
@@ -246,7 +272,7 @@ static void send_fini(relay_conn_t *c)
     h.count = -1;
     impi_pkt_hdr_pack(&h, b);
     c->fini_out = 1;
-    conn_put(c, b, sizeof(b), NULL, 0, NULL, 0);
+    conn_put(c, NULL, b, sizeof(b), NULL, 0, NULL, 0);
 }
 
 static void fini_check(impi_relay_t *r)
@@ -282,6 +308,54 @@ static void had_fini(impi_relay_t *r, relay_conn_t *c)
 
 /* ---- packets ----------------------------------------------------------------- */
 
+/* ---- cut-through ------------------------------------------------------------ */
+
+/* The packet streaming into TO is through: what waited behind it follows. */
+static void stream_end(relay_conn_t *to)
+{
+    to->owner = NULL;
+    if (to->hlen > 0) {
+        conn_put(to, NULL, to->held, to->hlen, NULL, 0, NULL, 0);
+        to->hlen = 0;
+    }
+}
+
+/* After a read of host connection C: the packet it is in the middle of
+ * starts going on, or its new bytes follow what went. */
+static void stream_more(relay_conn_t *c)
+{
+    impi_relay_t *r = c->r;
+    impi_rx_pkt_t pkt;
+
+    if (r->failed || !impi_rx_partial(&c->rx, &pkt))
+        return;
+    if (c->stream_to == NULL) {
+        impi_pkt_hdr_t h;
+        uint8_t b[IMPI_PKT_HDR_SIZE];
+        int host, relay, inside = c->side == RELAY_INSIDE;
+        relay_conn_t *to;
+
+        impi_relay_route(r->in, r->out, r->client, inside, &pkt, &h, &host, &relay);
+        if (relay != r->rank)
+            return; /* over a link: whole, in one frame */
+        to = inside ? &r->outs[host] : relay_inside_conn(r, c->client, host);
+        if (to->owner != NULL || to->hlen > 0)
+            return; /* another packet streams into TO: this one goes whole */
+        impi_pkt_hdr_pack(&h, b);
+        conn_put(to, c, b, sizeof(b), pkt.payload, pkt.len, NULL, 0);
+        r->pkts_cut++;
+        to->owner = c;
+        c->stream_to = to;
+        c->streamed = pkt.len;
+    } else if (pkt.len > c->streamed) {
+        conn_put(c->stream_to, c, pkt.payload + c->streamed, pkt.len - c->streamed, NULL, 0, NULL,
+                 0);
+        c->streamed = pkt.len;
+    }
+}
+
+/* ---- packets ------------------------------------------------------------------ */
+
 static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
 {
     relay_conn_t *c = arg;
@@ -290,19 +364,28 @@ static void on_packet(void *arg, const impi_rx_pkt_t *pkt)
     uint8_t b[IMPI_PKT_HDR_SIZE];
     int host, relay, inside = c->side == RELAY_INSIDE;
 
+    if (c->stream_to != NULL) { /* streamed: its last bytes */
+        relay_conn_t *to = c->stream_to;
+        conn_put(to, c, pkt->payload + c->streamed, pkt->len - c->streamed, NULL, 0, NULL, 0);
+        c->stream_to = NULL;
+        stream_end(to);
+        return;
+    }
     if (pkt->hdr->type == IMPI_PK_FINI) {
         had_fini(r, c);
         return;
     }
     impi_relay_route(r->in, r->out, r->client, inside, pkt, &h, &host, &relay);
     impi_pkt_hdr_pack(&h, b);
+    r->pkts_whole++;
     if (relay != r->rank) {
         link_put(r, relay, inside ? IMPI_LINK_OUT : IMPI_LINK_IN, (uint32_t) host,
                  (uint32_t) c->client, b, sizeof(b), pkt->payload, pkt->len);
         return;
     }
     relay_conn_t *to = inside ? &r->outs[host] : relay_inside_conn(r, c->client, host);
-    conn_put(to, b, sizeof(b), pkt->payload, pkt->len, NULL, 0);
+    r->pkts_behind += to->owner != NULL;
+    conn_put(to, c, b, sizeof(b), pkt->payload, pkt->len, NULL, 0);
 }
 
 /* A frame from relay C->peer in the data phase. */
@@ -328,8 +411,8 @@ static void on_link_frame(void *arg, uint32_t kind, uint32_t a, uint32_t b, cons
                         c->peer, a, b);
             return;
         }
-        conn_put(kind == IMPI_LINK_OUT ? &r->outs[a] : relay_inside_conn(r, (int) b, (int) a), body,
-                 len, NULL, 0, NULL, 0);
+        conn_put(kind == IMPI_LINK_OUT ? &r->outs[a] : relay_inside_conn(r, (int) b, (int) a), c,
+                 body, len, NULL, 0, NULL, 0);
         return;
     case IMPI_LINK_FINI_IN:
         r->fini_in_seen++;
@@ -379,9 +462,12 @@ static void conn_read(relay_conn_t *c)
             relay_failf(r, "relay %d: %s", c->peer, err);
     } else if (direct) {
         impi_rx_payload_filled(&c->rx, (size_t) n, on_packet, c);
+        stream_more(c);
     } else if (impi_rx_feed(&c->rx, r->buf, (size_t) n, on_packet, c, err, sizeof(err)) !=
                ICBC_OK) {
         relay_failf(r, "%s %d: %s", side_name(c->side), c->peer, err);
+    } else {
+        stream_more(c);
     }
 }
 
@@ -397,7 +483,8 @@ static void on_ready(int fd, uint32_t events, void *arg)
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->r->failed && c->fd >= 0)
         conn_read(c);
     flush_dirty(c->r);
-    if (c->fd >= 0 && c->side != RELAY_LINK && c->fini_in && c->fini_out && c->len == c->off)
+    if (c->fd >= 0 && c->side != RELAY_LINK && c->fini_in && c->fini_out && c->len == c->off &&
+        c->owner == NULL && c->hlen == 0)
         shutdown(c->fd, SHUT_WR);
     conn_arm(c);
 }

@@ -32,6 +32,13 @@ typedef struct relay_conn {
     uint32_t events;
     int fini_in, fini_out, closed;
     int dirty; /* queued to in this round, written at its end (in relay.dirty) */
+    /* Cut-through (relay_fwd.c): a host's packet goes on as it comes, into
+     * one connection, which keeps what others queue for it meanwhile. */
+    struct relay_conn *stream_to; /* as a source: where its packet is going */
+    size_t streamed;              /* as a source: payload bytes of it handed on */
+    struct relay_conn *owner;     /* as a destination: the source streaming into it */
+    uint8_t *held;                /* as a destination: queued behind that packet */
+    size_t hlen, hcap;
 } relay_conn_t;
 
 /* A relay of the same client, as start-up tells of it. */
@@ -75,6 +82,9 @@ struct impi_relay {
      * relays' outside connections that had it */
     long fini_in_seen, fini_in_want;
     long fini_out_seen[IMPI_MAX_CLIENTS], fini_out_want[IMPI_MAX_CLIENTS];
+    /* host packets handed on: cut through, whole, and whole ones that
+     * waited behind a packet streaming into their connection */
+    uint64_t pkts_cut, pkts_whole, pkts_behind;
     int failed;
     relay_conn_t **dirty; /* connections written to since the round began */
     int ndirty;

@@ -109,6 +109,18 @@ void impi_rx_payload_filled(impi_rx_t *rx, size_t n, impi_rx_cb_t cb, void *arg)
         deliver(rx, cb, arg);
 }
 
+int impi_rx_partial(const impi_rx_t *rx, impi_rx_pkt_t *pkt)
+{
+    if (rx->failed || !rx->in_payload || rx->have == rx->hdr.len)
+        return 0;
+    pkt->hdr = &rx->hdr;
+    pkt->src = rx->src;
+    pkt->dest = rx->dest;
+    pkt->payload = rx->payload;
+    pkt->len = rx->have;
+    return 1;
+}
+
 uint8_t *impi_rx_swap_payload(impi_rx_t *rx, uint8_t *fresh)
 {
     uint8_t *full = rx->payload;

@@ -123,6 +123,19 @@ def test_icbc_clients_through_relays(prefix, relay_exe, programs, case_dir, coun
         if "r" in c:
             assert f"relaying client {k}: {int(c.split('r')[0])} inside host(s)" in \
                 logs[f"impi-relay{k}"], report
+            trunk = int(c.split("r")[1] or 1)
+            for name in [f"impi-relay{k}"] + [f"impi-relay{k}.{j}" for j in range(1, trunk)]:
+                m = re.search(r"^relayed (\d+) packet\(s\): (\d+) cut through, (\d+) whole",
+                              logs[name], re.M)
+                assert m, f"{name} did not count its packets\n{report}"
+                assert int(m.group(1)) == int(m.group(2)) + int(m.group(3)), m.group(0)
+                # a relay alone on the way of the 1 MiB ping-pong (the first
+                # and the last rank) has its packets from the hosts: 64 KiB of
+                # payload each (DATALEN), longer than one read of the relay
+                # (64 KiB with the header), so each is still arriving when
+                # its first read ends and goes on then
+                if trunk == 1 and k in (0, len(counts) - 1):
+                    assert int(m.group(2)) >= 16, m.group(0)
 
 
 @pytest.mark.parametrize("counts", [("2", "2r"), ("2", "3r2")], ids=["2+2r", "2+3r2"])
