@@ -129,7 +129,7 @@ def raw_series(out, builds):
     for label, _ in builds:
         for path in sorted(glob.glob(os.path.join(out, "runs", f"{label}-rep*", "raw",
                                                   "routed_*_rep*.csv"))):
-            m = re.fullmatch(r"routed_([a-z]+)_([a-z]+)_R([0-9]+)_rep[0-9]+\.csv",
+            m = re.fullmatch(r"routed_([a-z]+)_([a-z-]+)_R([0-9]+)_rep[0-9]+\.csv",
                              os.path.basename(path))
             if m and m.group(1) in PARTS:
                 key = (m.group(1), m.group(2), int(m.group(3)))

@@ -567,14 +567,8 @@ static void check_end(impi_agent_t *a)
         if (!a->locals[k].done && !a->locals[k].gone)
             return;
     if (a->fini_deadline == 0) {
-        impi_pkt_hdr_t fini;
         uint8_t b[IMPI_PKT_HDR_SIZE];
-        memset(&fini, 0, sizeof(fini));
-        fini.type = IMPI_PK_FINI;
-        fini.src.pid = fini.dest.pid = -1;
-        fini.lsrank = fini.tag = -1;
-        fini.count = -1;
-        impi_pkt_hdr_pack(&fini, b);
+        impi_pkt_fini_pack(b);
         for (int h = 0; h < a->nhosts; h++)
             if (!a->hosts[h].closed) {
                 wire_put(&a->hosts[h].w, b, sizeof(b), NULL, 0);

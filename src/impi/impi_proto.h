@@ -140,6 +140,9 @@ typedef struct impi_pkt_hdr {
 } impi_pkt_hdr_t;
 
 void impi_pkt_hdr_pack(const impi_pkt_hdr_t *hdr, void *buf);
+/* FINI as a host sends it, into BUF's IMPI_PKT_HDR_SIZE bytes: no process
+ * (pid -1, as LAM/MPI sends it), rank, tag and count -1. */
+void impi_pkt_fini_pack(void *buf);
 /* BUF holds IMPI_PKT_HDR_SIZE bytes. ICBC_ERR_INVALID: unknown type, a
  * DATA or DATASYNC payload above DATALEN or above the message length, an
  * ICBC packet above DATALEN or whose pieces do not fit its message. The

@@ -73,6 +73,18 @@ void impi_pkt_hdr_pack(const impi_pkt_hdr_t *h, void *buf)
     icbc_put64(p + 120, h->reserved);
 }
 
+void impi_pkt_fini_pack(void *buf)
+{
+    impi_pkt_hdr_t h;
+
+    memset(&h, 0, sizeof(h));
+    h.type = IMPI_PK_FINI;
+    h.src.pid = h.dest.pid = -1;
+    h.lsrank = h.tag = -1;
+    h.count = -1;
+    impi_pkt_hdr_pack(&h, buf);
+}
+
 icbc_status_t impi_pkt_hdr_parse(const void *buf, uint32_t datalen, impi_pkt_hdr_t *h)
 {
     const uint8_t *p = buf;

@@ -260,17 +260,11 @@ void relay_fini_init(impi_relay_t *r)
 
 static void send_fini(relay_conn_t *c)
 {
-    impi_pkt_hdr_t h;
     uint8_t b[IMPI_PKT_HDR_SIZE];
 
     if (c->fini_out || c->fd < 0)
         return;
-    memset(&h, 0, sizeof(h));
-    h.type = IMPI_PK_FINI;
-    h.src.pid = h.dest.pid = -1;
-    h.lsrank = h.tag = -1;
-    h.count = -1;
-    impi_pkt_hdr_pack(&h, b);
+    impi_pkt_fini_pack(b);
     c->fini_out = 1;
     conn_put(c, NULL, b, sizeof(b), NULL, 0, NULL, 0);
 }

@@ -44,6 +44,16 @@ extern MPIDI_ICBC_global_t MPIDI_ICBC_global;
 #define MPIDI_ICBC_AV(av) ((av)->netmod.icbc)
 #define MPIDI_ICBC_COMM(comm) ((comm)->dev.ch4.netmod.icbc)
 
+/* A send's own copies of its header and packed payload, released when it
+ * completes or its request is freed. */
+MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_am_request_free_send_bufs(MPIR_Request *req)
+{
+    MPL_free(MPIDI_ICBC_AMREQ(req).hdr_buf);
+    MPIDI_ICBC_AMREQ(req).hdr_buf = NULL;
+    MPL_free(MPIDI_ICBC_AMREQ(req).pack_buf);
+    MPIDI_ICBC_AMREQ(req).pack_buf = NULL;
+}
+
 /* Connect to a peer on first use (icbc_peer_ep.c). */
 int MPIDI_ICBC_peer_connect(icbc_peer_t *peer, mx_fabric_ep_t **ep_p);
 

@@ -19,31 +19,18 @@
 #include "icbc_pacing.h"
 #include "icbc_path.h"
 #include "core/icbc_clock.h"
-#include "core/icbc_list.h"
 
 /* The attribute's keyval, for C (icbc.h) and for Fortran (icbcf.h: the
  * common block /ICBC_PACING/). */
 MPICH_API_PUBLIC int ICBC_PACING_MATB = MPI_KEYVAL_INVALID;
 MPICH_API_PUBLIC int icbc_pacing_ = MPI_KEYVAL_INVALID;
 
-/* A whole message that waits for the bucket. */
-typedef struct {
-    icbc_list_t link;
-    int rank;
-    const void *payload;
-    size_t len;
-    MPIDI_ICBC_xdone_cb_t cb;
-    void *arg;
-    size_t inner_len;
-    uint8_t inner[];
-} held_t;
-
 static struct {
     icbc_pace_t bucket;
     uint64_t attr_rate; /* bits/s: the attribute of the communicator last sent on */
     uint64_t coll_rate; /* bits/s: inside a rate-managed collective */
     uint64_t wan_rate;  /* bits/s; 0: unknown */
-    icbc_list_t held;
+    icbc_queue_t held;  /* MPIDI_ICBC_waiting_t: whole messages waiting for the bucket */
     size_t nheld;
     uint64_t held_total;
     MPII_Keyval *matb_kv;  /* ICBC_PACING_MATB's: every attribute holds a reference */
@@ -83,7 +70,6 @@ int MPIDI_ICBC_pace_init(void)
     const char *text = MPIR_CVAR_CH4_ICBC_WAN_RATE;
 
     icbc_pace_init(&pace.bucket);
-    icbc_list_init(&pace.held);
     if (text != NULL && text[0] != '\0') {
         if (icbc_pace_parse_rate(text, &pace.wan_rate) != ICBC_OK || pace.wan_rate == 0) {
             char why[160];
@@ -123,14 +109,14 @@ static int may_send_now(void)
  * when pacing is off). */
 static void release_held(void)
 {
-    while (!icbc_list_empty(&pace.held)) {
-        held_t *h = ICBC_CONTAINER(pace.held.next, held_t, link);
+    MPIDI_ICBC_waiting_t *h;
+
+    while ((h = ICBC_QUEUE_OBJ(icbc_queue_pop(&pace.held), MPIDI_ICBC_waiting_t, qe)) != NULL) {
         icbc_peer_t *peer = icbc_peer_get(&MPIDI_ICBC_global.peers, h->rank);
         int busy = 0;
-        icbc_list_del(&h->link);
         pace.nheld--;
-        icbc_pace_charge(&pace.bucket, h->len + h->inner_len);
-        if (MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, h->inner, h->inner_len, h->payload,
+        icbc_pace_charge(&pace.bucket, h->len + h->hdr_len);
+        if (MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, h->hdr, h->hdr_len, h->payload,
                                  h->len, h->cb, h->arg, &busy) != MPI_SUCCESS)
             h->cb(h->arg, ICBC_ERR_PEER_FAILED);
         MPL_free(h);
@@ -163,7 +149,7 @@ void MPIDI_ICBC_pace_progress(void)
 {
     if (unlikely(pace.off_since > 0) && icbc_clock_now() - pace.off_since > ROUTERS_OFF_DELAY)
         routers_off();
-    if (icbc_list_empty(&pace.held))
+    if (icbc_queue_empty(&pace.held))
         return;
     if (!icbc_pace_on(&pace.bucket) || may_send_now())
         release_held();
@@ -203,7 +189,7 @@ void MPIDI_ICBC_pace_comm(MPIR_Comm *comm)
 
 int MPIDI_ICBC_pace_paces(const icbc_peer_t *peer)
 {
-    return (icbc_pace_on(&pace.bucket) || !icbc_list_empty(&pace.held)) &&
+    return (icbc_pace_on(&pace.bucket) || !icbc_queue_empty(&pace.held)) &&
            peer->cluster != MPIDI_ICBC_paths.cluster;
 }
 
@@ -224,24 +210,16 @@ int MPIDI_ICBC_pace_ordered(icbc_peer_t *peer, const void *inner, size_t inner_l
     int busy = 0;
 
     *held = 0;
-    if (icbc_list_empty(&pace.held) && may_send_now()) {
+    if (icbc_queue_empty(&pace.held) && may_send_now()) {
         icbc_pace_charge(&pace.bucket, len + inner_len);
         return MPIDI_ICBC_path_send(peer, MPIDI_ICBC_LANE_ORDERED, inner, inner_len, payload, len,
                                     cb, arg, &busy);
     }
     /* behind the held ones, in order */
-    held_t *h = MPL_malloc(sizeof(*h) + inner_len, MPL_MEM_OTHER);
-    if (h == NULL)
-        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
-                                    MPI_ERR_OTHER, "**nomem", 0);
-    h->rank = peer->rank;
-    h->payload = payload;
-    h->len = len;
-    h->cb = cb;
-    h->arg = arg;
-    h->inner_len = inner_len;
-    memcpy(h->inner, inner, inner_len);
-    icbc_list_push(&pace.held, &h->link);
+    int mpi_errno =
+        MPIDI_ICBC_waiting_push(&pace.held, peer->rank, inner, inner_len, payload, len, cb, arg);
+    if (mpi_errno)
+        return mpi_errno;
     pace.nheld++;
     pace.held_total++;
     *held = 1;

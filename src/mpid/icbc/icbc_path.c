@@ -272,6 +272,22 @@ fn_fail:
 
 /* ---- every path --------------------------------------------------------- */
 
+int MPIDI_ICBC_waiting_push(icbc_queue_t *q, int rank, const void *hdr, size_t hdr_len,
+                            const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg)
+{
+    MPIDI_ICBC_waiting_t *w = MPL_malloc(sizeof(*w) + hdr_len, MPL_MEM_OTHER);
+
+    if (w == NULL)
+        return MPIR_Err_create_code(MPI_SUCCESS, MPIR_ERR_RECOVERABLE, __func__, __LINE__,
+                                    MPI_ERR_OTHER, "**nomem", 0);
+    *w = (MPIDI_ICBC_waiting_t){
+        .rank = rank, .payload = payload, .len = len, .cb = cb, .arg = arg, .hdr_len = hdr_len
+    };
+    memcpy(w->hdr, hdr, hdr_len);
+    icbc_queue_push(q, &w->qe);
+    return MPI_SUCCESS;
+}
+
 int MPIDI_ICBC_path_progress(void)
 {
     int events = 0;

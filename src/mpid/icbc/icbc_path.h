@@ -27,6 +27,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "core/icbc_queue.h"
 #include "core/icbc_peer.h"
 #include "core/icbc_route.h"
 #include "core/icbc_routerfile.h"
@@ -47,6 +48,25 @@
  * lost. The type of mx_client's and the seq lane's completions, so that a
  * path passes it through without a record of its own. */
 typedef void (*MPIDI_ICBC_xdone_cb_t)(void *arg, icbc_status_t status);
+
+/* A message that waits, in order, for room on its connection (the TCP
+ * path) or for the pacing bucket: its own copy of its header, the caller's
+ * payload (referenced until CB). */
+typedef struct MPIDI_ICBC_waiting {
+    icbc_queue_elem_t qe;
+    int rank;
+    const void *payload;
+    size_t len;
+    MPIDI_ICBC_xdone_cb_t cb;
+    void *arg;
+    size_t hdr_len;
+    uint8_t hdr[];
+} MPIDI_ICBC_waiting_t;
+
+/* Appends a message for RANK to Q; an MPI error code when out of memory.
+ * Popped ones are MPL_free'd by their taker. */
+int MPIDI_ICBC_waiting_push(icbc_queue_t *q, int rank, const void *hdr, size_t hdr_len,
+                            const void *payload, size_t len, MPIDI_ICBC_xdone_cb_t cb, void *arg);
 
 /* A message being received, held by the path that receives it and filled
  * in by the layer above (recv_begin .. recv_end). */

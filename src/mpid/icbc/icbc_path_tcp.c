@@ -20,24 +20,12 @@
 
 #define P MPIDI_ICBC_paths
 
-/* A message waiting for room on a TCP connection (the ordered lane never
- * refuses, so that order survives back-pressure). */
-typedef struct tcp_pending {
-    icbc_queue_elem_t qe; /* in its peer's waiting messages */
-    const void *payload;
-    size_t len;
-    MPIDI_ICBC_xdone_cb_t cb;
-    void *arg;
-    size_t hdr_len;
-    uint8_t hdr[];
-} tcp_pending_t;
-
 /* Per peer: the TCP connection we send on. */
 typedef struct {
     bt_conn_t *conn;
     int ready;
     int failed;
-    icbc_queue_t waiting; /* tcp_pending_t, in order */
+    icbc_queue_t waiting; /* MPIDI_ICBC_waiting_t for room: the ordered lane never refuses */
 } tcp_peer_t;
 
 /* Per accepted or opened connection: the receive in progress. */
@@ -100,7 +88,7 @@ static void tcp_flush(int rank)
     tcp_peer_t *t = &tcp.peers[rank];
 
     while (!icbc_queue_empty(&t->waiting) && t->ready) {
-        tcp_pending_t *m = ICBC_CONTAINER(t->waiting.head, tcp_pending_t, qe);
+        MPIDI_ICBC_waiting_t *m = ICBC_CONTAINER(t->waiting.head, MPIDI_ICBC_waiting_t, qe);
         struct iovec iov = { .iov_base = (void *) m->payload, .iov_len = m->len };
         MPIDI_ICBC_path_done_t *d = done_new(m->cb, m->arg);
         icbc_status_t st =
@@ -123,7 +111,7 @@ static void tcp_fail_pending(int rank)
     icbc_queue_elem_t *e;
 
     while ((e = icbc_queue_pop(&t->waiting)) != NULL) {
-        tcp_pending_t *m = ICBC_CONTAINER(e, tcp_pending_t, qe);
+        MPIDI_ICBC_waiting_t *m = ICBC_CONTAINER(e, MPIDI_ICBC_waiting_t, qe);
         if (m->cb)
             m->cb(m->arg, ICBC_ERR_PEER_FAILED);
         MPL_free(m);
@@ -157,16 +145,7 @@ static int tcp_send(icbc_peer_t *peer, int ordered, const uint8_t *hdr, size_t h
         *busy = 1;
         return MPI_SUCCESS;
     }
-    tcp_pending_t *m = MPL_malloc(sizeof(*m) + hdr_len, MPL_MEM_OTHER);
-    MPIR_Assert(m);
-    m->payload = payload;
-    m->len = len;
-    m->cb = cb;
-    m->arg = arg;
-    m->hdr_len = hdr_len;
-    memcpy(m->hdr, hdr, hdr_len);
-    icbc_queue_push(&t->waiting, &m->qe);
-    return MPI_SUCCESS;
+    return MPIDI_ICBC_waiting_push(&t->waiting, peer->rank, hdr, hdr_len, payload, len, cb, arg);
 }
 
 /* The route header of a message to PEER on LANE. */

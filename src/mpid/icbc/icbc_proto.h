@@ -47,13 +47,8 @@ extern const MPIDI_ICBC_proto_t MPIDI_ICBC_proto_impi;
  * MPIDIG. */
 MPL_STATIC_INLINE_PREFIX void MPIDI_ICBC_proto_send_done(MPIR_Request *sreq)
 {
-    MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(sreq);
-
-    MPL_free(amreq->hdr_buf);
-    amreq->hdr_buf = NULL;
-    MPL_free(amreq->pack_buf);
-    amreq->pack_buf = NULL;
-    MPIDIG_global.origin_cbs[amreq->handler_id](sreq);
+    MPIDI_ICBC_am_request_free_send_bufs(sreq);
+    MPIDIG_global.origin_cbs[MPIDI_ICBC_AMREQ(sreq).handler_id](sreq);
 }
 
 /* MPIDIG matched a receive whose payload has not come (its data-copy

@@ -21,10 +21,7 @@ MPL_STATIC_INLINE_PREFIX void MPIDI_NM_am_request_finalize(MPIR_Request *req)
 {
     MPIDI_ICBC_am_request_t *amreq = &MPIDI_ICBC_AMREQ(req);
 
-    MPL_free(amreq->hdr_buf);
-    amreq->hdr_buf = NULL;
-    MPL_free(amreq->pack_buf);
-    amreq->pack_buf = NULL;
+    MPIDI_ICBC_am_request_free_send_bufs(req);
     MPL_free(amreq->bounce_buf);
     amreq->bounce_buf = NULL;
     /* A rendezvous payload nobody received (e.g. a cancelled receive). */
