@@ -20,6 +20,8 @@
  *     exchange messages of 0, 4, 1000, 65536, 65537, 100000 and 1 MiB bytes
  *     (IMPI's short and long protocol), standard and synchronous, and a
  *     strided vector; messages with MPI_ANY_SOURCE and MPI_ANY_TAG;
+ *   - every other rank sends world rank 0, then the last rank, 192 KiB at
+ *     once (several packets of several hosts for one host);
  *   - MPI_Barrier, MPI_Bcast from every root, MPI_Reduce from every root
  *     (also in place), MPI_Reduce with a non-commutative operation,
  *     MPI_Allreduce (also in place) on MPI_COMM_WORLD (IMPI's algorithms),
@@ -126,6 +128,40 @@ static void pingpong(int a, int b)
     free(buf);
 }
 
+/* Every other rank sends ROOT a message of several IMPI packets at once:
+ * packets of several hosts for one host meet on the way (through a relay,
+ * on its one connection toward ROOT's host), and each message must arrive
+ * whole and unmixed. */
+static void fan_in(int root)
+{
+    enum { FAN_BYTES = 3 * 65536 + 100 };
+    char what[64];
+
+    if (rank != root) {
+        unsigned char *b = malloc(FAN_BYTES);
+        fill(b, FAN_BYTES, 500 + rank);
+        MPI_Send(b, FAN_BYTES, MPI_BYTE, root, 400, MPI_COMM_WORLD);
+        free(b);
+        return;
+    }
+    unsigned char *b = malloc((size_t) size * FAN_BYTES);
+    MPI_Request *req = malloc((size_t) size * sizeof(*req));
+    for (int r = 0; r < size; r++)
+        req[r] = MPI_REQUEST_NULL;
+    for (int r = 0; r < size; r++)
+        if (r != root)
+            MPI_Irecv(b + (size_t) r * FAN_BYTES, FAN_BYTES, MPI_BYTE, r, 400, MPI_COMM_WORLD,
+                      &req[r]);
+    MPI_Waitall(size, req, MPI_STATUSES_IGNORE);
+    for (int r = 0; r < size; r++)
+        if (r != root) {
+            snprintf(what, sizeof(what), "fan-in: %d bytes from rank %d", FAN_BYTES, r);
+            check(b + (size_t) r * FAN_BYTES, FAN_BYTES, 500 + r, what);
+        }
+    free(req);
+    free(b);
+}
+
 static MPI_Datatype pair_type(void)
 {
     static MPI_Datatype t = MPI_DATATYPE_NULL;
@@ -218,6 +254,8 @@ int main(int argc, char **argv)
 
     if (size > 1)
         pingpong(0, size - 1);
+    fan_in(0);
+    fan_in(size - 1);
 
     /* collectives on MPI_COMM_WORLD */
     MPI_Barrier(MPI_COMM_WORLD);
