@@ -300,8 +300,6 @@ static void had_fini(impi_relay_t *r, relay_conn_t *c)
     fini_check(r);
 }
 
-/* ---- packets ----------------------------------------------------------------- */
-
 /* ---- cut-through ------------------------------------------------------------ */
 
 /* The packet streaming into TO is through: what waited behind it follows. */

@@ -22,6 +22,7 @@ IMPI_AUTH_NONE=1, IMPI_HOST_NAME set to the address the client advertises).
 """
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -405,6 +406,8 @@ def run_pingpong(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_firs
         if behind:
             files += [(f"relay{j}", e.name) for j, e in enumerate(relay_errs)]
         logs = {n: open(p).read() for n, p in files}
+        for j, p in enumerate(relay):
+            logs[f"relay{j}"] += p.stdout.read()
         report = "\n".join(f"--- {n}\n{t}" for n, t in logs.items())
         assert codes == [0] * (3 + len(relay)), \
             f"exit codes icbc, lam, impi-server (, relays): {codes}\n{report}"
@@ -412,6 +415,16 @@ def run_pingpong(prefix, build_dir, lam, lam_prog, icbc_pingpong, work, lam_firs
             for i, l in zip(icbc_ranks, lam_ranks):
                 assert f"rank {i}: {n} bytes x {ITERS} with rank {l}: ok" in logs["icbc"], report
                 assert f"rank {l}: {n} bytes x {ITERS} with rank {i}: ok" in logs["lam"], report
+        for j in range(len(relay)):
+            m = re.search(r"^relayed (\d+) packet\(s\): (\d+) cut through, (\d+) whole",
+                          logs[f"relay{j}"], re.M)
+            assert m, f"relay {j} did not count its packets\n{report}"
+            print(f"relay {j}: {m.group(0)}")
+            assert int(m.group(1)) == int(m.group(2)) + int(m.group(3)), m.group(0)
+            # alone, the relay has every packet of the 1 MiB messages, which
+            # go in packets too long for one of its reads: some go on cut
+            # through (about two thirds of all here)
+            assert len(relay) > 1 or int(m.group(2)) >= 1, m.group(0)
     finally:
         u.halt()
 
