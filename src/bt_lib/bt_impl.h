@@ -105,8 +105,7 @@ struct bt_conn {
     bt_watch_t w;
     bt_poller_t *p;
     icbc_list_t link;       /* in the poller's list of connections */
-    icbc_list_t defer_link; /* poller's deferred-work list */
-    bool deferred;
+    icbc_list_t defer_link; /* poller's deferred-work list; linked: deferred */
     bool destroyed;
     bool resume_pending; /* bt_conn_resume called; ask on_header again */
     bool acceptor;

@@ -155,9 +155,8 @@ void bt_poller_unlink_listener(bt_poller_t *p, bt_listener_t *l)
 
 void bt_poller_defer(bt_poller_t *p, bt_conn_t *c)
 {
-    if (c->deferred || c->destroyed)
+    if (icbc_list_linked(&c->defer_link) || c->destroyed)
         return;
-    c->deferred = true;
     icbc_list_push(&p->deferred, &c->defer_link);
 }
 
@@ -166,7 +165,6 @@ void bt_poller_undefer(bt_poller_t *p, bt_conn_t *c)
     (void) p;
     /* from the poller's list, or from the round run_deferred is running */
     icbc_list_del(&c->defer_link);
-    c->deferred = false;
 }
 
 void bt_poller_deadline_changed(bt_poller_t *p, int delta)
@@ -186,7 +184,6 @@ static int run_deferred(bt_poller_t *p)
     while (!icbc_list_empty(&round)) {
         bt_conn_t *c = ICBC_CONTAINER(round.next, bt_conn_t, defer_link);
         icbc_list_del(&c->defer_link);
-        c->deferred = false;
         if (!c->destroyed) {
             bt_conn_run_deferred(c);
             n++;
