@@ -36,7 +36,12 @@
  *                job (8, BE) | src rank (4, BE)) (icbc_route_register_mac).
  *   REGISTER_ACK router -> process: flags ICBC_ROUTE_F_OK or not. With F_OK,
  *                inner = the process's eager window at this router, 8 bytes
- *                big endian (see CREDIT).
+ *                big endian (see CREDIT), then, where the router is bound to
+ *                CPUs (--bind), those CPUs as a list in ASCII ("3",
+ *                "2-3,6"; at most ICBC_ROUTE_CPUS_MAX bytes, no NUL), so
+ *                that a process of the router's host that nothing bound
+ *                leaves them to it. A process that finds no list, or one
+ *                it cannot read, stays where it is.
  *   UNREACHABLE  router -> source process: a MSG for dst rank could not be
  *                delivered (destination unknown, gone, or its trunk died).
  *                inner = the route header of the lost message (40 bytes).
@@ -82,6 +87,7 @@ extern "C" {
 #define ICBC_ROUTE_NONCE_SIZE 32
 #define ICBC_ROUTE_MAC_SIZE 32
 #define ICBC_ROUTE_COUNT_SIZE 8 /* inner header of REGISTER_ACK (F_OK), CREDIT and PACE */
+#define ICBC_ROUTE_CPUS_MAX 63  /* CPU list after the count of REGISTER_ACK */
 
 typedef enum {
     ICBC_ROUTE_MSG = 1,
@@ -130,6 +136,18 @@ icbc_status_t icbc_route_register_mac(const unsigned char *key, size_t keylen,
 
 /* Constant-time comparison of two MACs: 1 if equal. */
 int icbc_route_mac_equal(const unsigned char *a, const unsigned char *b, size_t len);
+
+/* The inner header of an accepting REGISTER_ACK: WINDOW, then CPUS (a CPU
+ * list, "" or NULL for none; one longer than ICBC_ROUTE_CPUS_MAX is left
+ * out) into BUF, which holds ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX
+ * bytes. Returns its length. */
+size_t icbc_route_ack_pack(uint64_t window, const char *cpus, void *buf);
+
+/* Reads an accepting REGISTER_ACK's inner header (LEN bytes): the window,
+ * and the CPU list into CPUS (ICBC_ROUTE_CPUS_MAX + 1 bytes, "" when there
+ * is none or it is not a list of digits, ',' and '-'). An inner header
+ * shorter than the window is an error. */
+icbc_status_t icbc_route_ack_parse(const void *inner, size_t len, uint64_t *window, char *cpus);
 
 #ifdef __cplusplus
 }

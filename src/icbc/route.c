@@ -1,4 +1,5 @@
-/* Route header and the router registration proof; see icbc_route.h. */
+/* Route header, the router registration proof and REGISTER_ACK's inner
+ * header; see icbc_route.h. */
 #include "icbc_route.h"
 #include "icbc_bytes.h"
 
@@ -92,4 +93,36 @@ int icbc_route_mac_equal(const unsigned char *a, const unsigned char *b, size_t 
     for (size_t i = 0; i < len; i++)
         diff |= a[i] ^ b[i];
     return diff == 0;
+}
+
+size_t icbc_route_ack_pack(uint64_t window, const char *cpus, void *buf)
+{
+    size_t n = cpus ? strnlen(cpus, ICBC_ROUTE_CPUS_MAX + 1) : 0;
+
+    if (n > ICBC_ROUTE_CPUS_MAX)
+        n = 0; /* too long to tell: the processes stay where they are */
+    icbc_put64(buf, window);
+    if (n)
+        memcpy((uint8_t *) buf + ICBC_ROUTE_COUNT_SIZE, cpus, n);
+    return ICBC_ROUTE_COUNT_SIZE + n;
+}
+
+icbc_status_t icbc_route_ack_parse(const void *inner, size_t len, uint64_t *window, char *cpus)
+{
+    const char *list = (const char *) inner + ICBC_ROUTE_COUNT_SIZE;
+    size_t n;
+
+    cpus[0] = '\0';
+    if (len < ICBC_ROUTE_COUNT_SIZE)
+        return ICBC_ERR_INVALID;
+    n = len - ICBC_ROUTE_COUNT_SIZE;
+    *window = icbc_get64(inner);
+    if (n == 0 || n > ICBC_ROUTE_CPUS_MAX)
+        return ICBC_OK;
+    for (size_t i = 0; i < n; i++)
+        if ((list[i] < '0' || list[i] > '9') && list[i] != ',' && list[i] != '-')
+            return ICBC_OK;
+    memcpy(cpus, list, n);
+    cpus[n] = '\0';
+    return ICBC_OK;
 }

@@ -42,7 +42,8 @@ typedef struct {
     double deadline_ms; /* of the one under way */
     unsigned char nonce[ICBC_ROUTE_NONCE_SIZE];
     const icbc_rf_router_t *rf;
-    uint64_t pace; /* bits/s told with PACE (again after a new registration) */
+    uint64_t pace;                      /* bits/s told with PACE (again after a new registration) */
+    char cpus[ICBC_ROUTE_CPUS_MAX + 1]; /* where the router runs (REGISTER_ACK); "" unknown */
 } router_t;
 
 /* One send in flight: owns the AM header until the fabric is done with it. */
@@ -437,8 +438,11 @@ static int am_recv_cb(mx_fabric_t *f, const mx_fabric_am_t *am, void *arg)
     case ICBC_ROUTE_REGISTER_ACK:
         if (rt->state == RT_REGISTERING) {
             rt->state = (h.flags & ICBC_ROUTE_F_OK) ? RT_READY : RT_REFUSED;
-            if (rt->state == RT_READY && h.inner_len == ICBC_ROUTE_COUNT_SIZE)
-                rt->eager_window = icbc_get64((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE);
+            uint64_t window;
+            if (rt->state == RT_READY &&
+                icbc_route_ack_parse((const uint8_t *) header + ICBC_ROUTE_HDR_SIZE, h.inner_len,
+                                     &window, rt->cpus) == ICBC_OK)
+                rt->eager_window = window;
         }
         return drop;
     case ICBC_ROUTE_CREDIT:
@@ -766,6 +770,11 @@ size_t mx_client_num_routers(const mx_client_t *c)
 int mx_client_router_alive(const mx_client_t *c, int router)
 {
     return router >= 0 && (size_t) router < c->p.nrouters && c->routers[router].state == RT_READY;
+}
+
+const char *mx_client_router_cpus(const mx_client_t *c, int router)
+{
+    return router >= 0 && (size_t) router < c->p.nrouters ? c->routers[router].cpus : "";
 }
 
 void mx_client_dump(const mx_client_t *c, FILE *f)

@@ -138,6 +138,9 @@ size_t mx_client_max_inner(const mx_client_t *c);
 void mx_client_dump(const mx_client_t *c, FILE *f);
 size_t mx_client_num_routers(const mx_client_t *c);
 int mx_client_router_alive(const mx_client_t *c, int router);
+/* The CPUs ROUTER said it is bound to when it accepted this process, as a
+ * list ("3"); "" when it is not bound or did not say. */
+const char *mx_client_router_cpus(const mx_client_t *c, int router);
 
 /* Tells ROUTER that this process sends to other clusters through it at
  * BITS_PER_S from now on (PACE; 0: not paced); told again after a new

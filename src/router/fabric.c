@@ -41,7 +41,8 @@ static void send_control(rt_peer_t *p, uint8_t type, uint16_t flags, const void 
                          size_t inner_len)
 {
     icbc_router_t *r = p->r;
-    uint8_t hdr[ICBC_ROUTE_HDR_SIZE + ICBC_ROUTE_NONCE_SIZE];
+    /* the longest inner header it sends: REGISTER_ACK's with a CPU list */
+    uint8_t hdr[ICBC_ROUTE_HDR_SIZE + ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX];
     icbc_route_hdr_t h = {
         .type = type,
         .flags = flags,
@@ -214,9 +215,10 @@ static void do_register(rt_peer_t *p, const icbc_route_hdr_t *rh)
     r->st.registered = r->registry.count;
     icbc_debug("router %s: job %llu rank %u registered from %s", r->name,
                (unsigned long long) p->job, p->rank, mx_peer_addr_text(p->mp));
-    uint8_t window[ICBC_ROUTE_COUNT_SIZE];
-    icbc_put64(window, r->cfg.eager_window);
-    send_control(p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, window, sizeof(window));
+    uint8_t ack[ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX];
+    send_control(
+        p, ICBC_ROUTE_REGISTER_ACK, ICBC_ROUTE_F_OK, ack,
+        icbc_route_ack_pack(r->cfg.eager_window, r->bind.bound ? r->bind.cpus : NULL, ack));
     for (size_t d = 0; r->reach && d < icbc_routerfile_num_clusters(r->rf); d++)
         if (r->reach[d].announced)
             cluster_state_to(p, (int) d, 0);

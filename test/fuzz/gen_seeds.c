@@ -62,8 +62,25 @@ static void route_seed(const char *seed, uint8_t type, uint16_t flags, uint32_t 
     put("route_hdr_fuzz", seed, buf, ICBC_ROUTE_HDR_SIZE + inner_len);
 }
 
+/* An accepting REGISTER_ACK of a router bound to CPUS. */
+static void route_ack_seed(const char *seed, const char *cpus)
+{
+    uint8_t buf[ICBC_ROUTE_HDR_SIZE + ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX];
+    icbc_route_hdr_t h = {
+        .type = ICBC_ROUTE_REGISTER_ACK,
+        .flags = ICBC_ROUTE_F_OK,
+        .dst_rank = 5,
+        .job = 0x1234567890ull,
+    };
+
+    h.inner_len = (uint32_t) icbc_route_ack_pack(1u << 20, cpus, buf + ICBC_ROUTE_HDR_SIZE);
+    icbc_route_hdr_pack(&h, buf);
+    put("route_hdr_fuzz", seed, buf, ICBC_ROUTE_HDR_SIZE + h.inner_len);
+}
+
 static void route_seeds(void)
 {
+    route_ack_seed("register_ack_cpus", "2-3,6");
     route_seed("msg", ICBC_ROUTE_MSG, ICBC_ROUTE_F_ORDERED, 24, 4096);
     route_seed("challenge", ICBC_ROUTE_CHALLENGE, 0, ICBC_ROUTE_NONCE_SIZE, 0);
     route_seed("register", ICBC_ROUTE_REGISTER, 0, ICBC_ROUTE_MAC_SIZE, 0);

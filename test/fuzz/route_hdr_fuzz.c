@@ -86,5 +86,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (memcmp(mac, inner, ICBC_ROUTE_MAC_SIZE) == 0));
         FUZZ_CHECK(icbc_route_mac_equal(inner, inner, ICBC_ROUTE_MAC_SIZE));
     }
+    /* REGISTER_ACK's inner header: the window, and a CPU list that is one
+     * or nothing; what parses packs again to the same bytes. */
+    if (h.inner_len == size - ICBC_ROUTE_HDR_SIZE && h.type == ICBC_ROUTE_REGISTER_ACK) {
+        const uint8_t *inner = data + ICBC_ROUTE_HDR_SIZE;
+        uint8_t again[ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX];
+        char cpus[ICBC_ROUTE_CPUS_MAX + 1];
+        uint64_t window;
+
+        if (icbc_route_ack_parse(inner, h.inner_len, &window, cpus) == ICBC_OK) {
+            size_t n = strlen(cpus);
+            FUZZ_CHECK(h.inner_len >= ICBC_ROUTE_COUNT_SIZE);
+            FUZZ_CHECK(n <= ICBC_ROUTE_CPUS_MAX && strspn(cpus, "0123456789,-") == n);
+            FUZZ_CHECK(icbc_route_ack_pack(window, cpus, again) == ICBC_ROUTE_COUNT_SIZE + n);
+            FUZZ_CHECK(memcmp(again, inner, ICBC_ROUTE_COUNT_SIZE) == 0);
+            FUZZ_CHECK(n == 0 || (n == h.inner_len - ICBC_ROUTE_COUNT_SIZE &&
+                                  memcmp(again, inner, h.inner_len) == 0));
+        } else {
+            FUZZ_CHECK(h.inner_len < ICBC_ROUTE_COUNT_SIZE);
+        }
+    }
     return 0;
 }

@@ -92,3 +92,43 @@ def test_router_daemon_bind_option(two_clusters, work, prefix, bind_routerfile):
                            bind_routerfile, "--host", "a0", "--bind", "fast"], timeout=60)
     assert bad.returncode != 0
     assert "--bind: 'fast' is not auto, none or a CPU list" in bad.stderr, bad.stderr
+
+
+def test_processes_leave_a_daemons_cpus_to_it(two_clusters, programs, work, prefix):
+    """A router daemon bound by its own --bind (the testbed's router file
+    has no router-bind line) tells its CPUs when a process registers; rank 0,
+    on its host and bound by nothing, moves off them and says so; the other
+    ranks, on hosts without a bound router, stay where they were."""
+    if len(cpus()) < 2:
+        pytest.skip("hardware: one CPU")
+    last = cpus()[-1]
+    tb = two_clusters.tb
+    pidfile = os.path.join(work, "told-router-a0.pid")
+    log = os.path.join(work, "told-router-a0.log")
+    for f in (pidfile, log):
+        if os.path.exists(f):
+            os.unlink(f)
+    r = tb.run_on("a0", [os.path.join(prefix, "bin", "icbc-router"), "--routerfile",
+                         two_clusters.env["ICBC_ROUTERFILE"], "--host", "a0", "--bind", str(last),
+                         "--daemon", "--pidfile", pidfile, "--logfile", log], timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid = int(open(pidfile).read())
+    try:
+        assert os.sched_getaffinity(pid) == {last}
+        job = run_mpi(prefix, two_clusters.env, programs["p2p_sizes"], 4, work,
+                      name="bind-told", extra_env={"ICBC_LOG_LEVEL": "info"}, timeout=180)
+        assert job.ok, job.describe()
+        assert "uses the router already listening" in job.output, job.describe()
+        placed = re.findall(r"\[icbc rank (\d+)\] info: runs on CPUs (\S+) \(the router's left to "
+                            r"it\); router a0 of this host: bound to CPU\(s\) (\S+) \(told by the "
+                            r"router\)", job.output)
+        assert len(placed) == 1, job.describe()  # one process runs on a0
+        rank, where, told = placed[0]
+        assert told == str(last), job.describe()
+        assert str(last) not in where.split(","), job.describe()
+        assert len(re.findall(r"info: runs on CPUs", job.output)) == 1, job.describe()
+    finally:
+        os.kill(pid, 15)
+        deadline = time.time() + 10  # its addresses free for the next test
+        while os.path.exists(pidfile) and time.time() < deadline:
+            time.sleep(0.1)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "icbc_route.h"
@@ -175,6 +176,54 @@ TEST(RouteRegister, MacDependsOnKeyNonceJobAndRank)
     ASSERT_EQ(ICBC_OK, icbc_route_register_mac(key, 16, nonce, 42, 7, b));
     EXPECT_FALSE(icbc_route_mac_equal(a, b, sizeof(a)));
     EXPECT_EQ(ICBC_ERR_INVALID, icbc_route_register_mac(key, 0, nonce, 42, 7, b));
+}
+
+TEST(RegisterAck, WindowAndCpusRoundTrip)
+{
+    uint8_t buf[ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX];
+    char cpus[ICBC_ROUTE_CPUS_MAX + 1];
+    uint64_t window = 0;
+
+    size_t n = icbc_route_ack_pack(1u << 20, "2-3,6", buf);
+    EXPECT_EQ((size_t) ICBC_ROUTE_COUNT_SIZE + 5, n);
+    ASSERT_EQ(ICBC_OK, icbc_route_ack_parse(buf, n, &window, cpus));
+    EXPECT_EQ(1u << 20, window);
+    EXPECT_STREQ("2-3,6", cpus);
+
+    /* an unbound router sends the window alone, as before the list existed */
+    n = icbc_route_ack_pack(7, NULL, buf);
+    EXPECT_EQ((size_t) ICBC_ROUTE_COUNT_SIZE, n);
+    ASSERT_EQ(ICBC_OK, icbc_route_ack_parse(buf, n, &window, cpus));
+    EXPECT_EQ(7u, window);
+    EXPECT_STREQ("", cpus);
+}
+
+TEST(RegisterAck, AListTooLongIsNotSentAndOneThatIsNoListIsNotTaken)
+{
+    uint8_t buf[ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX + 8];
+    char cpus[ICBC_ROUTE_CPUS_MAX + 1];
+    uint64_t window = 0;
+    std::string longest(ICBC_ROUTE_CPUS_MAX, '1'), too_long(ICBC_ROUTE_CPUS_MAX + 1, '1');
+
+    EXPECT_EQ((size_t) ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX,
+              icbc_route_ack_pack(1, longest.c_str(), buf));
+    EXPECT_EQ((size_t) ICBC_ROUTE_COUNT_SIZE, icbc_route_ack_pack(1, too_long.c_str(), buf));
+
+    for (const char *bad : { "3\n", "all", "1;rm", "0x3" }) {
+        size_t n = ICBC_ROUTE_COUNT_SIZE + strlen(bad);
+        icbc_route_ack_pack(9, NULL, buf);
+        memcpy(buf + ICBC_ROUTE_COUNT_SIZE, bad, strlen(bad));
+        ASSERT_EQ(ICBC_OK, icbc_route_ack_parse(buf, n, &window, cpus)) << bad;
+        EXPECT_EQ(9u, window);
+        EXPECT_STREQ("", cpus) << bad;
+    }
+    /* one byte past the longest list: the window still counts, the list not */
+    memset(buf + ICBC_ROUTE_COUNT_SIZE, '1', ICBC_ROUTE_CPUS_MAX + 1);
+    ASSERT_EQ(ICBC_OK, icbc_route_ack_parse(buf, ICBC_ROUTE_COUNT_SIZE + ICBC_ROUTE_CPUS_MAX + 1,
+                                            &window, cpus));
+    EXPECT_STREQ("", cpus);
+    EXPECT_EQ(ICBC_ERR_INVALID,
+              icbc_route_ack_parse(buf, ICBC_ROUTE_COUNT_SIZE - 1, &window, cpus));
 }
 
 } // namespace

@@ -99,6 +99,11 @@ int MPIDI_ICBC_router_embed_start(void);
 void MPIDI_ICBC_router_embed_stop(void);
 /* Where this process runs when a router shares its host ("" otherwise). */
 const char *MPIDI_ICBC_router_embed_placement(void);
+/* After registering with N routers (on HOSTS): those of this host bound by
+ * their own --bind told their CPUS (REGISTER_ACK); a process that nothing
+ * bound and that the router file did not place leaves them to the routers,
+ * and says so in the log. */
+void MPIDI_ICBC_router_embed_place_told(const char *const *hosts, const char *const *cpus, int n);
 
 /* The MPI error of an exchange with world rank RANK that failed for WHY
  * (errnames.txt: "cannot communicate with rank RANK: WHY"), and the two

@@ -568,6 +568,12 @@ int MPIDI_ICBC_path_routed_open(const MPIDI_ICBC_path_up_t *above_)
     routed.lanes_up = P.nrouters == 64 ? ~0ull : ((uint64_t) 1 << P.nrouters) - 1;
     if (mx_client_create(&mp, &routed.mx, err, sizeof(err)) != ICBC_OK)
         return MPIDI_ICBC_path_cfg_error(err);
+    const char *hosts[64], *told[64];
+    for (int k = 0; k < P.nrouters; k++) {
+        hosts[k] = cl->routers[k].host;
+        told[k] = mx_client_router_cpus(routed.mx, k);
+    }
+    MPIDI_ICBC_router_embed_place_told(hosts, told, P.nrouters);
     /* with failover a router down at start is left out until it registers:
      * the first progress finds it lost, as if it had died */
     for (int k = 0; k < P.nrouters; k++)

@@ -28,6 +28,7 @@ static struct {
     pthread_t thread;
     int running;
     char placement[160]; /* where this process runs, when a router shares its host */
+    char router_host[ICBC_RF_HOST_MAX + 1]; /* this host, when the router file has a router on it */
 } embedded;
 
 const char *MPIDI_ICBC_router_embed_placement(void)
@@ -46,6 +47,7 @@ static void place_process(const icbc_routerfile_t *rf, const char *host)
 
     if ((rt = icbc_routerfile_find_router(rf, host, &cluster)) == NULL)
         return;
+    snprintf(embedded.router_host, sizeof(embedded.router_host), "%s", rt->host);
     spec = MPIR_CVAR_CH4_ICBC_ROUTER_BIND && MPIR_CVAR_CH4_ICBC_ROUTER_BIND[0]
                ? MPIR_CVAR_CH4_ICBC_ROUTER_BIND
                : icbc_routerfile_cluster(rf, (size_t) cluster)->router_bind;
@@ -58,6 +60,28 @@ static void place_process(const icbc_routerfile_t *rf, const char *host)
              moved ? "the router's left to it" : "as it was bound before MPI_Init");
     icbc_info("runs on %s; router %s of this host: router-bind %s", embedded.placement, rt->host,
               spec);
+}
+
+void MPIDI_ICBC_router_embed_place_told(const char *const *hosts, const char *const *cpus, int n)
+{
+    char list[256] = "", where[64];
+    size_t len = 0;
+    int moved;
+
+    if (embedded.placement[0] || !embedded.router_host[0])
+        return; /* placed by the router file or the CVAR already, or no router here */
+    for (int k = 0; k < n; k++)
+        if (cpus[k][0] && strcmp(hosts[k], embedded.router_host) == 0 &&
+            len + strlen(cpus[k]) + 2 < sizeof(list))
+            len +=
+                (size_t) snprintf(list + len, sizeof(list) - len, "%s%s", len ? "," : "", cpus[k]);
+    if (len == 0)
+        return;
+    moved = icbc_bind_avoid(list, NULL, where, sizeof(where));
+    snprintf(embedded.placement, sizeof(embedded.placement), "CPUs %s (%s)", where,
+             moved ? "the router's left to it" : "as it was bound before MPI_Init");
+    icbc_info("runs on %s; router %s of this host: bound to CPU(s) %s (told by the router)",
+              embedded.placement, embedded.router_host, list);
 }
 
 /* True when something listens on ADDR already (a router daemon, or the
