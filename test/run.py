@@ -130,9 +130,10 @@ def default_suites(a):
               "routers killed and restarted under a stream"),
         Suite("impi-clients", pytest("test_impi_clients.py", mark="not full", extra=p),
               "ICBC jobs as IMPI clients of one MPI_COMM_WORLD"),
-        Suite("impi-relay", pytest("test_impi_relay.py", mark="not full",
-                                   extra=p + ["--build", a.build]),
-              "ICBC clients through impi-relay (P-G, P-P), a relay killed, hostile input"),
+        Suite("impi-relay", pytest("test_impi_relay.py", "test_impi_relay_router.py",
+                                   mark="not full", extra=p + ["--build", a.build]),
+              "ICBC clients through impi-relay (P-G, P-P), a relay killed, hostile input; "
+              "the relay run by a private cluster's routers from the router file"),
         Suite("impi-lam", pytest("test_impi_lam.py", mark="not full",
                                  extra=p + ["--build", a.build]),
               "LAM/MPI 7.1.4 as the foreign IMPI client (subset)", ("lam",)),

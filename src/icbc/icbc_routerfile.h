@@ -77,6 +77,9 @@ typedef struct {
     int fabric_api_line;                /* line of the 'fabric-api' entry; 0: none */
     char router_bind[64];               /* 'router-bind': auto, none or a CPU list; "": none */
     int router_bind_line;               /* its line; 0: none */
+    icbc_rf_addr_t relay_server;        /* 'impi-relay server=': the IMPI server (IPv4) */
+    uint16_t relay_port;                /* 'impi-relay port=': its start-up port inside */
+    int relay_line;                     /* line of the 'impi-relay' entry; 0: none */
 } icbc_rf_cluster_t;
 
 /* The fabric API a cluster's processes and routers speak ('fabric-api'). */

@@ -851,6 +851,45 @@ static icbc_status_t kw_router_bind(struct rf_parser *p, char **tok, int ntok)
     return ICBC_OK;
 }
 
+/* impi-relay server=ADDR:PORT port=PORT: the cluster's routers are the IMPI
+ * relays of the jobs inside it (docs/impi-relay.md). */
+static icbc_status_t kw_impi_relay(struct rf_parser *p, char **tok, int ntok)
+{
+    static const char *const names[] = { "server", "port" };
+    struct rf_cluster *c;
+    const char *val[2];
+    char canon[ICBC_RF_ADDR_TEXT_MAX], *end;
+    icbc_status_t st;
+    unsigned long port;
+
+    if (p->cur < 0)
+        return rf_outside(p, "impi-relay");
+    c = &p->rf->clusters[p->cur];
+    if (c->pub.relay_line)
+        return rf_fail_at(p, p->line, "cluster '%s' has an 'impi-relay' line already (line %d)",
+                          c->pub.name, c->pub.relay_line);
+    st = rf_attrs(p, "impi-relay", tok + 1, ntok - 1, names, 2, val);
+    if (st != ICBC_OK)
+        return st;
+    st = rf_addr_attr(p, "impi-relay", "server", val[0], &c->pub.relay_server, canon);
+    if (st != ICBC_OK)
+        return st;
+    if (c->pub.relay_server.sa.ss_family != AF_INET)
+        return rf_fail_at(p, p->line,
+                          "impi-relay: server '%s' is not an IPv4 address (IMPI's "
+                          "are)",
+                          c->pub.relay_server.text);
+    port = val[1] ? strtoul(val[1], &end, 10) : 0;
+    if (val[1] == NULL || *val[1] == '\0' || *end != '\0' || port == 0 || port > 65535)
+        return rf_fail_at(p, p->line,
+                          "impi-relay: port= takes the start-up port inside, 1-65535, "
+                          "not '%.*s%s'",
+                          RF_Q(val[1] ? val[1] : ""));
+    c->pub.relay_port = (uint16_t) port;
+    c->pub.relay_line = p->line;
+    return ICBC_OK;
+}
+
 static icbc_status_t kw_fabric_api(struct rf_parser *p, char **tok, int ntok)
 {
     struct rf_cluster *c;
@@ -1055,6 +1094,8 @@ static icbc_status_t rf_line(struct rf_parser *p, const char *s, size_t n)
         return kw_fabric_api(p, tok, ntok);
     if (strcmp(tok[0], "router-bind") == 0)
         return kw_router_bind(p, tok, ntok);
+    if (strcmp(tok[0], "impi-relay") == 0)
+        return kw_impi_relay(p, tok, ntok);
     if (strcmp(tok[0], "impi") == 0)
         return kw_impi(p, tok, ntok);
     return rf_fail_at(p, p->line, "unknown keyword '%.*s%s'", RF_Q(tok[0]));
@@ -1076,6 +1117,20 @@ static icbc_status_t rf_finish(struct rf_parser *p)
         struct rf_cluster *c = &rf->clusters[i];
         c->pub.hosts = c->hosts;
         c->pub.routers = c->routers;
+        if (c->pub.relay_line && c->pub.nrouters == 0)
+            return rf_fail_at(p, c->pub.relay_line,
+                              "impi-relay: cluster '%s' has no router to run it", c->pub.name);
+        if (c->pub.relay_line && c->routers[0].fabric.sa.ss_family != AF_INET)
+            return rf_fail_at(p, c->pub.relay_line,
+                              "impi-relay: router '%s' of cluster '%s' has no IPv4 fabric "
+                              "address to listen on",
+                              c->routers[0].host, c->pub.name);
+        if (c->pub.relay_line &&
+            ntohs(((const struct sockaddr_in *) &c->routers[0].fabric.sa)->sin_port) ==
+                c->pub.relay_port)
+            return rf_fail_at(p, c->pub.relay_line,
+                              "impi-relay: port %u is the fabric port of router '%s' already",
+                              c->pub.relay_port, c->routers[0].host);
     }
     if (rf->nrouters > 0) {
         unsigned char key[ICBC_RF_KEY_MAX + 1];

@@ -6,6 +6,7 @@
 #include "icbc_routerfile.h"
 #include "icbc_status.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,12 @@ static void print_summary(const icbc_routerfile_t *rf, int hosts)
         for (j = 0; j < c->nrouters; j++)
             printf("    router %s fabric=%s wan=%s\n", c->routers[j].host,
                    c->routers[j].fabric.text, c->routers[j].wan.text);
+        if (c->relay_line)
+            printf("    impi-relay server=%s port=%u (run by its routers; the jobs inside "
+                   "start up at %s:%u)\n",
+                   c->relay_server.text, c->relay_port,
+                   inet_ntoa(((const struct sockaddr_in *) &c->routers[0].fabric.sa)->sin_addr),
+                   c->relay_port);
         if (hosts) {
             printf("    hosts");
             for (j = 0; j < c->nhosts; j++)

@@ -139,6 +139,9 @@ typedef struct impi_relay_config {
     const char *persona_addrs; /* this relay's inside addresses for its personas, one per
                                   other client in client order (used again from the first
                                   when there are fewer), comma-separated; NULL: inside_addr */
+    int lazy_server;           /* the leader: connect to the server when the inside client
+                                  connects, not at create (a relay that serves job after job
+                                  for a server that starts with each) */
 } impi_relay_config_t;
 
 typedef struct impi_relay impi_relay_t;

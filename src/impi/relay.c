@@ -264,6 +264,25 @@ static int parse_followers(impi_relay_t *r, const char *list, char *err, size_t 
     return 0;
 }
 
+/* The leader's connection to impi-server, from its outside address. */
+static icbc_status_t connect_server(impi_relay_t *r, char *err, size_t errlen)
+{
+    struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->out_v4 };
+    struct sockaddr_in to = { .sin_family = AF_INET,
+                              .sin_addr = r->srv_v4,
+                              .sin_port = htons(r->srv_port) };
+    int one = 1;
+
+    r->server_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (r->server_fd < 0 || bind(r->server_fd, (struct sockaddr *) &me, sizeof(me)) != 0 ||
+        connect(r->server_fd, (struct sockaddr *) &to, sizeof(to)) != 0)
+        return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen,
+                        "cannot reach impi-server at %s from %s: %s", r->cfg.server,
+                        inet_ntoa(r->out_v4), strerror(errno));
+    setsockopt(r->server_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return ICBC_OK;
+}
+
 icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **out, char *err,
                                 size_t errlen)
 {
@@ -326,19 +345,8 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
         goto fail;
     }
     if (r->rank == 0) {
-        struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr = r->out_v4 };
-        struct sockaddr_in to = { .sin_family = AF_INET,
-                                  .sin_addr = r->srv_v4,
-                                  .sin_port = htons(r->srv_port) };
-        int one = 1;
-        r->server_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (r->server_fd < 0 || bind(r->server_fd, (struct sockaddr *) &me, sizeof(me)) != 0 ||
-            connect(r->server_fd, (struct sockaddr *) &to, sizeof(to)) != 0) {
-            snprintf(err, errlen, "cannot reach impi-server at %s from %s: %s", cfg->server,
-                     inet_ntoa(r->out_v4), strerror(errno));
+        if (!cfg->lazy_server && connect_server(r, err, errlen) != ICBC_OK)
             goto fail;
-        }
-        setsockopt(r->server_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         r->startup_lfd = listen_on(r->in_v4, cfg->port, &r->port);
         if (r->startup_lfd < 0) {
             snprintf(err, errlen, "cannot listen on %s:%u: %s", inet_ntoa(r->in_v4), cfg->port,
@@ -608,6 +616,10 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 r->startup_fd = fd;
+                /* a relay that waits for job after job meets the job's server
+                 * only now */
+                if (r->server_fd < 0 && (st = connect_server(r, err, errlen)) != ICBC_OK)
+                    return st;
             } else if (fd >= 0) {
                 icbc_warn("dropped a connection to the start-up port before every follower "
                           "relay joined");

@@ -12,8 +12,10 @@ libicbc_la_SOURCES += \
 include_icbc_HEADERS += src/router/router.h src/router/router_opts.h
 
 bin_PROGRAMS += icbc-router
-icbc_router_SOURCES = src/router/router_main.c
-icbc_router_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/router
+icbc_router_SOURCES = src/router/router_main.c src/router/router_relay.c \
+    src/router/router_relay.h
+icbc_router_CPPFLAGS = -I$(top_srcdir)/src/icbc -I$(top_srcdir)/src/router \
+    -I$(top_srcdir)/src/impi
 icbc_router_LDADD = libicbc.la
 
 # Two routers in two "clusters" on 127.0.0.1 with clients over mx_client.

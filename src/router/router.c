@@ -311,6 +311,12 @@ void icbc_router_format_stats_json(const icbc_router_stats_t *st, char *buf, siz
  * first STATS_PROCESSES_MAX; "processes_more" counts the rest). */
 #define STATS_PROCESSES_MAX 128
 
+const icbc_rf_router_t *icbc_router_entry(const icbc_router_t *r, int *cluster)
+{
+    *cluster = r->cluster;
+    return r->self;
+}
+
 const char *icbc_router_bind_text(const icbc_router_t *r, char *buf, size_t len)
 {
     if (r->bind.bound)

@@ -93,6 +93,8 @@ typedef struct icbc_router_stats {
  * listener and the WAN listener. On failure ERR holds one line. */
 icbc_status_t icbc_router_create(const icbc_router_config_t *cfg, icbc_router_t **out, char *err,
                                  size_t errlen);
+/* This router's entry in the router file, and its cluster's index. */
+const icbc_rf_router_t *icbc_router_entry(const icbc_router_t *r, int *cluster);
 /* Runs the event loop until icbc_router_stop. */
 /* Where the router runs and why (--bind), and the host's topology. */
 const char *icbc_router_bind_text(const icbc_router_t *r, char *buf, size_t len);

@@ -2,7 +2,9 @@
  * icbc-router: the router daemon. Loads the router file, picks its own
  * 'router' entry, and runs the router core (router.h) until SIGTERM or
  * SIGINT, then prints a final stats line; SIGUSR1 prints one at once.
- * docs/router.md is its manual.
+ * Where the router file makes the cluster's routers its IMPI relays
+ * ('impi-relay'), a thread serves them (router_relay.h). docs/router.md is
+ * its manual.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include "icbc_routerfile.h"
 #include "router.h"
 #include "router_opts.h"
+#include "router_relay.h"
 
 static icbc_router_t *the_router;
 
@@ -137,6 +140,16 @@ int main(int argc, char **argv)
     st = icbc_router_create(&cfg, &the_router, err, sizeof(err));
     if (st != ICBC_OK) {
         icbc_error("%s", err);
+        icbc_routerfile_free(rf);
+        return 1;
+    }
+    int cluster;
+    const icbc_rf_router_t *self = icbc_router_entry(the_router, &cluster);
+    const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(rf, (size_t) cluster);
+    if (cl->relay_line &&
+        rt_relay_start(rf, cluster, (int) (self - cl->routers), err, sizeof(err)) != ICBC_OK) {
+        icbc_error("%s", err);
+        icbc_router_destroy(the_router);
         icbc_routerfile_free(rf);
         return 1;
     }

@@ -264,6 +264,19 @@ static void check_file(const icbc_routerfile_t *rf, int nlines)
             check_addr(&rt->fabric);
             check_addr(&rt->wan);
         }
+        /* a relay line: its routers run it, from router 0's IPv4 fabric
+         * address on a port of its own, for an IPv4 server */
+        if (c->relay_line) {
+            FUZZ_CHECK(c->relay_line > c->line && c->relay_line <= nlines);
+            FUZZ_CHECK(c->nrouters >= 1 && c->relay_port != 0);
+            check_addr(&c->relay_server);
+            FUZZ_CHECK(c->relay_server.sa.ss_family == AF_INET);
+            FUZZ_CHECK(c->routers[0].fabric.sa.ss_family == AF_INET);
+            FUZZ_CHECK(ntohs(((const struct sockaddr_in *) &c->routers[0].fabric.sa)->sin_port) !=
+                       c->relay_port);
+        } else {
+            FUZZ_CHECK(c->relay_port == 0);
+        }
         if (c->fabric_line) {
             int max = c->fabric_net.ss_family == AF_INET ? 32 : 128;
             FUZZ_CHECK(c->fabric_net.ss_family == AF_INET || c->fabric_net.ss_family == AF_INET6);

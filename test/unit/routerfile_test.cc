@@ -1642,6 +1642,45 @@ TEST_F(RouterFile, RouterBindOfACluster)
               Err("router-bind auto\ncluster a\n hosts a0\n"));
 }
 
+TEST_F(RouterFile, ImpiRelayOfAPrivateCluster)
+{
+    const std::string router = "  router a0 fabric=10.100.0.1:7100 wan=10.200.0.1:7200";
+    ExpectOk(WithRouter(router + "\n  impi-relay server=10.200.1.1:7400 port=7300"));
+    const icbc_rf_cluster_t *c = icbc_routerfile_cluster(rf_, 0);
+    EXPECT_EQ("10.200.1.1:7400", AddrText(c->relay_server));
+    EXPECT_EQ(7300, c->relay_port);
+    EXPECT_EQ(4, c->relay_line);
+    ExpectOk(WithRouter(router));
+    EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->relay_line);
+    const std::pair<std::string, const char *> cases[] = {
+        { router + "\n  impi-relay server=10.200.1.1:7400",
+          "t.conf:4: impi-relay: missing attribute 'port='" },
+        { router + "\n  impi-relay port=7300",
+          "t.conf:4: impi-relay: missing attribute 'server='" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7300 key=k",
+          "t.conf:4: impi-relay: unknown attribute 'key'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=0",
+          "t.conf:4: impi-relay: port= takes the start-up port inside, 1-65535, not '0'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=70000",
+          "t.conf:4: impi-relay: port= takes the start-up port inside, 1-65535, not '70000'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=73x",
+          "t.conf:4: impi-relay: port= takes the start-up port inside, 1-65535, not '73x'" },
+        { router + "\n  impi-relay server=[fd00::1]:7400 port=7300",
+          "t.conf:4: impi-relay: server '[fd00::1]:7400' is not an IPv4 address (IMPI's are)" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7100",
+          "t.conf:4: impi-relay: port 7100 is the fabric port of router 'a0' already" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7300\n  impi-relay "
+                   "server=10.200.1.1:7400 port=7301",
+          "t.conf:5: cluster 'a' has an 'impi-relay' line already (line 4)" },
+    };
+    for (const auto &c : cases)
+        EXPECT_EQ(c.second, Err(WithRouter(c.first))) << c.first;
+    EXPECT_EQ("t.conf:3: impi-relay: cluster 'a' has no router to run it",
+              Err(OneCluster("  impi-relay server=10.200.1.1:7400 port=7300")));
+    EXPECT_EQ("t.conf:1: 'impi-relay' outside a cluster section (no 'cluster' line before it)",
+              Err("impi-relay server=10.200.1.1:7400 port=7300\ncluster a\n hosts a0\n"));
+}
+
 TEST_F(RouterFile, BadFabricNetworks)
 {
     const std::pair<const char *, const char *> cases[] = {

@@ -341,8 +341,9 @@ fn_fail:
 }
 
 /* The IMPI job the router file names (ICBC_ROUTERFILE): its impi entries
- * are the foreign clients of one IMPI job, whose server they share. Returns
- * 1 with its address in SERVER, 0 when the file names none (or cannot be
+ * are the foreign clients of one IMPI job, whose server they share; a job
+ * of a cluster with an 'impi-relay' line reaches it through the relay.
+ * Returns 1 with the address to start up at in SERVER, 0 when the file names none (or cannot be
  * read: the paths' set-up reports that with the file's own message), -1 with
  * WHY when its entries name different servers. */
 static int routerfile_server(char *server, size_t len, char *why, size_t whylen)
@@ -366,6 +367,26 @@ static int routerfile_server(char *server, size_t len, char *why, size_t whylen)
         }
         snprintf(server, len, "%s", e->server.text);
         found = 1;
+    }
+    /* a private cluster ('impi-relay') reaches that server through the
+     * relay its routers run: router 0's fabric address, the line's port */
+    int cluster;
+    const icbc_rf_cluster_t *cl;
+    if (found == 1 &&
+        icbc_routerfile_self_cluster(rf, &cluster, NULL, 0, err, sizeof(err)) == ICBC_OK &&
+        (cl = icbc_routerfile_cluster(rf, (size_t) cluster))->relay_line) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *) &cl->routers[0].fabric.sa;
+        char a[INET_ADDRSTRLEN];
+        if (strcmp(cl->relay_server.text, server) != 0) {
+            snprintf(why, whylen,
+                     "%s: the impi entries name server %s, but cluster '%s' reaches IMPI through "
+                     "its routers' relay to %s (impi-relay, line %d)",
+                     path, server, cl->name, cl->relay_server.text, cl->relay_line);
+            found = -1;
+        } else {
+            inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a));
+            snprintf(server, len, "%s:%u", a, cl->relay_port);
+        }
     }
     icbc_routerfile_free(rf);
     return found;

@@ -1,0 +1,153 @@
+/* The relay thread of icbc-router; see router_relay.h. */
+#include "router_relay.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "icbc_clock.h"
+#include "icbc_log.h"
+#include "impi_relay.h"
+
+typedef struct rt_relay {
+    impi_relay_config_t cfg;
+    char server[64], inside[INET_ADDRSTRLEN], outside[INET_ADDRSTRLEN];
+    char leader[64], followers[IMPI_RELAY_TRUNKS_MAX * (INET_ADDRSTRLEN + 1)];
+    const char *name; /* "relay 1 of 2 of cluster a" */
+    char name_buf[96];
+} rt_relay_t;
+
+static int ipv4_text(const icbc_rf_addr_t *a, char *buf, size_t len, uint16_t *port)
+{
+    const struct sockaddr_in *in = (const struct sockaddr_in *) &a->sa;
+
+    if (a->sa.ss_family != AF_INET)
+        return -1;
+    if (port)
+        *port = ntohs(in->sin_port);
+    return inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t) len) ? 0 : -1;
+}
+
+static void *relay_thread(void *arg)
+{
+    rt_relay_t *rl = arg;
+    sigset_t all;
+    int complained = 0;
+    double failing_since = 0;
+
+    /* the daemon's signals go to its main thread */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    for (unsigned long job = 1;;) {
+        impi_relay_t *relay;
+        char err[512];
+
+        if (impi_relay_create(&rl->cfg, &relay, err, sizeof(err)) != ICBC_OK) {
+            /* a follower before its leader listens again (between two jobs
+             * for a moment), an address not up yet: tried every second,
+             * said once when it is the first job or lasts 10 s */
+            double now = icbc_clock_now();
+            if (failing_since == 0)
+                failing_since = now;
+            if (!complained && (job == 1 || now - failing_since >= 10)) {
+                icbc_warn("impi %s: %s; trying again every second", rl->name, err);
+                complained = 1;
+            }
+            sleep(1);
+            continue;
+        }
+        if (complained || job == 1) {
+            if (rl->cfg.rank == 0)
+                icbc_info("impi %s: waiting for job %lu (the job inside starts up at %s:%u)",
+                          rl->name, job, impi_relay_inside_addr(relay), impi_relay_port(relay));
+            else
+                icbc_info("impi %s: waiting for job %lu with the leader at %s", rl->name, job,
+                          rl->leader);
+        }
+        complained = 0;
+        failing_since = 0;
+        if (impi_relay_run(relay, err, sizeof(err)) == ICBC_OK)
+            icbc_info("impi %s: job %lu ended", rl->name, job);
+        else
+            icbc_warn("impi %s: job %lu ended with an error: %s", rl->name, job, err);
+        impi_relay_destroy(relay);
+        job++;
+    }
+    return NULL;
+}
+
+icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index, char *err,
+                             size_t errlen)
+{
+    const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(rf, (size_t) cluster);
+    const icbc_rf_router_t *self = &cl->routers[index];
+    rt_relay_t *rl = calloc(1, sizeof(*rl));
+    pthread_attr_t attr;
+    pthread_t thread;
+    uint16_t port;
+    size_t n = 0;
+    int rc;
+
+    if (rl == NULL)
+        return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "impi-relay: out of memory");
+    if (cl->nrouters > IMPI_RELAY_TRUNKS_MAX) {
+        free(rl);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "impi-relay: cluster %s has %zu routers; a trunk has at most %d relays",
+                        cl->name, cl->nrouters, IMPI_RELAY_TRUNKS_MAX);
+    }
+    if (ipv4_text(&cl->relay_server, rl->server, sizeof(rl->server) - 8, &port) != 0 ||
+        ipv4_text(&self->fabric, rl->inside, sizeof(rl->inside), NULL) != 0 ||
+        ipv4_text(&self->wan, rl->outside, sizeof(rl->outside), NULL) != 0) {
+        free(rl);
+        return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                        "impi-relay: router %s needs IPv4 fabric and wan addresses", self->host);
+    }
+    snprintf(rl->server + strlen(rl->server), 8, ":%u", port);
+    snprintf(rl->name_buf, sizeof(rl->name_buf), "relay %d of %zu of cluster %s", index,
+             cl->nrouters, cl->name);
+    rl->name = rl->name_buf;
+    rl->cfg.server = rl->server;
+    rl->cfg.inside_addr = rl->inside;
+    rl->cfg.outside_addr = rl->outside;
+    rl->cfg.timeout = 0; /* waits for its job as long as the daemon runs */
+    rl->cfg.lazy_server = 1;
+    if (index == 0) {
+        rl->cfg.port = cl->relay_port;
+        rl->cfg.trunks = (int) cl->nrouters;
+        for (size_t j = 1; j < cl->nrouters; j++) {
+            char a[INET_ADDRSTRLEN];
+            if (ipv4_text(&cl->routers[j].fabric, a, sizeof(a), NULL) != 0)
+                continue; /* checked by the router file: all are IPv4 */
+            n += (size_t) snprintf(rl->followers + n, sizeof(rl->followers) - n, "%s%s",
+                                   n ? "," : "", a);
+        }
+        rl->cfg.followers = n ? rl->followers : NULL;
+    } else {
+        char a[INET_ADDRSTRLEN];
+        if (ipv4_text(&cl->routers[0].fabric, a, sizeof(a), NULL) != 0) {
+            free(rl);
+            return icbc_err(ICBC_ERR_INVALID, err, errlen,
+                            "impi-relay: router %s has no IPv4 fabric address",
+                            cl->routers[0].host);
+        }
+        snprintf(rl->leader, sizeof(rl->leader), "%s:%u", a, cl->relay_port);
+        rl->cfg.leader = rl->leader;
+        rl->cfg.rank = index;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thread, &attr, relay_thread, rl);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(rl);
+        return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "impi-relay: cannot start its thread: %s",
+                        strerror(rc));
+    }
+    return ICBC_OK;
+}
