@@ -153,6 +153,9 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **r
  * as its server. */
 const char *impi_relay_inside_addr(const impi_relay_t *relay);
 uint16_t impi_relay_port(const impi_relay_t *relay);
+/* Start-up is over: the job's layouts are known (after impi_relay_run,
+ * whether it got that far). */
+int impi_relay_started(const impi_relay_t *relay);
 /* Serves one IMPI job: start-up, then the packets, until every host on
  * both sides said FINI and the inside client sent FINI (ICBC_OK), or an
  * error (message in ERR). */

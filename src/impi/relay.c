@@ -407,6 +407,11 @@ uint16_t impi_relay_port(const impi_relay_t *r)
     return r->port;
 }
 
+int impi_relay_started(const impi_relay_t *r)
+{
+    return r->in != NULL;
+}
+
 void impi_relay_destroy(impi_relay_t *r)
 {
     if (r == NULL)
@@ -584,7 +589,7 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
         int joined = followers_joined(r);
         struct pollfd p[3] = { { r->startup_fd >= 0 && joined ? -1 : r->startup_lfd, POLLIN, 0 },
                                { joined ? r->startup_fd : -1, POLLIN, 0 },
-                               { r->server_fd, POLLIN, 0 } };
+                               { r->rly ? r->server_fd : -1, POLLIN, 0 } };
         if (joined && !r->rly && (st = make_rly(r, err, errlen)) != ICBC_OK)
             return st;
         int n = poll(p, 3, 1000);
@@ -603,8 +608,10 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
             int fd = accept4(r->startup_lfd, NULL, NULL, SOCK_CLOEXEC);
             uint8_t first[4];
             if (fd >= 0 && !joined) {
-                /* a follower's first bytes are HELLO; a client waits in the
-                 * backlog until every follower joined */
+                /* a follower's first bytes are HELLO; a client is held,
+                 * unread, until every follower joined (relays that serve
+                 * one job after another meet again for each, and its
+                 * client may come first) */
                 struct pollfd pf = { fd, POLLIN, 0 };
                 if (poll(&pf, 1, 2000) > 0 && recv(fd, first, 4, MSG_PEEK) == 4 &&
                     icbc_get32(first) == IMPI_LINK_HELLO && recv(fd, first, 4, 0) == 4) {
@@ -612,7 +619,7 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
                     continue;
                 }
             }
-            if (fd >= 0 && r->startup_fd < 0 && joined) {
+            if (fd >= 0 && r->startup_fd < 0) {
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 r->startup_fd = fd;
@@ -621,8 +628,8 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
                 if (r->server_fd < 0 && (st = connect_server(r, err, errlen)) != ICBC_OK)
                     return st;
             } else if (fd >= 0) {
-                icbc_warn("dropped a connection to the start-up port before every follower "
-                          "relay joined");
+                icbc_warn("dropped a second connection to the start-up port while the first "
+                          "waits for every follower relay to join");
                 close(fd);
             }
         }
@@ -653,6 +660,11 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
         if (r->rly && (st = startup_flush(r, err, errlen)) != ICBC_OK)
             return st;
     }
+    /* the job has its client: a later connection to the start-up port
+     * (a follower that came back for the next job of a relay that serves
+     * one after another) is refused, not queued behind this job */
+    close(r->startup_lfd);
+    r->startup_lfd = -1;
     r->in = impi_rly_inside(r->rly);
     r->out = impi_rly_outside(r->rly);
     r->client = impi_rly_client(r->rly);

@@ -14,6 +14,8 @@
 #include "icbc_log.h"
 #include "impi_relay.h"
 
+#define RT_RELAY_TIMEOUT 600 /* seconds, as impi-relay's -timeout */
+
 typedef struct rt_relay {
     impi_relay_config_t cfg;
     char server[64], inside[INET_ADDRSTRLEN], outside[INET_ADDRSTRLEN];
@@ -71,12 +73,16 @@ static void *relay_thread(void *arg)
         }
         complained = 0;
         failing_since = 0;
-        if (impi_relay_run(relay, err, sizeof(err)) == ICBC_OK)
+        icbc_status_t st = impi_relay_run(relay, err, sizeof(err));
+        if (st == ICBC_OK)
             icbc_info("impi %s: job %lu ended", rl->name, job);
-        else
+        else if (impi_relay_started(relay))
             icbc_warn("impi %s: job %lu ended with an error: %s", rl->name, job, err);
+        else /* no job came in time, or its relays did not all meet: waits anew */
+            icbc_info("impi %s: before job %lu started: %s; waiting again", rl->name, job, err);
+        if (st == ICBC_OK || impi_relay_started(relay))
+            job++;
         impi_relay_destroy(relay);
-        job++;
     }
     return NULL;
 }
@@ -115,7 +121,9 @@ icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index
     rl->cfg.server = rl->server;
     rl->cfg.inside_addr = rl->inside;
     rl->cfg.outside_addr = rl->outside;
-    rl->cfg.timeout = 0; /* waits for its job as long as the daemon runs */
+    /* start-up that makes no progress for that long (no job inside, a
+     * connection to its port that stays silent) starts over */
+    rl->cfg.timeout = RT_RELAY_TIMEOUT;
     rl->cfg.lazy_server = 1;
     if (index == 0) {
         rl->cfg.port = cl->relay_port;

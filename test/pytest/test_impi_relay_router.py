@@ -25,32 +25,38 @@ TIMEOUT = 120
 SERVER_PORT, RELAY_PORT = 7400, 7300
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-router", "2-routers"])
 def private_bed(prefix, request):
-    """Clusters a (private: a1 and a2 have fabric addresses only) and b,
-    three nodes each, one router node each, 1 ms one way."""
+    """Clusters a (private: only its router nodes reach the WAN) and b, three
+    nodes each, 1 ms one way; one router node per cluster, or two (a trunk
+    of two relays, a0 the leader, a1 its follower)."""
     import conftest  # the suite's testbed helper (conftest.py)
-    with conftest.bed(prefix, os.path.join(TOP, "_build", "test-pytest"), "rr",
-                      ["--clusters", "2", "--nodes", "3", "--routers", "1", "--delay", "1ms",
-                       "--private", "a"],
+    with conftest.bed(prefix, os.path.join(TOP, "_build", "test-pytest"),
+                      f"rr{request.param}",
+                      ["--clusters", "2", "--nodes", "3", "--routers", str(request.param),
+                       "--delay", "1ms", "--private", "a"],
                       ["a1", "a2"], request.config.getoption("--keep")) as b:
+        b.nrouters = request.param
         yield b
 
 
 def node_addrs(bed):
-    """node -> (fabric address, external address or '-')."""
+    """node -> (cluster, role, fabric address, external address or '-')."""
     out = {}
     for line in open(os.path.join(bed.tb.state, "nodes")):
         if line.strip() and not line.startswith("#"):
             f = line.split()
-            out[f[0]] = (f[3], f[4])
+            out[f[0]] = (f[1], f[2], f[3], f[4])
     return out
 
 
 def private_routerfile(bed, work, server):
-    """Cluster a as its user writes it: hosts, fabric, router, the relay
-    line; b as the foreign IMPI client behind SERVER."""
+    """Cluster a as its user writes it: hosts, fabric, its routers, the
+    relay line; b as the foreign IMPI client behind SERVER."""
     key = os.path.join(bed.tb.state, "routers.key")
+    routers = "".join(f"    router {n} fabric={a[2]}:7100 wan={a[3]}:7200\n"
+                      for n, a in sorted(node_addrs(bed).items())
+                      if a[0] == "a" and a[1] == "router")
     path = os.path.join(work, "private.conf")
     with open(path, "w") as f:
         f.write(f"# cluster a: private; b: another MPI, reached with IMPI\n"
@@ -58,7 +64,7 @@ def private_routerfile(bed, work, server):
                 f"cluster a\n"
                 f"    hosts a0 a1 a2\n"
                 f"    fabric 10.100.0.0/24\n"
-                f"    router a0 fabric=10.100.0.1:7100 wan=10.200.0.1:7200\n"
+                f"{routers}"
                 f"    impi-relay server={server} port={RELAY_PORT}\n"
                 f"impi b server={server}\n")
     return path
@@ -76,12 +82,15 @@ def start_server(bed, work, b0, job):
     return p, err
 
 
-def job(prefix, env, hosts, program, work, name, extra):
+def job(prefix, env, hosts, program, work, name, extra, counts=("2r", "2")):
+    """PROGRAM (impi_world) on two processes; COUNTS: the clients as it
+    checks them ("2r": two processes behind a relay, "2r2" behind a trunk
+    of two)."""
     log = open(os.path.join(work, f"{name}.log"), "w+")
     job_env = dict(env)
     job_env.update(extra)
     p = subprocess.Popen([os.path.join(prefix, "bin", "mpiexec"), "-f", hosts, "-n", "2",
-                          program, "2r", "2"], stdout=log, stderr=subprocess.STDOUT, env=job_env,
+                          program] + list(counts), stdout=log, stderr=subprocess.STDOUT, env=job_env,
                          start_new_session=True)
     return p, log
 
@@ -99,16 +108,43 @@ def finish(procs):
     return codes
 
 
+def start_routers(bed, prefix, conf, work):
+    """icbc-router on every router node of cluster a, as docs/router.md
+    starts a daemon: {node: (pid, pidfile, logfile)}."""
+    routers = {}
+    for n in [n for n, a in sorted(node_addrs(bed).items()) if a[0] == "a" and a[1] == "router"]:
+        pidfile = os.path.join(work, f"relay-router-{n}.pid")
+        log = os.path.join(work, f"relay-router-{n}.log")
+        for f in (pidfile, log):
+            if os.path.exists(f):
+                os.unlink(f)
+        r = bed.tb.run_on(n, [os.path.join(prefix, "bin", "icbc-router"), "--routerfile", conf,
+                              "--host", n, "--daemon", "--pidfile", pidfile, "--logfile", log,
+                              "--log-level", "info"], timeout=60)
+        assert r.returncode == 0, r.stderr
+        routers[n] = (int(open(pidfile).read()), pidfile, log)
+    return routers
+
+
+def stop_routers(routers):
+    for pid, pidfile, _ in routers.values():
+        os.kill(pid, 15)
+    deadline = time.time() + 10
+    while any(os.path.exists(p) for _, p, _ in routers.values()) and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, programs,
                                                           work):
-    """Two IMPI jobs, one after the other, through one icbc-router daemon:
-    the router logs that its relay waits at 10.100.0.1:7300 and that each
-    job ended; impi_world (a ring, IMPI's short, long and synchronous
-    messages both ways, a fan-in, collectives from every root) passes on
-    all four ranks of each, every program and server exit 0."""
+    """Two IMPI jobs, one after the other, through the relays that cluster
+    a's router daemons run (one, or a trunk of two): the leader logs that it
+    waits at 10.100.0.1:7300, every relay that each job ended; impi_world (a
+    ring, IMPI's short, long and synchronous messages both ways, a fan-in,
+    collectives from every root) passes on all four ranks of each job, every
+    program and server exit 0."""
     bed = private_bed
-    addrs = node_addrs(bed)
-    b0 = addrs["b0"][1]
+    k = bed.nrouters
+    b0 = node_addrs(bed)["b0"][3]
     server = f"{b0}:{SERVER_PORT}"
     conf = private_routerfile(bed, work, server)
     shown = subprocess.run([os.path.join(prefix, "bin", "icbc-routerfile"), conf],
@@ -119,42 +155,35 @@ def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, p
     hosts_b = os.path.join(work, "hosts-b")
     with open(hosts_b, "w") as f:
         f.write("b1\nb2\n")
-    pidfile = os.path.join(work, "relay-router-a0.pid")
-    log = os.path.join(work, "relay-router-a0.log")
-    for f in (pidfile, log):
-        if os.path.exists(f):
-            os.unlink(f)
-    r = bed.tb.run_on("a0", [os.path.join(prefix, "bin", "icbc-router"), "--routerfile", conf,
-                             "--host", "a0", "--daemon", "--pidfile", pidfile, "--logfile", log,
-                             "--log-level", "info"], timeout=60)
-    assert r.returncode == 0, r.stderr
-    pid = int(open(pidfile).read())
+    routers = start_routers(bed, prefix, conf, work)
+    assert len(routers) == k, routers
+    logs = {n: log for n, (_, _, log) in routers.items()}
     try:
         for n in (1, 2):
             srv, srv_err = start_server(bed, work, b0, n)
+            counts = ("2r" if k == 1 else f"2r{k}", "2")
             a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, f"a{n}",
-                           {"ICBC_ROUTERFILE": conf})
+                           {"ICBC_ROUTERFILE": conf}, counts)
             b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, f"b{n}",
-                           {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1"})
+                           {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1"}, counts)
             codes = finish([a, b, srv])
             report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
                                (("job a", a_log), ("job b", b_log), ("impi-server", srv_err)))
-            report += f"\n--- icbc-router a0\n{open(log).read()}"
+            report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
+                              for r, log in sorted(logs.items()))
             assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
             oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
             assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
-            deadline = time.time() + 10  # the relay logs the end after the last close
-            while f"relay 0 of 1 of cluster a: job {n} ended\n" not in open(log).read() and \
-                    time.time() < deadline:
-                time.sleep(0.1)
-            assert f"relay 0 of 1 of cluster a: job {n} ended\n" in open(log).read(), report
-        assert "waiting for job 1 (the job inside starts up at " \
-            f"10.100.0.1:{RELAY_PORT})" in open(log).read()
+            for j, r in enumerate(sorted(logs)):
+                ended = f"relay {j} of {k} of cluster a: job {n} ended\n"
+                deadline = time.time() + 10  # logged after the hosts' last close
+                while ended not in open(logs[r]).read() and time.time() < deadline:
+                    time.sleep(0.1)
+                assert ended in open(logs[r]).read(), report
+        assert f"relay 0 of {k} of cluster a: waiting for job 1 (the job inside starts up at " \
+            f"10.100.0.1:{RELAY_PORT})" in open(logs["a0"]).read()
     finally:
-        os.kill(pid, 15)
-        deadline = time.time() + 10
-        while os.path.exists(pidfile) and time.time() < deadline:
-            time.sleep(0.1)
+        stop_routers(routers)
 
 
 def test_a_job_whose_impi_entries_name_another_server_is_told(private_bed, prefix, programs,
@@ -163,7 +192,7 @@ def test_a_job_whose_impi_entries_name_another_server_is_told(private_bed, prefi
     impi entries that name another server than the relay line's end MPI_Init
     with both named, and no process starts up."""
     bed = private_bed
-    b0 = node_addrs(bed)["b0"][1]
+    b0 = node_addrs(bed)["b0"][3]
     conf = private_routerfile(bed, work, f"{b0}:{SERVER_PORT}")
     text = open(conf).read().replace(f"impi b server={b0}:{SERVER_PORT}",
                                      f"impi b server={b0}:{SERVER_PORT + 1}")
@@ -174,4 +203,5 @@ def test_a_job_whose_impi_entries_name_another_server_is_told(private_bed, prefi
     assert finish([a]) != [0]
     out = open(a_log.name).read()
     assert f"the impi entries name server {b0}:{SERVER_PORT + 1}, but cluster 'a' reaches IMPI " \
-        f"through its routers' relay to {b0}:{SERVER_PORT} (impi-relay, line 7)" in out, out
+        f"through its routers' relay to {b0}:{SERVER_PORT} (impi-relay, line " \
+        f"{6 + bed.nrouters})" in out, out
