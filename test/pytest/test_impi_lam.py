@@ -980,3 +980,79 @@ def test_private_icbc_cluster_with_lam_through_a_relay(prefix, build_dir, lam, i
             assert f"rank {rank}: coll_all ok" in open(lam_log).read(), report
     finally:
         u.halt()
+
+
+def test_private_icbc_cluster_with_lam_through_its_routers_relay(prefix, build_dir, lam,
+                                                                 icbc_coll_all, lam_coll_all,
+                                                                 lam_private, work):
+    """The same private cluster, its relay run by its router instead
+    (docs/impi-relay.md, "In the router file"): the user's router file for
+    cluster a has the line impi-relay server=B0:7400 port=7300 and LAM as
+    impi entry b; icbc-router runs on a0 with that file; the ICBC job on a1
+    and a2 is started with the file alone (no IMPI variable); LAM on b0 with
+    the server's address. coll_all checked on every rank; the programs and
+    the server exit 0; the router logs the job's end."""
+    from mpirun import run_mpi  # test/harness, on the path conftest.py sets
+    bed = lam_private
+    tb_name = bed.env["ICBC_TESTBED"]
+    addr = {n.split()[0]: n.split()[4] for n in open(os.path.join(bed.tb.state, "nodes"))
+            if not n.startswith("#") and n.strip()}
+    server_addr = f"{addr['b0']}:7400"
+    conf = os.path.join(work, "private-lam.conf")
+    with open(conf, "w") as f:
+        f.write(f"key {os.path.join(bed.tb.state, 'routers.key')}\n"
+                "cluster a\n"
+                "    hosts a0 a1 a2\n"
+                "    fabric 10.100.0.0/24\n"
+                "    router a0 fabric=10.100.0.1:7100 wan=10.200.0.1:7200\n"
+                f"    impi-relay server={server_addr} port=7300\n"
+                f"impi b server={server_addr}\n")
+    hosts = os.path.join(work, "hosts")
+    with open(hosts, "w") as f:
+        f.write("a1:2\na2:2\n")
+    pidfile, rlog = os.path.join(work, "lam-router-a0.pid"), os.path.join(work, "lam-router-a0.log")
+    for p in (pidfile, rlog):
+        if os.path.exists(p):
+            os.unlink(p)
+    r = bed.tb.run_on("a0", [os.path.join(prefix, "bin", "icbc-router"), "--routerfile", conf,
+                             "--host", "a0", "--daemon", "--pidfile", pidfile, "--logfile", rlog,
+                             "--log-level", "info"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid = int(open(pidfile).read())
+    u = Universe(lam, work, "lam", netns=f"{tb_name}-b0", addr=addr["b0"])
+    u.boot()
+    try:
+        err = open(os.path.join(work, "impi-server.err"), "w+")
+        server = subprocess.Popen(["ip", "netns", "exec", f"{tb_name}-b0",
+                                   os.path.join(build_dir, "impi-server"), "-server", "2",
+                                   "-host", addr["b0"], "-listen", addr["b0"], "-port", "7400",
+                                   "-timeout", str(TIMEOUT)],
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        assert server.stdout.readline().strip() == server_addr, open(err.name).read()
+        lam_log = os.path.join(work, "lam.log")
+        with open(lam_log, "w") as out:
+            pl = u.run(["mpirun", "-client", "1", server_addr, "-np", "2", lam_coll_all,
+                        *coll_all_args(6)], stdout=out, stderr=subprocess.STDOUT,
+                       stdin=subprocess.DEVNULL)
+        r = run_mpi(prefix, dict(bed.env, ICBC_ROUTERFILE=conf), icbc_coll_all, 4, work,
+                    name="icbc", hosts=hosts, args=list(coll_all_args(6)), timeout=TIMEOUT)
+        codes = finish([pl, server])
+        deadline = time.time() + 10  # logged after the hosts' last close
+        while "job 1 ended\n" not in open(rlog).read() and time.time() < deadline:
+            time.sleep(0.1)
+        report = (f"{r.describe()}\n--- lam\n{open(lam_log).read()}\n"
+                  f"--- impi-server\n{open(err.name).read()}\n"
+                  f"--- icbc-router a0\n{open(rlog).read()}")
+        assert r.rc == 0 and not r.timed_out and codes == [0, 0], \
+            f"icbc rc {r.rc}, lam and impi-server: {codes}\n{report}"
+        for rank in range(4):
+            assert f"rank {rank}: coll_all ok" in r.output, report
+        for rank in range(4, 6):
+            assert f"rank {rank}: coll_all ok" in open(lam_log).read(), report
+        assert "impi relay 0 of 1 of cluster a: job 1 ended\n" in open(rlog).read(), report
+    finally:
+        u.halt()
+        os.kill(pid, 15)
+        deadline = time.time() + 10
+        while os.path.exists(pidfile) and time.time() < deadline:
+            time.sleep(0.1)
