@@ -156,6 +156,12 @@ uint16_t impi_relay_port(const impi_relay_t *relay);
 /* Start-up is over: the job's layouts are known (after impi_relay_run,
  * whether it got that far). */
 int impi_relay_started(const impi_relay_t *relay);
+/* The packets forwarded so far: cut through (going on as they arrive), and
+ * whole (BEHIND of them waited behind a packet in progress). */
+typedef struct impi_relay_counts {
+    uint64_t cut, whole, behind;
+} impi_relay_counts_t;
+void impi_relay_counts(const impi_relay_t *relay, impi_relay_counts_t *counts);
 /* Serves one IMPI job: start-up, then the packets, until every host on
  * both sides said FINI and the inside client sent FINI (ICBC_OK), or an
  * error (message in ERR). */

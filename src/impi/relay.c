@@ -412,6 +412,13 @@ int impi_relay_started(const impi_relay_t *r)
     return r->in != NULL;
 }
 
+void impi_relay_counts(const impi_relay_t *r, impi_relay_counts_t *c)
+{
+    c->cut = r->pkts_cut;
+    c->whole = r->pkts_whole;
+    c->behind = r->pkts_behind;
+}
+
 void impi_relay_destroy(impi_relay_t *r)
 {
     if (r == NULL)

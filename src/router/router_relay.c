@@ -74,8 +74,14 @@ static void *relay_thread(void *arg)
         complained = 0;
         failing_since = 0;
         icbc_status_t st = impi_relay_run(relay, err, sizeof(err));
+        impi_relay_counts_t n;
+        impi_relay_counts(relay, &n);
         if (st == ICBC_OK)
-            icbc_info("impi %s: job %lu ended", rl->name, job);
+            icbc_info("impi %s: job %lu ended; relayed %llu packet(s): %llu cut through, %llu "
+                      "whole (%llu of them behind a packet in progress)",
+                      rl->name, job, (unsigned long long) (n.cut + n.whole),
+                      (unsigned long long) n.cut, (unsigned long long) n.whole,
+                      (unsigned long long) n.behind);
         else if (impi_relay_started(relay))
             icbc_warn("impi %s: job %lu ended with an error: %s", rl->name, job, err);
         else /* no job came in time, or its relays did not all meet: waits anew */

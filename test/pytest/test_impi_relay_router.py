@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from test_impi_clients import finish
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT = 120
@@ -95,19 +97,6 @@ def job(prefix, env, hosts, program, work, name, extra, counts=("2r", "2")):
     return p, log
 
 
-def finish(procs):
-    end = time.time() + TIMEOUT
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, end - time.time())))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            codes.append("timeout")
-    return codes
-
-
 def start_routers(bed, prefix, conf, work):
     """icbc-router on every router node of cluster a, as docs/router.md
     starts a daemon: {node: (pid, pidfile, logfile)}."""
@@ -175,11 +164,16 @@ def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, p
             oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
             assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
             for j, r in enumerate(sorted(logs)):
-                ended = f"relay {j} of {k} of cluster a: job {n} ended\n"
+                ended = re.compile(rf"relay {j} of {k} of cluster a: job {n} ended; relayed "
+                                   r"(\d+) packet\(s\): (\d+) cut through, (\d+) whole")
                 deadline = time.time() + 10  # logged after the hosts' last close
-                while ended not in open(logs[r]).read() and time.time() < deadline:
+                while not ended.search(open(logs[r]).read()) and time.time() < deadline:
                     time.sleep(0.1)
-                assert ended in open(logs[r]).read(), report
+                m = ended.search(open(logs[r]).read())
+                assert m, report
+                # every relay of the trunk holds a block of the hosts on both
+                # sides: the ring and the collectives pass through each
+                assert int(m.group(1)) == int(m.group(2)) + int(m.group(3)) > 0, m.group(0)
         assert f"relay 0 of {k} of cluster a: waiting for job 1 (the job inside starts up at " \
             f"10.100.0.1:{RELAY_PORT})" in open(logs["a0"]).read()
     finally:
