@@ -79,6 +79,7 @@ typedef struct {
     int router_bind_line;               /* its line; 0: none */
     icbc_rf_addr_t relay_server;        /* 'impi-relay server=': the IMPI server (IPv4) */
     uint16_t relay_port;                /* 'impi-relay port=': its start-up port inside */
+    const char *relay_key_path;         /* 'impi-relay auth=key:FILE', resolved; NULL: none */
     int relay_line;                     /* line of the 'impi-relay' entry; 0: none */
 } icbc_rf_cluster_t;
 

@@ -586,8 +586,11 @@ static icbc_status_t rf_add_addr(struct rf_parser *p, const char *what, const ch
 
 /* Parses ATTR=VALUE tokens against the NAMES list (NATTR of them): every
  * attribute known, none twice, all present. VALUES[i] gets the value of NAMES[i]. */
-static icbc_status_t rf_attrs(struct rf_parser *p, const char *what, char **tok, int ntok,
-                              const char *const *names, int nattr, const char **values)
+/* ATTR=VALUE tokens of the NAMES; the first NREQUIRED must be given, the
+ * others may be (VALUES NULL then). */
+static icbc_status_t rf_attrs_opt(struct rf_parser *p, const char *what, char **tok, int ntok,
+                                  const char *const *names, int nattr, int nrequired,
+                                  const char **values)
 {
     int i, k;
 
@@ -608,10 +611,16 @@ static icbc_status_t rf_attrs(struct rf_parser *p, const char *what, char **tok,
             return rf_fail_at(p, p->line, "%s: duplicate attribute '%s'", what, names[k]);
         values[k] = eq + 1;
     }
-    for (k = 0; k < nattr; k++)
+    for (k = 0; k < nrequired; k++)
         if (values[k] == NULL)
             return rf_fail_at(p, p->line, "%s: missing attribute '%s='", what, names[k]);
     return ICBC_OK;
+}
+
+static icbc_status_t rf_attrs(struct rf_parser *p, const char *what, char **tok, int ntok,
+                              const char *const *names, int nattr, const char **values)
+{
+    return rf_attrs_opt(p, what, tok, ntok, names, nattr, nattr, values);
 }
 
 static icbc_status_t rf_addr_attr(struct rf_parser *p, const char *what, const char *attr,
@@ -855,9 +864,10 @@ static icbc_status_t kw_router_bind(struct rf_parser *p, char **tok, int ntok)
  * relays of the jobs inside it (docs/impi-relay.md). */
 static icbc_status_t kw_impi_relay(struct rf_parser *p, char **tok, int ntok)
 {
-    static const char *const names[] = { "server", "port" };
+    static const char *const names[] = { "server", "port", "auth" };
     struct rf_cluster *c;
-    const char *val[2];
+    const char *val[3];
+    char path[PATH_MAX];
     char canon[ICBC_RF_ADDR_TEXT_MAX], *end;
     icbc_status_t st;
     unsigned long port;
@@ -868,7 +878,7 @@ static icbc_status_t kw_impi_relay(struct rf_parser *p, char **tok, int ntok)
     if (c->pub.relay_line)
         return rf_fail_at(p, p->line, "cluster '%s' has an 'impi-relay' line already (line %d)",
                           c->pub.name, c->pub.relay_line);
-    st = rf_attrs(p, "impi-relay", tok + 1, ntok - 1, names, 2, val);
+    st = rf_attrs_opt(p, "impi-relay", tok + 1, ntok - 1, names, 3, 2, val);
     if (st != ICBC_OK)
         return st;
     st = rf_addr_attr(p, "impi-relay", "server", val[0], &c->pub.relay_server, canon);
@@ -886,6 +896,22 @@ static icbc_status_t kw_impi_relay(struct rf_parser *p, char **tok, int ntok)
                           "not '%.*s%s'",
                           RF_Q(val[1] ? val[1] : ""));
     c->pub.relay_port = (uint16_t) port;
+    /* auth=none (the default) or key:FILE, as impi-relay's -auth; the file
+     * is read where the relay starts */
+    if (val[2] && strcmp(val[2], "none") != 0) {
+        const char *f = val[2] + 4;
+        int n;
+        if (strncmp(val[2], "key:", 4) != 0 || *f == '\0')
+            return rf_fail_at(p, p->line, "impi-relay: auth= takes none or key:FILE, not '%.*s%s'",
+                              RF_Q(val[2]));
+        n = f[0] == '/' ? snprintf(path, sizeof(path), "%s", f)
+                        : snprintf(path, sizeof(path), "%s/%s", p->basedir, f);
+        if (n < 0 || (size_t) n >= sizeof(path))
+            return rf_fail_at(p, p->line, "impi-relay: key path '%.*s%s' is too long", RF_Q(f));
+        c->pub.relay_key_path = rf_strdup(p->rf, path);
+        if (c->pub.relay_key_path == NULL)
+            return rf_no_memory(p);
+    }
     c->pub.relay_line = p->line;
     return ICBC_OK;
 }

@@ -47,9 +47,10 @@ static void print_summary(const icbc_routerfile_t *rf, int hosts)
             printf("    router %s fabric=%s wan=%s\n", c->routers[j].host,
                    c->routers[j].fabric.text, c->routers[j].wan.text);
         if (c->relay_line)
-            printf("    impi-relay server=%s port=%u (run by its routers; the jobs inside "
-                   "start up at %s:%u)\n",
-                   c->relay_server.text, c->relay_port,
+            printf("    impi-relay server=%s port=%u auth=%s%s (run by its routers; the jobs "
+                   "inside start up at %s:%u)\n",
+                   c->relay_server.text, c->relay_port, c->relay_key_path ? "key:" : "none",
+                   c->relay_key_path ? c->relay_key_path : "",
                    inet_ntoa(((const struct sockaddr_in *) &c->routers[0].fabric.sa)->sin_addr),
                    c->relay_port);
         if (hosts) {

@@ -347,7 +347,15 @@ icbc_status_t impi_relay_create(const impi_relay_config_t *cfg, impi_relay_t **o
     if (r->rank == 0) {
         if (!cfg->lazy_server && connect_server(r, err, errlen) != ICBC_OK)
             goto fail;
-        r->startup_lfd = listen_on(r->in_v4, cfg->port, &r->port);
+        if (cfg->given_startup_fd) {
+            struct sockaddr_in sin;
+            socklen_t sl = sizeof(sin);
+            r->startup_lfd = cfg->startup_fd;
+            if (getsockname(r->startup_lfd, (struct sockaddr *) &sin, &sl) == 0)
+                r->port = ntohs(sin.sin_port);
+        } else {
+            r->startup_lfd = listen_on(r->in_v4, cfg->port, &r->port);
+        }
         if (r->startup_lfd < 0) {
             snprintf(err, errlen, "cannot listen on %s:%u: %s", inet_ntoa(r->in_v4), cfg->port,
                      strerror(errno));
@@ -437,6 +445,8 @@ void impi_relay_destroy(impi_relay_t *r)
     free(r->outs);
     free(r->ins);
     free(r->dirty);
+    if (r->cfg.given_startup_fd)
+        r->startup_lfd = -1; /* the caller's */
     int fds[] = { r->startup_lfd, r->startup_fd, r->server_fd, r->out_lfd, r->link_lfd };
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
@@ -667,10 +677,12 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
         if (r->rly && (st = startup_flush(r, err, errlen)) != ICBC_OK)
             return st;
     }
-    /* the job has its client: a later connection to the start-up port
-     * (a follower that came back for the next job of a relay that serves
-     * one after another) is refused, not queued behind this job */
-    close(r->startup_lfd);
+    /* the job has its client: the start-up port is not read again. A port
+     * of its own is closed (a later connection is refused); a given one
+     * keeps what comes for the next job (its client, its followers back)
+     * in its backlog */
+    if (!r->cfg.given_startup_fd)
+        close(r->startup_lfd);
     r->startup_lfd = -1;
     r->in = impi_rly_inside(r->rly);
     r->out = impi_rly_outside(r->rly);

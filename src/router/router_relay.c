@@ -2,9 +2,11 @@
 #include "router_relay.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 
 #include "icbc_clock.h"
 #include "icbc_log.h"
+#include "impi_proto.h"
 #include "impi_relay.h"
 
 #define RT_RELAY_TIMEOUT 600 /* seconds, as impi-relay's -timeout */
@@ -93,14 +96,36 @@ static void *relay_thread(void *arg)
     return NULL;
 }
 
+/* The leader's start-up port: the router's, open from one job to the
+ * next, so that a job started as the last one ends waits in its backlog. */
+static int listen_startup(const char *addr, uint16_t port)
+{
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *) &sin, sizeof(sin)) != 0 || listen(fd, 128) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index, char *err,
                              size_t errlen)
 {
     const icbc_rf_cluster_t *cl = icbc_routerfile_cluster(rf, (size_t) cluster);
     const icbc_rf_router_t *self = &cl->routers[index];
     rt_relay_t *rl = calloc(1, sizeof(*rl));
+    icbc_status_t st = ICBC_ERR_INVALID;
     pthread_attr_t attr;
     pthread_t thread;
+    char why[256];
     uint16_t port;
     size_t n = 0;
     int rc;
@@ -108,19 +133,23 @@ icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index
     if (rl == NULL)
         return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "impi-relay: out of memory");
     if (cl->nrouters > IMPI_RELAY_TRUNKS_MAX) {
-        free(rl);
-        return icbc_err(ICBC_ERR_INVALID, err, errlen,
-                        "impi-relay: cluster %s has %zu routers; a trunk has at most %d relays",
-                        cl->name, cl->nrouters, IMPI_RELAY_TRUNKS_MAX);
+        icbc_err(st, err, errlen,
+                 "impi-relay: cluster %s has %zu routers; a trunk has at most %d relays", cl->name,
+                 cl->nrouters, IMPI_RELAY_TRUNKS_MAX);
+        goto fail;
     }
+    /* the router file holds the relay line to IPv4 for the server and
+     * router 0's fabric address */
     if (ipv4_text(&cl->relay_server, rl->server, sizeof(rl->server) - 8, &port) != 0 ||
         ipv4_text(&self->fabric, rl->inside, sizeof(rl->inside), NULL) != 0 ||
-        ipv4_text(&self->wan, rl->outside, sizeof(rl->outside), NULL) != 0) {
-        free(rl);
-        return icbc_err(ICBC_ERR_INVALID, err, errlen,
-                        "impi-relay: router %s needs IPv4 fabric and wan addresses", self->host);
+        ipv4_text(&self->wan, rl->outside, sizeof(rl->outside), NULL) != 0 ||
+        ipv4_text(&cl->routers[0].fabric, rl->leader, sizeof(rl->leader) - 8, NULL) != 0) {
+        icbc_err(st, err, errlen, "impi-relay: router %s needs IPv4 fabric and wan addresses",
+                 self->host);
+        goto fail;
     }
     snprintf(rl->server + strlen(rl->server), 8, ":%u", port);
+    snprintf(rl->leader + strlen(rl->leader), 8, ":%u", cl->relay_port);
     snprintf(rl->name_buf, sizeof(rl->name_buf), "relay %d of %zu of cluster %s", index,
              cl->nrouters, cl->name);
     rl->name = rl->name_buf;
@@ -131,26 +160,31 @@ icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index
      * connection to its port that stays silent) starts over */
     rl->cfg.timeout = RT_RELAY_TIMEOUT;
     rl->cfg.lazy_server = 1;
+    if (cl->relay_key_path) {
+        if (impi_key_read(cl->relay_key_path, &rl->cfg.key, why, sizeof(why)) != ICBC_OK) {
+            icbc_err(st, err, errlen, "impi-relay (line %d): %s", cl->relay_line, why);
+            goto fail;
+        }
+        rl->cfg.require_key = 1;
+    }
     if (index == 0) {
-        rl->cfg.port = cl->relay_port;
+        rl->cfg.startup_fd = listen_startup(rl->inside, cl->relay_port);
+        if (rl->cfg.startup_fd < 0) {
+            st = icbc_err(ICBC_ERR_IO, err, errlen,
+                          "impi-relay (line %d): cannot listen on %s:%u: %s", cl->relay_line,
+                          rl->inside, cl->relay_port, strerror(errno));
+            goto fail;
+        }
+        rl->cfg.given_startup_fd = 1;
         rl->cfg.trunks = (int) cl->nrouters;
         for (size_t j = 1; j < cl->nrouters; j++) {
             char a[INET_ADDRSTRLEN];
-            if (ipv4_text(&cl->routers[j].fabric, a, sizeof(a), NULL) != 0)
-                continue; /* checked by the router file: all are IPv4 */
-            n += (size_t) snprintf(rl->followers + n, sizeof(rl->followers) - n, "%s%s",
-                                   n ? "," : "", a);
+            if (ipv4_text(&cl->routers[j].fabric, a, sizeof(a), NULL) == 0)
+                n += (size_t) snprintf(rl->followers + n, sizeof(rl->followers) - n, "%s%s",
+                                       n ? "," : "", a);
         }
         rl->cfg.followers = n ? rl->followers : NULL;
     } else {
-        char a[INET_ADDRSTRLEN];
-        if (ipv4_text(&cl->routers[0].fabric, a, sizeof(a), NULL) != 0) {
-            free(rl);
-            return icbc_err(ICBC_ERR_INVALID, err, errlen,
-                            "impi-relay: router %s has no IPv4 fabric address",
-                            cl->routers[0].host);
-        }
-        snprintf(rl->leader, sizeof(rl->leader), "%s:%u", a, cl->relay_port);
         rl->cfg.leader = rl->leader;
         rl->cfg.rank = index;
     }
@@ -158,10 +192,13 @@ icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&thread, &attr, relay_thread, rl);
     pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        free(rl);
-        return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "impi-relay: cannot start its thread: %s",
-                        strerror(rc));
-    }
-    return ICBC_OK;
+    if (rc == 0)
+        return ICBC_OK;
+    st = icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "impi-relay: cannot start its thread: %s",
+                  strerror(rc));
+fail:
+    if (rl->cfg.given_startup_fd)
+        close(rl->cfg.startup_fd);
+    free(rl);
+    return st;
 }

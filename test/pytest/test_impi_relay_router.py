@@ -52,9 +52,10 @@ def node_addrs(bed):
     return out
 
 
-def private_routerfile(bed, work, server):
+def private_routerfile(bed, work, server, auth=""):
     """Cluster a as its user writes it: hosts, fabric, its routers, the
-    relay line; b as the foreign IMPI client behind SERVER."""
+    relay line (AUTH: its auth= attribute, if any); b as the foreign IMPI
+    client behind SERVER."""
     key = os.path.join(bed.tb.state, "routers.key")
     routers = "".join(f"    router {n} fabric={a[2]}:7100 wan={a[3]}:7200\n"
                       for n, a in sorted(node_addrs(bed).items())
@@ -67,17 +68,17 @@ def private_routerfile(bed, work, server):
                 f"    hosts a0 a1 a2\n"
                 f"    fabric 10.100.0.0/24\n"
                 f"{routers}"
-                f"    impi-relay server={server} port={RELAY_PORT}\n"
+                f"    impi-relay server={server} port={RELAY_PORT}{auth}\n"
                 f"impi b server={server}\n")
     return path
 
 
-def start_server(bed, work, b0, job):
+def start_server(bed, work, b0, job, args=()):
     err = open(os.path.join(work, f"impi-server{job}.err"), "w+")
     p = subprocess.Popen(["ip", "netns", "exec", f"{bed.env['ICBC_TESTBED']}-b0",
                           os.path.join(bed.tb.prefix, "bin", "impi-server"), "-server", "2",
                           "-host", b0, "-listen", b0, "-port", str(SERVER_PORT),
-                          "-timeout", str(TIMEOUT)],
+                          "-timeout", str(TIMEOUT)] + list(args),
                          stdout=subprocess.PIPE, stderr=err, text=True)
     line = p.stdout.readline().strip()
     assert line == f"{b0}:{SERVER_PORT}", f"impi-server printed {line!r}: {open(err.name).read()}"
@@ -139,8 +140,8 @@ def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, p
     shown = subprocess.run([os.path.join(prefix, "bin", "icbc-routerfile"), conf],
                            capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
-    assert f"impi-relay server={server} port={RELAY_PORT} (run by its routers; the jobs inside " \
-        f"start up at 10.100.0.1:{RELAY_PORT})" in shown.stdout, shown.stdout
+    assert f"impi-relay server={server} port={RELAY_PORT} auth=none (run by its routers; the " \
+        f"jobs inside start up at 10.100.0.1:{RELAY_PORT})" in shown.stdout, shown.stdout
     hosts_b = os.path.join(work, "hosts-b")
     with open(hosts_b, "w") as f:
         f.write("b1\nb2\n")
@@ -199,3 +200,48 @@ def test_a_job_whose_impi_entries_name_another_server_is_told(private_bed, prefi
     assert f"the impi entries name server {b0}:{SERVER_PORT + 1}, but cluster 'a' reaches IMPI " \
         f"through its routers' relay to {b0}:{SERVER_PORT} (impi-relay, line " \
         f"{6 + bed.nrouters})" in out, out
+
+
+def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefix, programs,
+                                                               work):
+    """impi-server -auth key:FILE: the relay line's auth=key:FILE gives the
+    routers' relays the key (toward the server, and asked of the job
+    inside), and the job inside reads it from the router file too; the
+    other client gives it as docs/impi.md says (ICBC_IMPI_KEY). One job,
+    every rank ok; then a job inside without the key file's key (a wrong
+    ICBC_IMPI_KEY) is refused at the relay with the server's message."""
+    bed = private_bed
+    b0 = node_addrs(bed)["b0"][3]
+    server = f"{b0}:{SERVER_PORT}"
+    keyfile = os.path.join(work, "impi.key")
+    with open(keyfile, "w") as f:
+        f.write("987654321\n")
+    conf = private_routerfile(bed, work, server, " auth=key:impi.key")
+    hosts_b = os.path.join(work, "hosts-b")
+    with open(hosts_b, "w") as f:
+        f.write("b1\nb2\n")
+    routers = start_routers(bed, prefix, conf, work)
+    counts = ("2r" if bed.nrouters == 1 else f"2r{bed.nrouters}", "2")
+    try:
+        srv, srv_err = start_server(bed, work, b0, "key", ["-auth", f"key:{keyfile}"])
+        a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, "a-key",
+                       {"ICBC_ROUTERFILE": conf}, counts)
+        b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, "b-key",
+                       {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1",
+                        "ICBC_IMPI_KEY": "987654321"}, counts)
+        codes = finish([a, b, srv])
+        report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
+                           (("job a", a_log), ("job b", b_log), ("impi-server", srv_err)))
+        report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
+                          for r, (_, _, log) in sorted(routers.items()))
+        assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
+        oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
+        assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+        # the relay asks the job inside for the line's key
+        a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, "a-wrong-key",
+                       {"ICBC_ROUTERFILE": conf, "ICBC_IMPI_KEY": "1"}, counts)
+        assert finish([a]) != [0]
+        out = open(a_log.name).read()
+        assert "refused this client at authentication" in out, out
+    finally:
+        stop_routers(routers)

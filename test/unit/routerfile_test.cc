@@ -1650,6 +1650,16 @@ TEST_F(RouterFile, ImpiRelayOfAPrivateCluster)
     EXPECT_EQ("10.200.1.1:7400", AddrText(c->relay_server));
     EXPECT_EQ(7300, c->relay_port);
     EXPECT_EQ(4, c->relay_line);
+    EXPECT_EQ(nullptr, c->relay_key_path);
+    ExpectOk(WithRouter(router + "\n  impi-relay server=10.200.1.1:7400 port=7300 auth=none"));
+    EXPECT_EQ(nullptr, icbc_routerfile_cluster(rf_, 0)->relay_key_path);
+    ExpectOk(
+        WithRouter(router + "\n  impi-relay server=10.200.1.1:7400 port=7300 auth=key:impi.key"));
+    ASSERT_NE(nullptr, icbc_routerfile_cluster(rf_, 0)->relay_key_path);
+    EXPECT_EQ(dir_ + "/impi.key", std::string(icbc_routerfile_cluster(rf_, 0)->relay_key_path));
+    ExpectOk(WithRouter(router + "\n  impi-relay auth=key:/etc/impi.key port=7300 "
+                                 "server=10.200.1.1:7400"));
+    EXPECT_STREQ("/etc/impi.key", icbc_routerfile_cluster(rf_, 0)->relay_key_path);
     ExpectOk(WithRouter(router));
     EXPECT_EQ(0, icbc_routerfile_cluster(rf_, 0)->relay_line);
     const std::pair<std::string, const char *> cases[] = {
@@ -1659,6 +1669,12 @@ TEST_F(RouterFile, ImpiRelayOfAPrivateCluster)
           "t.conf:4: impi-relay: missing attribute 'server='" },
         { router + "\n  impi-relay server=10.200.1.1:7400 port=7300 key=k",
           "t.conf:4: impi-relay: unknown attribute 'key'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7300 auth=k",
+          "t.conf:4: impi-relay: auth= takes none or key:FILE, not 'k'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7300 auth=key:",
+          "t.conf:4: impi-relay: auth= takes none or key:FILE, not 'key:'" },
+        { router + "\n  impi-relay server=10.200.1.1:7400 port=7300 auth=none auth=none",
+          "t.conf:4: impi-relay: duplicate attribute 'auth'" },
         { router + "\n  impi-relay server=10.200.1.1:7400 port=0",
           "t.conf:4: impi-relay: port= takes the start-up port inside, 1-65535, not '0'" },
         { router + "\n  impi-relay server=10.200.1.1:7400 port=70000",

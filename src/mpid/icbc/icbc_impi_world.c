@@ -17,11 +17,13 @@
 #include "icbc_impl.h"
 #include "icbc_impi.h"
 #include "impi/impi_hostconn.h"
+#include "impi/impi_proto.h"
 #include "core/icbc_routerfile.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -145,6 +147,11 @@ static int group_hosts(const host_entry_t *entries, int n, impi_host_t *hosts, c
 
 /* PMI rank 0: start-up for the client, the job packed into *OUT (or the
  * reason it failed, with *OK = 0). */
+
+/* The key file of the relay the router file names (impi-relay auth=key:FILE),
+ * used when ICBC_IMPI_KEY is not set; "" for none. */
+static char relay_key_path[PATH_MAX];
+
 static void run_startup(const char *server, int client, const host_entry_t *entries, int n,
                         uint8_t **out, size_t *outlen, int *ok)
 {
@@ -172,6 +179,11 @@ static void run_startup(const char *server, int client, const host_entry_t *entr
             snprintf(err, sizeof(err), "ICBC_IMPI_KEY='%s' is not a decimal number", key);
             goto done;
         }
+    } else if (relay_key_path[0]) {
+        /* the key of the relay the router file named (impi-relay auth=) */
+        if (impi_key_read(relay_key_path, &params.key, err, sizeof(err)) != ICBC_OK)
+            goto done;
+        params.have_key = 1;
     }
     params.timeout_ms = MPL_MAX(MPIR_CVAR_CH4_ICBC_IMPI_TIMEOUT, 1) * 1000;
     /* addresses "::a.b.c.d", as LAM writes its own */
@@ -386,6 +398,8 @@ static int routerfile_server(char *server, size_t len, char *why, size_t whylen)
         } else {
             inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a));
             snprintf(server, len, "%s:%u", a, cl->relay_port);
+            snprintf(relay_key_path, sizeof(relay_key_path), "%s",
+                     cl->relay_key_path ? cl->relay_key_path : "");
         }
     }
     icbc_routerfile_free(rf);
