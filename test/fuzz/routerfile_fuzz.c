@@ -274,8 +274,9 @@ static void check_file(const icbc_routerfile_t *rf, int nlines)
             FUZZ_CHECK(c->routers[0].fabric.sa.ss_family == AF_INET);
             FUZZ_CHECK(ntohs(((const struct sockaddr_in *) &c->routers[0].fabric.sa)->sin_port) !=
                        c->relay_port);
+            FUZZ_CHECK(c->relay_key_path == NULL || c->relay_key_path[0] == '/');
         } else {
-            FUZZ_CHECK(c->relay_port == 0);
+            FUZZ_CHECK(c->relay_port == 0 && c->relay_key_path == NULL);
         }
         if (c->fabric_line) {
             int max = c->fabric_net.ss_family == AF_INET ? 32 : 128;
