@@ -142,7 +142,9 @@ typedef struct impi_relay_config {
     int lazy_server;           /* the leader: connect to the server when the inside client
                                   connects, not at create (a relay that serves job after job
                                   for a server that starts with each) */
-    int given_startup_fd;      /* the leader: start-up takes its connections from
+    void (*on_started)(void *arg, int client, int inside_hosts, int outside_hosts);
+    void *arg;            /* called once start-up is over and packets go through */
+    int given_startup_fd; /* the leader: start-up takes its connections from
                                   startup_fd, a listening socket of the caller's that stays
                                   open from one job to the next (the next job's client and
                                   followers wait in its backlog), not from a port of its own */

@@ -1101,6 +1101,9 @@ icbc_status_t impi_relay_run(impi_relay_t *r, char *err, size_t errlen)
     /* the second line of stdout: start-up is over, packets go through */
     printf("relaying client %d: %d inside host(s), %d outside host(s)", r->client, r->nin,
            r->out->nhosts_total - (int) r->out->nhosts[r->client]);
+    if (r->cfg.on_started)
+        r->cfg.on_started(r->cfg.arg, r->client, r->nin,
+                          r->out->nhosts_total - (int) r->out->nhosts[r->client]);
     if (r->ntrunks > 1)
         printf(", relay %d of %d", r->rank, r->ntrunks);
     printf("\n");

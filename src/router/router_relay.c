@@ -23,7 +23,8 @@ typedef struct rt_relay {
     impi_relay_config_t cfg;
     char server[64], inside[INET_ADDRSTRLEN], outside[INET_ADDRSTRLEN];
     char leader[64], followers[IMPI_RELAY_TRUNKS_MAX * (INET_ADDRSTRLEN + 1)];
-    const char *name; /* "relay 1 of 2 of cluster a" */
+    const char *name;  /* "relay 1 of 2 of cluster a" */
+    unsigned long job; /* the job it waits for or serves, from 1 */
     char name_buf[96];
 } rt_relay_t;
 
@@ -38,6 +39,14 @@ static int ipv4_text(const icbc_rf_addr_t *a, char *buf, size_t len, uint16_t *p
     return inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t) len) ? 0 : -1;
 }
 
+static void on_started(void *arg, int client, int inside_hosts, int outside_hosts)
+{
+    rt_relay_t *rl = arg;
+
+    icbc_info("impi %s: job %lu started: client %d, %d inside host(s), %d outside host(s)",
+              rl->name, rl->job, client, inside_hosts, outside_hosts);
+}
+
 static void *relay_thread(void *arg)
 {
     rt_relay_t *rl = arg;
@@ -48,7 +57,7 @@ static void *relay_thread(void *arg)
     /* the daemon's signals go to its main thread */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    for (unsigned long job = 1;;) {
+    for (unsigned long job = 1;; rl->job = job) {
         impi_relay_t *relay;
         char err[512];
 
@@ -160,6 +169,9 @@ icbc_status_t rt_relay_start(const icbc_routerfile_t *rf, int cluster, int index
      * connection to its port that stays silent) starts over */
     rl->cfg.timeout = RT_RELAY_TIMEOUT;
     rl->cfg.lazy_server = 1;
+    rl->cfg.on_started = on_started;
+    rl->cfg.arg = rl;
+    rl->job = 1;
     if (cl->relay_key_path) {
         if (impi_key_read(cl->relay_key_path, &rl->cfg.key, why, sizeof(why)) != ICBC_OK) {
             icbc_err(st, err, errlen, "impi-relay (line %d): %s", cl->relay_line, why);

@@ -118,7 +118,10 @@ def start_routers(bed, prefix, conf, work):
 
 def stop_routers(routers):
     for pid, pidfile, _ in routers.values():
-        os.kill(pid, 15)
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:  # killed by the test: its pid file stays
+            os.unlink(pidfile)
     deadline = time.time() + 10
     while any(os.path.exists(p) for _, p, _ in routers.values()) and time.time() < deadline:
         time.sleep(0.1)
@@ -245,3 +248,56 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
         assert "refused this client at authentication" in out, out
     finally:
         stop_routers(routers)
+
+
+def test_a_router_that_dies_ends_both_jobs_with_an_error(private_bed, prefix, programs, work):
+    """The router daemon whose thread is the relay (the leader a0; with a
+    trunk, the follower a1) is killed while rank 0 (inside)
+    and rank 1 (outside) wait for each other in MPI_Recv: both jobs end with
+    MPI_Recv's error within 10 s, never a hang."""
+    bed = private_bed
+    b0 = node_addrs(bed)["b0"][3]
+    server = f"{b0}:{SERVER_PORT}"
+    conf = private_routerfile(bed, work, server)
+    hosts_a, hosts_b = os.path.join(work, "hosts-a1"), os.path.join(work, "hosts-b1")
+    for path, node in ((hosts_a, "a2"), (hosts_b, "b1")):
+        with open(path, "w") as f:
+            f.write(node + "\n")
+    # the leader alone, or the follower of a trunk (its leader's death is the
+    # case of one router)
+    for victim in (["a0"] if bed.nrouters == 1 else ["a1"]):
+        routers = start_routers(bed, prefix, conf, work)
+        try:
+            srv, srv_err = start_server(bed, work, b0, f"kill-{victim}")
+            procs, logs = [], []
+            for name, hosts, extra, src in (
+                    ("a", hosts_a, {"ICBC_ROUTERFILE": conf}, "1"),
+                    ("b", hosts_b, {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1"}, "0")):
+                log = open(os.path.join(work, f"recv-{name}-{victim}.log"), "w+")
+                env = dict(bed.env)
+                env.update(extra)
+                procs.append(subprocess.Popen(
+                    [os.path.join(prefix, "bin", "mpiexec"), "-f", hosts, "-n", "1",
+                     programs["impi_recv"], src], stdout=log, stderr=subprocess.STDOUT, env=env,
+                    start_new_session=True))
+                logs.append(log)
+            started = re.compile(r"relay 0 of \d of cluster a: job 1 started: client 0, "
+                                 r"1 inside host\(s\), 1 outside host\(s\)")
+            deadline = time.time() + 60
+            while not started.search(open(routers["a0"][2]).read()) and \
+                    time.time() < deadline and any(p.poll() is None for p in procs):
+                time.sleep(0.1)
+            assert started.search(open(routers["a0"][2]).read()), open(routers["a0"][2]).read()
+            time.sleep(1)  # both processes are in MPI_Recv
+            os.kill(routers[victim][0], 9)
+            killed = time.time()
+            codes = finish(procs)
+            took = time.time() - killed
+            out = "".join(open(f.name).read() for f in logs)
+            assert all(c not in (0, "timeout") for c in codes), f"{codes}\n{out}"
+            assert took < 10, f"{took:.1f} s after the kill\n{out}"
+            assert out.count("MPI_Recv failed") == 2, out
+            assert "got" not in out, out
+            finish([srv])
+        finally:
+            stop_routers(routers)
