@@ -301,3 +301,89 @@ def test_a_router_that_dies_ends_both_jobs_with_an_error(private_bed, prefix, pr
             finish([srv])
         finally:
             stop_routers(routers)
+
+
+@pytest.fixture(scope="module")
+def two_private_bed(prefix, request):
+    """Clusters a and b private (only a0 and b0 reach the WAN), c public
+    for impi-server; two nodes each, 1 ms one way."""
+    import conftest  # the suite's testbed helper (conftest.py)
+    with conftest.bed(prefix, os.path.join(TOP, "_build", "test-pytest"), "rp",
+                      ["--clusters", "3", "--nodes", "2", "--routers", "1", "--delay", "1ms",
+                       "--private", "a,b"],
+                      ["a1:2"], request.config.getoption("--keep")) as b:
+        yield b
+
+
+def test_two_private_clusters_through_the_relays_of_their_routers(two_private_bed, prefix,
+                                                                    programs, work):
+    """P-P: an ICBC job in each private cluster, each started with its own
+    router file alone (its cluster, its router, the relay line; the other
+    cluster as an impi entry), both routers running their relays, the
+    server on c0: a packet between them passes both relays. impi_world on
+    all four ranks, every program and the server exit 0, both relays count
+    packets."""
+    bed = two_private_bed
+    addrs = node_addrs(bed)
+    c0 = addrs["c0"][3]
+    server = f"{c0}:{SERVER_PORT}"
+    key = os.path.join(bed.tb.state, "routers.key")
+    confs, routers = {}, {}
+    for me, other, n in (("a", "b", 100), ("b", "a", 101)):
+        confs[me] = os.path.join(work, f"private-{me}.conf")
+        with open(confs[me], "w") as f:
+            f.write(f"key {key}\n"
+                    f"cluster {me}\n"
+                    f"    hosts {me}0 {me}1\n"
+                    f"    fabric 10.{n}.0.0/24\n"
+                    f"    router {me}0 fabric={addrs[me + '0'][2]}:7100 "
+                    f"wan={addrs[me + '0'][3]}:7200\n"
+                    f"    impi-relay server={server} port={RELAY_PORT}\n"
+                    f"impi {other} server={server}\n")
+        pidfile = os.path.join(work, f"pp-router-{me}0.pid")
+        log = os.path.join(work, f"pp-router-{me}0.log")
+        for f in (pidfile, log):
+            if os.path.exists(f):
+                os.unlink(f)
+        r = bed.tb.run_on(f"{me}0", [os.path.join(prefix, "bin", "icbc-router"), "--routerfile",
+                                     confs[me], "--host", f"{me}0", "--daemon", "--pidfile",
+                                     pidfile, "--logfile", log, "--log-level", "info"],
+                          timeout=60)
+        assert r.returncode == 0, r.stderr
+        routers[f"{me}0"] = (int(open(pidfile).read()), pidfile, log)
+    hosts = {}
+    for me in ("a", "b"):
+        hosts[me] = os.path.join(work, f"pp-hosts-{me}")
+        with open(hosts[me], "w") as f:
+            f.write(f"{me}1:2\n")
+    try:
+        err = open(os.path.join(work, "pp-impi-server.err"), "w+")
+        srv = subprocess.Popen(["ip", "netns", "exec", f"{bed.env['ICBC_TESTBED']}-c0",
+                                os.path.join(prefix, "bin", "impi-server"), "-server", "2",
+                                "-host", c0, "-listen", c0, "-port", str(SERVER_PORT),
+                                "-timeout", str(TIMEOUT)],
+                               stdout=subprocess.PIPE, stderr=err, text=True)
+        assert srv.stdout.readline().strip() == server, open(err.name).read()
+        a, a_log = job(prefix, bed.env, hosts["a"], programs["impi_world"], work, "pp-a",
+                       {"ICBC_ROUTERFILE": confs["a"]}, ("2r", "2r"))
+        b, b_log = job(prefix, bed.env, hosts["b"], programs["impi_world"], work, "pp-b",
+                       {"ICBC_ROUTERFILE": confs["b"], "ICBC_IMPI_CLIENT": "1"}, ("2r", "2r"))
+        codes = finish([a, b, srv])
+        report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
+                           (("job a", a_log), ("job b", b_log), ("impi-server", err)))
+        report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
+                          for r, (_, _, log) in sorted(routers.items()))
+        assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
+        oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
+        assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+        for me in ("a", "b"):
+            ended = re.compile(rf"relay 0 of 1 of cluster {me}: job 1 ended; relayed (\d+) "
+                               r"packet\(s\)")
+            log = routers[f"{me}0"][2]
+            deadline = time.time() + 10
+            while not ended.search(open(log).read()) and time.time() < deadline:
+                time.sleep(0.1)
+            m = ended.search(open(log).read())
+            assert m and int(m.group(1)) > 0, report
+    finally:
+        stop_routers(routers)
