@@ -98,22 +98,41 @@ def job(prefix, env, hosts, program, work, name, extra, counts=("2r", "2")):
     return p, log
 
 
+def check_pair(procs, logs, routers):
+    """Waits for job a, job b and impi-server (PROCS; their LOGS as open
+    files) and checks that all exit 0 and that impi_world passed on the four
+    ranks; returns the report (the logs and the routers' logs)."""
+    codes = finish(procs)
+    report = "\n".join(f"--- {name}\n{open(fh.name).read()}"
+                       for name, fh in zip(("job a", "job b", "impi-server"), logs))
+    report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
+                      for r, (_, _, log) in sorted(routers.items()))
+    assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
+    oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
+    assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+    return report
+
+
+def start_router(bed, prefix, node, conf, work):
+    """icbc-router on NODE with router file CONF, as docs/router.md starts a
+    daemon: (pid, pidfile, logfile)."""
+    pidfile = os.path.join(work, f"relay-router-{node}.pid")
+    log = os.path.join(work, f"relay-router-{node}.log")
+    for f in (pidfile, log):
+        if os.path.exists(f):
+            os.unlink(f)
+    r = bed.tb.run_on(node, [os.path.join(prefix, "bin", "icbc-router"), "--routerfile", conf,
+                             "--host", node, "--daemon", "--pidfile", pidfile, "--logfile", log,
+                             "--log-level", "info"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    return int(open(pidfile).read()), pidfile, log
+
+
 def start_routers(bed, prefix, conf, work):
-    """icbc-router on every router node of cluster a, as docs/router.md
-    starts a daemon: {node: (pid, pidfile, logfile)}."""
-    routers = {}
-    for n in [n for n, a in sorted(node_addrs(bed).items()) if a[0] == "a" and a[1] == "router"]:
-        pidfile = os.path.join(work, f"relay-router-{n}.pid")
-        log = os.path.join(work, f"relay-router-{n}.log")
-        for f in (pidfile, log):
-            if os.path.exists(f):
-                os.unlink(f)
-        r = bed.tb.run_on(n, [os.path.join(prefix, "bin", "icbc-router"), "--routerfile", conf,
-                              "--host", n, "--daemon", "--pidfile", pidfile, "--logfile", log,
-                              "--log-level", "info"], timeout=60)
-        assert r.returncode == 0, r.stderr
-        routers[n] = (int(open(pidfile).read()), pidfile, log)
-    return routers
+    """icbc-router on every router node of cluster a: {node: (pid, pidfile,
+    logfile)}."""
+    return {n: start_router(bed, prefix, n, conf, work)
+            for n, a in sorted(node_addrs(bed).items()) if a[0] == "a" and a[1] == "router"}
 
 
 def stop_routers(routers):
@@ -159,14 +178,7 @@ def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, p
                            {"ICBC_ROUTERFILE": conf}, counts)
             b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, f"b{n}",
                            {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1"}, counts)
-            codes = finish([a, b, srv])
-            report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
-                               (("job a", a_log), ("job b", b_log), ("impi-server", srv_err)))
-            report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
-                              for r, log in sorted(logs.items()))
-            assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
-            oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
-            assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+            report = check_pair([a, b, srv], [a_log, b_log, srv_err], routers)
             for j, r in enumerate(sorted(logs)):
                 ended = re.compile(rf"relay {j} of {k} of cluster a: job {n} ended; relayed "
                                    r"(\d+) packet\(s\): (\d+) cut through, (\d+) whole")
@@ -232,14 +244,7 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
         b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, "b-key",
                        {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1",
                         "ICBC_IMPI_KEY": "987654321"}, counts)
-        codes = finish([a, b, srv])
-        report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
-                           (("job a", a_log), ("job b", b_log), ("impi-server", srv_err)))
-        report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
-                          for r, (_, _, log) in sorted(routers.items()))
-        assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
-        oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
-        assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+        report = check_pair([a, b, srv], [a_log, b_log, srv_err], routers)
         # the relay asks the job inside for the line's key
         a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, "a-wrong-key",
                        {"ICBC_ROUTERFILE": conf, "ICBC_IMPI_KEY": "1"}, counts)
@@ -340,17 +345,7 @@ def test_two_private_clusters_through_the_relays_of_their_routers(two_private_be
                     f"wan={addrs[me + '0'][3]}:7200\n"
                     f"    impi-relay server={server} port={RELAY_PORT}\n"
                     f"impi {other} server={server}\n")
-        pidfile = os.path.join(work, f"pp-router-{me}0.pid")
-        log = os.path.join(work, f"pp-router-{me}0.log")
-        for f in (pidfile, log):
-            if os.path.exists(f):
-                os.unlink(f)
-        r = bed.tb.run_on(f"{me}0", [os.path.join(prefix, "bin", "icbc-router"), "--routerfile",
-                                     confs[me], "--host", f"{me}0", "--daemon", "--pidfile",
-                                     pidfile, "--logfile", log, "--log-level", "info"],
-                          timeout=60)
-        assert r.returncode == 0, r.stderr
-        routers[f"{me}0"] = (int(open(pidfile).read()), pidfile, log)
+        routers[f"{me}0"] = start_router(bed, prefix, f"{me}0", confs[me], work)
     hosts = {}
     for me in ("a", "b"):
         hosts[me] = os.path.join(work, f"pp-hosts-{me}")
@@ -368,14 +363,7 @@ def test_two_private_clusters_through_the_relays_of_their_routers(two_private_be
                        {"ICBC_ROUTERFILE": confs["a"]}, ("2r", "2r"))
         b, b_log = job(prefix, bed.env, hosts["b"], programs["impi_world"], work, "pp-b",
                        {"ICBC_ROUTERFILE": confs["b"], "ICBC_IMPI_CLIENT": "1"}, ("2r", "2r"))
-        codes = finish([a, b, srv])
-        report = "\n".join(f"--- {name}\n{open(fh.name).read()}" for name, fh in
-                           (("job a", a_log), ("job b", b_log), ("impi-server", err)))
-        report += "".join(f"\n--- icbc-router {r}\n{open(log).read()}"
-                          for r, (_, _, log) in sorted(routers.items()))
-        assert codes == [0, 0, 0], f"job a, job b, impi-server: {codes}\n{report}"
-        oks = re.findall(r"impi_world: rank (\d+) of 4 \(client (\d)\): ok", report)
-        assert sorted(oks) == [("0", "0"), ("1", "0"), ("2", "1"), ("3", "1")], report
+        report = check_pair([a, b, srv], [a_log, b_log, err], routers)
         for me in ("a", "b"):
             ended = re.compile(rf"relay 0 of 1 of cluster {me}: job 1 ended; relayed (\d+) "
                                r"packet\(s\)")
