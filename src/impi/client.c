@@ -194,9 +194,17 @@ static icbc_status_t join(impi_client_t *c, const impi_client_params_t *p, int *
 
     icbc_put32(rank, (uint32_t) p->client);
     st = send_cmd(c, IMPI_CMD_IMPI, rank, sizeof(rank));
-    if (st != ICBC_OK)
+    if (st != ICBC_OK && !(st == ICBC_ERR_PEER_FAILED && p->have_key))
         return icbc_err(st, err, errlen, "IMPI server %s: IMPI: %s", c->server, why(st));
-    st = recv_cmd(c, IMPI_CMD_IMPI, &body, &len, err, errlen);
+    if (st == ICBC_OK)
+        st = recv_cmd(c, IMPI_CMD_IMPI, &body, &len, err, errlen);
+    /* a server (or relay) that checks the key closes as it reads it: the
+     * close is the answer to the key */
+    if (st == ICBC_ERR_PEER_FAILED && p->have_key)
+        return icbc_err(ICBC_ERR_AUTH, err, errlen,
+                        "IMPI server %s: refused this client's key (it closed the connection; "
+                        "is it the key the server was given?)",
+                        c->server);
     if (st != ICBC_OK)
         return st;
     *nclients = (int) icbc_get32(body);

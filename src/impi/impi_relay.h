@@ -139,9 +139,10 @@ typedef struct impi_relay_config {
     const char *persona_addrs; /* this relay's inside addresses for its personas, one per
                                   other client in client order (used again from the first
                                   when there are fewer), comma-separated; NULL: inside_addr */
-    int lazy_server;           /* the leader: connect to the server when the inside client
-                                  connects, not at create (a relay that serves job after job
-                                  for a server that starts with each) */
+    int lazy_server;           /* the leader: connect to the server once the inside client
+                                  has authenticated and named its rank, not at create (a
+                                  relay that serves job after job for a server that starts
+                                  with each) */
     void (*on_started)(void *arg, int client, int inside_hosts, int outside_hosts);
     void *arg;            /* called once start-up is over and packets go through */
     int given_startup_fd; /* the leader: start-up takes its connections from

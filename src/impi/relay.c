@@ -508,7 +508,13 @@ static icbc_status_t startup_flush(impi_relay_t *r, char *err, size_t errlen)
 {
     size_t n;
     const void *p = impi_rly_server_output(r->rly, &n);
+    icbc_status_t st;
 
+    /* a relay that waits for job after job meets the job's server only
+     * now: its first bytes for the server come once the client inside has
+     * authenticated and named its rank (a stranger never gets so far) */
+    if (n && r->server_fd < 0 && (st = connect_server(r, err, errlen)) != ICBC_OK)
+        return st;
     if (n && send_all(r->server_fd, p, n) < 0)
         return icbc_err(ICBC_ERR_PEER_FAILED, err, errlen, "writing to impi-server: %s",
                         strerror(errno));
@@ -640,10 +646,6 @@ static icbc_status_t leader_startup(impi_relay_t *r, char *err, size_t errlen)
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 r->startup_fd = fd;
-                /* a relay that waits for job after job meets the job's server
-                 * only now */
-                if (r->server_fd < 0 && (st = connect_server(r, err, errlen)) != ICBC_OK)
-                    return st;
             } else if (fd >= 0) {
                 icbc_warn("dropped a second connection to the start-up port while the first "
                           "waits for every follower relay to join");

@@ -179,6 +179,7 @@ def test_wrong_key_fails_mpi_init_naming_the_server(prefix, programs, case_dir):
         out = read(log)
         assert codes[0] not in (0, "timeout"), out
         assert "IMPI start-up" in out and addr in out, out
+        assert f"IMPI server {addr}: refused this client's key" in out, out
         assert "): ok" not in out, out
     finally:
         server.kill()

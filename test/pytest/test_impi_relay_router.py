@@ -224,7 +224,7 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
     inside), and the job inside reads it from the router file too; the
     other client gives it as docs/impi.md says (ICBC_IMPI_KEY). One job,
     every rank ok; then a job inside without the key file's key (a wrong
-    ICBC_IMPI_KEY) is refused at the relay with the server's message."""
+    ICBC_IMPI_KEY) is refused at the relay, MPI_Init naming the key."""
     bed = private_bed
     b0 = node_addrs(bed)["b0"][3]
     server = f"{b0}:{SERVER_PORT}"
@@ -250,7 +250,8 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
                        {"ICBC_ROUTERFILE": conf, "ICBC_IMPI_KEY": "1"}, counts)
         assert finish([a]) != [0]
         out = open(a_log.name).read()
-        assert "refused this client at authentication" in out, out
+        assert "IMPI server 10.100.0.1:7300: refused this client's key (it closed the " \
+            "connection; is it the key the server was given?)" in out, out
     finally:
         stop_routers(routers)
 
@@ -373,5 +374,46 @@ def test_two_private_clusters_through_the_relays_of_their_routers(two_private_be
                 time.sleep(0.1)
             m = ended.search(open(log).read())
             assert m and int(m.group(1)) > 0, report
+    finally:
+        stop_routers(routers)
+
+
+def test_a_stranger_at_the_routers_relay_port_is_dropped_alone(private_bed, prefix, programs,
+                                                              work):
+    """Bytes that are no IMPI start-up, sent to the relay's start-up port
+    from inside the cluster (a2), are dropped alone with a warning in the
+    router's log, and a silent connection does not keep the job out for
+    long either once it closes; the job pair that follows passes, and the
+    router still runs."""
+    bed = private_bed
+    b0 = node_addrs(bed)["b0"][3]
+    server = f"{b0}:{SERVER_PORT}"
+    conf = private_routerfile(bed, work, server)
+    hosts_b = os.path.join(work, "hosts-b")
+    with open(hosts_b, "w") as f:
+        f.write("b1\nb2\n")
+    routers = start_routers(bed, prefix, conf, work)
+    counts = ("2r" if bed.nrouters == 1 else f"2r{bed.nrouters}", "2")
+    try:
+        hostile = ("import socket, time; s = socket.create_connection(('10.100.0.1', %d)); "
+                   "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n' + bytes(range(256)) * 64); "
+                   "time.sleep(0.5); s.close()" % RELAY_PORT)
+        r = bed.tb.run_on("a2", ["python3", "-c", hostile], timeout=30)
+        assert r.returncode == 0, r.stderr
+        leader_log = routers["a0"][2]
+        deadline = time.time() + 10
+        while "dropped a connection to the inside port" not in open(leader_log).read() and \
+                time.time() < deadline:
+            time.sleep(0.1)
+        assert "dropped a connection to the inside port before it named its client" in \
+            open(leader_log).read(), open(leader_log).read()
+        srv, srv_err = start_server(bed, work, b0, "stranger")
+        a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, "a-stranger",
+                       {"ICBC_ROUTERFILE": conf}, counts)
+        b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, "b-stranger",
+                       {"ICBC_IMPI_SERVER": server, "ICBC_IMPI_CLIENT": "1"}, counts)
+        check_pair([a, b, srv], [a_log, b_log, srv_err], routers)
+        for pid, _, _ in routers.values():
+            os.kill(pid, 0)  # still there
     finally:
         stop_routers(routers)
