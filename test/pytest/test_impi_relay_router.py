@@ -256,6 +256,7 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
         stop_routers(routers)
 
 
+@pytest.mark.full  # the default tier kills a standalone relay and a follower (test_impi_relay.py)
 def test_a_router_that_dies_ends_both_jobs_with_an_error(private_bed, prefix, programs, work):
     """The router daemon whose thread is the relay (the leader a0; with a
     trunk, the follower a1) is killed while rank 0 (inside)
