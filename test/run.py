@@ -263,7 +263,10 @@ def slices(a):
                "the trust boundary with cluster a on libfabric: its ports, the guard, "
                "hostile bytes to every libfabric port")],
         [Suite("failover-full", pytest("test_failover.py", mark="full", extra=p),
-               "failover: the static and the small-message streams under kills")],
+               "failover: the static and the small-message streams under kills"),
+         Suite("impi-relay-full", pytest("test_impi_relay.py", "test_impi_relay_router.py",
+                                         mark="full", extra=p + ["--build", a.build]),
+               "a router that runs the IMPI relay killed in the middle of a job")],
         [Suite("impi-lam-full", pytest("test_impi_lam.py", mark="full",
                                        extra=p + ["--build", a.build]),
                "the whole LAM/MPI matrix", ("lam",))],
