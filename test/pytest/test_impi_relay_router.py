@@ -98,6 +98,20 @@ def job(prefix, env, hosts, program, work, name, extra, counts=("2r", "2")):
     return p, log
 
 
+def hosts_b_file(work):
+    """The hosts of the other client's job: b1 and b2."""
+    path = os.path.join(work, "hosts-b")
+    with open(path, "w") as f:
+        f.write("b1\nb2\n")
+    return path
+
+
+def counts_of(bed):
+    """impi_world's view of the two clients: cluster a's two processes
+    behind its relay (or trunk of relays), b's two."""
+    return ("2r" if bed.nrouters == 1 else f"2r{bed.nrouters}", "2")
+
+
 def check_pair(procs, logs, routers):
     """Waits for job a, job b and impi-server (PROCS; their LOGS as open
     files) and checks that all exit 0 and that impi_world passed on the four
@@ -164,16 +178,14 @@ def test_private_cluster_through_the_relay_of_its_routers(private_bed, prefix, p
     assert shown.returncode == 0, shown.stderr
     assert f"impi-relay server={server} port={RELAY_PORT} auth=none (run by its routers; the " \
         f"jobs inside start up at 10.100.0.1:{RELAY_PORT})" in shown.stdout, shown.stdout
-    hosts_b = os.path.join(work, "hosts-b")
-    with open(hosts_b, "w") as f:
-        f.write("b1\nb2\n")
+    hosts_b = hosts_b_file(work)
     routers = start_routers(bed, prefix, conf, work)
     assert len(routers) == k, routers
     logs = {n: log for n, (_, _, log) in routers.items()}
     try:
         for n in (1, 2):
             srv, srv_err = start_server(bed, work, b0, n)
-            counts = ("2r" if k == 1 else f"2r{k}", "2")
+            counts = counts_of(bed)
             a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, f"a{n}",
                            {"ICBC_ROUTERFILE": conf}, counts)
             b, b_log = job(prefix, bed.env, hosts_b, programs["impi_world"], work, f"b{n}",
@@ -232,11 +244,9 @@ def test_a_server_with_a_key_through_the_relay_of_its_routers(private_bed, prefi
     with open(keyfile, "w") as f:
         f.write("987654321\n")
     conf = private_routerfile(bed, work, server, " auth=key:impi.key")
-    hosts_b = os.path.join(work, "hosts-b")
-    with open(hosts_b, "w") as f:
-        f.write("b1\nb2\n")
+    hosts_b = hosts_b_file(work)
     routers = start_routers(bed, prefix, conf, work)
-    counts = ("2r" if bed.nrouters == 1 else f"2r{bed.nrouters}", "2")
+    counts = counts_of(bed)
     try:
         srv, srv_err = start_server(bed, work, b0, "key", ["-auth", f"key:{keyfile}"])
         a, a_log = job(prefix, bed.env, bed.hosts, programs["impi_world"], work, "a-key",
@@ -383,18 +393,15 @@ def test_a_stranger_at_the_routers_relay_port_is_dropped_alone(private_bed, pref
                                                               work):
     """Bytes that are no IMPI start-up, sent to the relay's start-up port
     from inside the cluster (a2), are dropped alone with a warning in the
-    router's log, and a silent connection does not keep the job out for
-    long either once it closes; the job pair that follows passes, and the
-    router still runs."""
+    router's log; the job pair that follows passes, and the routers still
+    run."""
     bed = private_bed
     b0 = node_addrs(bed)["b0"][3]
     server = f"{b0}:{SERVER_PORT}"
     conf = private_routerfile(bed, work, server)
-    hosts_b = os.path.join(work, "hosts-b")
-    with open(hosts_b, "w") as f:
-        f.write("b1\nb2\n")
+    hosts_b = hosts_b_file(work)
     routers = start_routers(bed, prefix, conf, work)
-    counts = ("2r" if bed.nrouters == 1 else f"2r{bed.nrouters}", "2")
+    counts = counts_of(bed)
     try:
         hostile = ("import socket, time; s = socket.create_connection(('10.100.0.1', %d)); "
                    "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n' + bytes(range(256)) * 64); "
