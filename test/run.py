@@ -128,8 +128,10 @@ def default_suites(a):
               "application harness's regimes and CPU rule"),
         Suite("failover", pytest("test_failover.py", mark="not full", extra=p),
               "routers killed and restarted under a stream"),
-        Suite("impi-clients", pytest("test_impi_clients.py", mark="not full", extra=p),
-              "ICBC jobs as IMPI clients of one MPI_COMM_WORLD"),
+        Suite("impi-clients", pytest("test_impi_clients.py", "test_impi_cli.py", mark="not full",
+                                     extra=p),
+              "ICBC jobs as IMPI clients of one MPI_COMM_WORLD; impi-server's and "
+              "impi-relay's command lines"),
         Suite("impi-relay", pytest("test_impi_relay.py", "test_impi_relay_router.py",
                                    mark="not full", extra=p + ["--build", a.build]),
               "ICBC clients through impi-relay (P-G, P-P), a relay killed, hostile input; "

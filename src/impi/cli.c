@@ -85,3 +85,28 @@ int impi_cli_ipv4(const char *prog, const char *opt, const char *val)
     return inet_pton(AF_INET, val, &a) == 1 ? 0
                                             : impi_cli_bad(prog, opt, val, "want an IPv4 address");
 }
+
+int impi_cli_parse(const char *prog, int argc, char **argv, void (*usage)(FILE *),
+                   const impi_cli_common_t *common, impi_cli_option_t one, void *cfg)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o, *v;
+        int r = impi_cli_next(prog, argc, argv, &i, &o, &v);
+
+        if (r == 1) {
+            usage(stdout);
+            return -1;
+        }
+        if (r == 0 && !strcmp(o, "-port"))
+            r = impi_cli_port(prog, o, v, common->port);
+        else if (r == 0 && !strcmp(o, "-auth"))
+            r = impi_cli_auth(prog, o, v, common->require_key, common->key);
+        else if (r == 0 && !strcmp(o, "-timeout"))
+            r = impi_cli_seconds(prog, o, v, common->timeout);
+        else if (r == 0 && (r = one(cfg, o, v)) < 0)
+            r = impi_cli_bad(prog, o, v, "unknown option (see -help)");
+        if (r)
+            return r;
+    }
+    return 0;
+}

@@ -26,13 +26,26 @@ struct impi_client {
     int timeout_ms;
 };
 
-static icbc_status_t send_all(impi_client_t *c, const void *buf, size_t len)
+/* LEN bytes sent (SENDING) or received, each part within the answer's time
+ * limit: a server that stops reading or writing is a timeout, not a hang. */
+static icbc_status_t xfer_all(impi_client_t *c, void *buf, size_t len, int sending)
 {
-    const uint8_t *p = buf;
+    uint8_t *p = buf;
+    double deadline = icbc_clock_ms() + c->timeout_ms;
 
     while (len > 0) {
-        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
+        struct pollfd pfd = { .fd = c->fd, .events = sending ? POLLOUT : POLLIN };
+        double left = deadline - icbc_clock_ms();
+        if (left <= 0)
+            return ICBC_ERR_TIMEOUT;
+        int r = poll(&pfd, 1, (int) left + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0)
+            return ICBC_ERR_TIMEOUT;
+        ssize_t n = sending ? send(c->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                            : recv(c->fd, p, len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (n <= 0)
             return ICBC_ERR_PEER_FAILED;
@@ -42,31 +55,14 @@ static icbc_status_t send_all(impi_client_t *c, const void *buf, size_t len)
     return ICBC_OK;
 }
 
-/* LEN bytes, each arriving within the answer's time limit. */
+static icbc_status_t send_all(impi_client_t *c, const void *buf, size_t len)
+{
+    return xfer_all(c, (void *) buf, len, 1);
+}
+
 static icbc_status_t recv_all(impi_client_t *c, void *buf, size_t len)
 {
-    uint8_t *p = buf;
-    double deadline = icbc_clock_ms() + c->timeout_ms;
-
-    while (len > 0) {
-        struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-        double left = deadline - icbc_clock_ms();
-        if (left <= 0)
-            return ICBC_ERR_TIMEOUT;
-        int r = poll(&pfd, 1, (int) left + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0)
-            return ICBC_ERR_TIMEOUT;
-        ssize_t n = recv(c->fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return ICBC_ERR_PEER_FAILED;
-        p += n;
-        len -= (size_t) n;
-    }
-    return ICBC_OK;
+    return xfer_all(c, buf, len, 0);
 }
 
 static const char *why(icbc_status_t st)

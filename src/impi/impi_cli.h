@@ -7,6 +7,25 @@
 #define ICBC_IMPI_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+/* Where the options both tools have go: -port, -auth and -timeout. */
+typedef struct impi_cli_common {
+    uint16_t *port;
+    int *require_key;
+    uint64_t *key;
+    double *timeout;
+} impi_cli_common_t;
+
+/* A tool's own option OPT with value VAL into CFG: 0; 2: a bad value (said
+ * on stderr); -1: not one of its options. */
+typedef int (*impi_cli_option_t)(void *cfg, const char *opt, const char *val);
+
+/* Reads ARGV[1..]: -help prints USAGE on stdout and returns -1 (the tool
+ * exits 0); the shared options go to COMMON, the others to ONE. Returns 0
+ * once all are read, 2 at the first bad one (said on stderr). */
+int impi_cli_parse(const char *prog, int argc, char **argv, void (*usage)(FILE *),
+                   const impi_cli_common_t *common, impi_cli_option_t one, void *cfg);
 
 /* Says what is wrong with option OPT's value VAL; returns 2 (the exit
  * status for a bad option). */

@@ -68,47 +68,43 @@ static void usage(FILE *f)
           f);
 }
 
+/* An option of impi-relay's own; see impi_cli_option_t. */
+static int relay_option(void *arg, const char *o, const char *v)
+{
+    impi_relay_config_t *cfg = arg;
+
+    if (!strcmp(o, "-server"))
+        cfg->server = v;
+    else if (!strcmp(o, "-inside") || !strcmp(o, "-outside")) {
+        if (impi_cli_ipv4(PROG, o, v))
+            return 2;
+        *(!strcmp(o, "-inside") ? &cfg->inside_addr : &cfg->outside_addr) = v;
+    } else if (!strcmp(o, "-trunks"))
+        return impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg->trunks);
+    else if (!strcmp(o, "-rank"))
+        return impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg->rank);
+    else if (!strcmp(o, "-followers"))
+        cfg->followers = v;
+    else if (!strcmp(o, "-persona-addrs"))
+        cfg->persona_addrs = v;
+    else if (!strcmp(o, "-leader"))
+        cfg->leader = v;
+    else
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     impi_relay_config_t cfg = { .timeout = 600 };
+    impi_cli_common_t common = { &cfg.port, &cfg.require_key, &cfg.key, &cfg.timeout };
     char err[512];
     impi_relay_t *relay;
     icbc_status_t st;
+    int r = impi_cli_parse(PROG, argc, argv, usage, &common, relay_option, &cfg);
 
-    for (int i = 1; i < argc; i++) {
-        const char *o, *v;
-        int r = impi_cli_next(PROG, argc, argv, &i, &o, &v);
-        if (r == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (r == 0 && !strcmp(o, "-server"))
-            cfg.server = v;
-        else if (r == 0 && !strcmp(o, "-port"))
-            r = impi_cli_port(PROG, o, v, &cfg.port);
-        else if (r == 0 && !strcmp(o, "-auth"))
-            r = impi_cli_auth(PROG, o, v, &cfg.require_key, &cfg.key);
-        else if (r == 0 && !strcmp(o, "-inside") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
-            cfg.inside_addr = v;
-        else if (r == 0 && !strcmp(o, "-outside") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
-            cfg.outside_addr = v;
-        else if (r == 0 && !strcmp(o, "-trunks"))
-            r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.trunks);
-        else if (r == 0 && !strcmp(o, "-rank"))
-            r = impi_cli_int(PROG, o, v, 1, IMPI_RELAY_TRUNKS_MAX, "want 1..16", &cfg.rank);
-        else if (r == 0 && !strcmp(o, "-followers"))
-            cfg.followers = v;
-        else if (r == 0 && !strcmp(o, "-persona-addrs"))
-            cfg.persona_addrs = v;
-        else if (r == 0 && !strcmp(o, "-leader"))
-            cfg.leader = v;
-        else if (r == 0 && !strcmp(o, "-timeout"))
-            r = impi_cli_seconds(PROG, o, v, &cfg.timeout);
-        else if (r == 0)
-            r = impi_cli_bad(PROG, o, v, "unknown option (see -help)");
-        if (r)
-            return r;
-    }
+    if (r)
+        return r < 0 ? 0 : r;
     if (cfg.server == NULL)
         return impi_cli_bad(PROG, "-server", "", "impi-server's ADDR:PORT is required");
     if ((cfg.leader != NULL) != (cfg.rank > 0) || (cfg.leader && cfg.trunks))

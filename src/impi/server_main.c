@@ -64,51 +64,58 @@ static void default_host(char *buf, size_t len)
     freeifaddrs(ifa);
 }
 
+/* What impi-server's options give it. */
+typedef struct server_args {
+    impi_server_config_t cfg;
+    const char *host; /* the address to print */
+} server_args_t;
+
+/* An option of impi-server's own; see impi_cli_option_t. */
+static int server_option(void *arg, const char *o, const char *v)
+{
+    server_args_t *a = arg;
+
+    if (!strcmp(o, "-server"))
+        return impi_cli_int(PROG, o, v, 1, IMPI_MAX_CLIENTS, "want 1..32 clients",
+                            &a->cfg.proto.nclients);
+    if (!strcmp(o, "-host")) {
+        if (impi_cli_ipv4(PROG, o, v))
+            return 2;
+        a->host = v;
+    } else if (!strcmp(o, "-listen"))
+        a->cfg.listen_addr = v;
+    else
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    impi_server_config_t cfg = { .timeout = 600 };
-    const char *host = NULL;
+    server_args_t args = { .cfg = { .timeout = 600 } };
+    impi_server_config_t *cfg = &args.cfg;
+    impi_cli_common_t common = { &cfg->port, &cfg->proto.require_key, &cfg->proto.key,
+                                 &cfg->timeout };
+    const char *host;
     char hostbuf[INET_ADDRSTRLEN], err[512];
     impi_server_t *server;
     icbc_status_t st;
+    int r = impi_cli_parse(PROG, argc, argv, usage, &common, server_option, &args);
 
-    for (int i = 1; i < argc; i++) {
-        const char *o, *v;
-        int r = impi_cli_next(PROG, argc, argv, &i, &o, &v);
-        if (r == 1) {
-            usage(stdout);
-            return 0;
-        }
-        if (r == 0 && !strcmp(o, "-server"))
-            r = impi_cli_int(PROG, o, v, 1, IMPI_MAX_CLIENTS, "want 1..32 clients",
-                             &cfg.proto.nclients);
-        else if (r == 0 && !strcmp(o, "-port"))
-            r = impi_cli_port(PROG, o, v, &cfg.port);
-        else if (r == 0 && !strcmp(o, "-auth"))
-            r = impi_cli_auth(PROG, o, v, &cfg.proto.require_key, &cfg.proto.key);
-        else if (r == 0 && !strcmp(o, "-host") && (r = impi_cli_ipv4(PROG, o, v)) == 0)
-            host = v;
-        else if (r == 0 && !strcmp(o, "-listen"))
-            cfg.listen_addr = v;
-        else if (r == 0 && !strcmp(o, "-timeout"))
-            r = impi_cli_seconds(PROG, o, v, &cfg.timeout);
-        else if (r == 0)
-            r = impi_cli_bad(PROG, o, v, "unknown option (see -help)");
-        if (r)
-            return r;
-    }
-    if (cfg.proto.nclients == 0)
+    if (r)
+        return r < 0 ? 0 : r;
+    host = args.host;
+    if (cfg->proto.nclients == 0)
         return impi_cli_bad(PROG, "-server", "", "the number of clients is required");
     icbc_log_set_ident("impi-server");
     signal(SIGPIPE, SIG_IGN);
-    st = impi_server_create(&cfg, &server, err, sizeof(err));
+    st = impi_server_create(cfg, &server, err, sizeof(err));
     if (st != ICBC_OK) {
         fprintf(stderr, "impi-server: %s\n", err);
         return 1;
     }
     if (host == NULL) {
-        if (cfg.listen_addr) {
-            host = cfg.listen_addr;
+        if (cfg->listen_addr) {
+            host = cfg->listen_addr;
         } else {
             default_host(hostbuf, sizeof(hostbuf));
             host = hostbuf;

@@ -29,40 +29,60 @@
 #define BLOCK_COUNT(r) (counts ? counts[r] : count)
 #define BLOCK_DISPL(r) (counts ? displs[r] : (MPI_Aint) (r) *count)
 
+/* Gather(v) (TO_ROOT) or Scatter(v): the root takes each rank's block of
+ * ROOTBUF from it, or gives it, in rank order; every other rank sends or
+ * receives its one block, LEAF. */
+static int linear_at_root(int to_root, void *rootbuf, MPI_Aint count, const MPI_Aint *counts,
+                          const MPI_Aint *displs, MPI_Datatype roottype, void *leaf,
+                          MPI_Aint leafcount, MPI_Datatype leaftype, int root, MPIR_Comm *comm,
+                          MPIR_Errflag_t *errflag)
+{
+    int mpi_errno = MPI_SUCCESS, rank = comm->rank, size = comm->local_size, n = 0;
+    int tag = to_root ? (counts ? LAM_TAG_GATHERV : LAM_TAG_GATHER)
+                      : (counts ? LAM_TAG_SCATTERV : LAM_TAG_SCATTER);
+    MPI_Aint ext;
+    MPIR_Request **req;
+
+    if (rank != root && to_root)
+        return MPIDI_ICBC_impi_send(leaf, leafcount, leaftype, root, tag, comm, ICBC_IMPI_CTX_LAM,
+                                    errflag);
+    if (rank != root)
+        return MPIDI_ICBC_impi_recv(leaf, leafcount, leaftype, root, tag, comm, ICBC_IMPI_CTX_LAM,
+                                    errflag);
+    req = MPL_calloc(MPL_MAX(1, size), sizeof(MPIR_Request *), MPL_MEM_COLL);
+    MPIR_ERR_CHKANDJUMP(req == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIR_Datatype_get_extent_macro(roottype, ext);
+    /* LAM's root serves one rank after the other; the peers differ, so
+     * posting them all at once matches the same messages */
+    for (int r = 0; r < size; r++) {
+        char *at = (char *) rootbuf + BLOCK_DISPL(r) * ext;
+        if (r == rank) {
+            if (leaf != MPI_IN_PLACE && to_root)
+                mpi_errno = MPIR_Localcopy(leaf, leafcount, leaftype, at, BLOCK_COUNT(r), roottype);
+            else if (leaf != MPI_IN_PLACE)
+                mpi_errno = MPIR_Localcopy(at, BLOCK_COUNT(r), roottype, leaf, leafcount, leaftype);
+            MPIR_ERR_CHECK(mpi_errno);
+            continue;
+        }
+        if (to_root)
+            mpi_errno = MPIDI_ICBC_impi_irecv(at, BLOCK_COUNT(r), roottype, r, tag, comm,
+                                              ICBC_IMPI_CTX_LAM, &req[n++]);
+        else
+            mpi_errno = MPIDI_ICBC_impi_isend(at, BLOCK_COUNT(r), roottype, r, tag, comm,
+                                              ICBC_IMPI_CTX_LAM, &req[n++], errflag);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+fn_fail:
+    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
+}
+
 int MPIDI_ICBC_lam_gather(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
                           void *recvbuf, MPI_Aint count, const MPI_Aint *counts,
                           const MPI_Aint *displs, MPI_Datatype recvtype, int root, MPIR_Comm *comm,
                           MPIR_Errflag_t *errflag)
 {
-    int mpi_errno = MPI_SUCCESS, rank = comm->rank, size = comm->local_size, n = 0;
-    int tag = counts ? LAM_TAG_GATHERV : LAM_TAG_GATHER;
-    MPI_Aint rext;
-    MPIR_Request **req;
-
-    if (rank != root)
-        return MPIDI_ICBC_impi_send(sendbuf, sendcount, sendtype, root, tag, comm,
-                                    ICBC_IMPI_CTX_LAM, errflag);
-    req = MPL_calloc(MPL_MAX(1, size), sizeof(MPIR_Request *), MPL_MEM_COLL);
-    MPIR_ERR_CHKANDJUMP(req == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIR_Datatype_get_extent_macro(recvtype, rext);
-    /* LAM's root receives one rank after the other; the sources differ, so
-     * posting them all at once matches the same messages */
-    for (int r = 0; r < size; r++) {
-        char *at = (char *) recvbuf + BLOCK_DISPL(r) * rext;
-        if (r == rank) {
-            if (sendbuf != MPI_IN_PLACE) {
-                mpi_errno =
-                    MPIR_Localcopy(sendbuf, sendcount, sendtype, at, BLOCK_COUNT(r), recvtype);
-                MPIR_ERR_CHECK(mpi_errno);
-            }
-            continue;
-        }
-        mpi_errno = MPIDI_ICBC_impi_irecv(at, BLOCK_COUNT(r), recvtype, r, tag, comm,
-                                          ICBC_IMPI_CTX_LAM, &req[n++]);
-        MPIR_ERR_CHECK(mpi_errno);
-    }
-fn_fail:
-    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
+    return linear_at_root(1, recvbuf, count, counts, displs, recvtype, (void *) sendbuf, sendcount,
+                          sendtype, root, comm, errflag);
 }
 
 int MPIDI_ICBC_lam_scatter(const void *sendbuf, MPI_Aint count, const MPI_Aint *counts,
@@ -70,33 +90,8 @@ int MPIDI_ICBC_lam_scatter(const void *sendbuf, MPI_Aint count, const MPI_Aint *
                            MPI_Aint recvcount, MPI_Datatype recvtype, int root, MPIR_Comm *comm,
                            MPIR_Errflag_t *errflag)
 {
-    int mpi_errno = MPI_SUCCESS, rank = comm->rank, size = comm->local_size, n = 0;
-    int tag = counts ? LAM_TAG_SCATTERV : LAM_TAG_SCATTER;
-    MPI_Aint sext;
-    MPIR_Request **req;
-
-    if (rank != root)
-        return MPIDI_ICBC_impi_recv(recvbuf, recvcount, recvtype, root, tag, comm,
-                                    ICBC_IMPI_CTX_LAM, errflag);
-    req = MPL_calloc(MPL_MAX(1, size), sizeof(MPIR_Request *), MPL_MEM_COLL);
-    MPIR_ERR_CHKANDJUMP(req == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    MPIR_Datatype_get_extent_macro(sendtype, sext);
-    for (int r = 0; r < size; r++) {
-        const char *at = (const char *) sendbuf + BLOCK_DISPL(r) * sext;
-        if (r == rank) {
-            if (recvbuf != MPI_IN_PLACE) {
-                mpi_errno =
-                    MPIR_Localcopy(at, BLOCK_COUNT(r), sendtype, recvbuf, recvcount, recvtype);
-                MPIR_ERR_CHECK(mpi_errno);
-            }
-            continue;
-        }
-        mpi_errno = MPIDI_ICBC_impi_isend(at, BLOCK_COUNT(r), sendtype, r, tag, comm,
-                                          ICBC_IMPI_CTX_LAM, &req[n++], errflag);
-        MPIR_ERR_CHECK(mpi_errno);
-    }
-fn_fail:
-    return MPIDI_ICBC_impi_finish(req, n, mpi_errno, errflag);
+    return linear_at_root(0, (void *) sendbuf, count, counts, displs, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, errflag);
 }
 
 int MPIDI_ICBC_lam_allgatherv(const void *sendbuf, MPI_Aint sendcount, MPI_Datatype sendtype,
