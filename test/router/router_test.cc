@@ -1492,8 +1492,10 @@ struct RouterProcess {
             cfg.max_rss = ResidentBytes() + headroom;
             cfg.stream_queue = 64u << 20;
         }
-        if (icbc_router_create(&cfg, &r, err, sizeof(err)) != ICBC_OK)
+        if (icbc_router_create(&cfg, &r, err, sizeof(err)) != ICBC_OK) {
+            fprintf(stderr, "router %s: %s\n", host, err);
             _exit(4);
+        }
         char up[64];
         int n = headroom ? snprintf(up, sizeof(up), "up %zu\n", cfg.max_rss)
                          : snprintf(up, sizeof(up), "up\n");
