@@ -336,6 +336,7 @@ nhosts=$(grep -cv '^[[:space:]]*\(#\|$\)' "$HYDRA_HOST_FILE")
 
 # ------------------------------------------------------------ test env ---
 export MPITEST_TIMEOUT=$timeout
+export MPITEST_CLEANUP=0
 env_set=()
 if [ $net_defaults = 1 ]; then
     case $device in
@@ -412,6 +413,26 @@ jobs_snapshot() {
 }
 
 # ------------------------------------------------------------------ run ---
+# prebuild DIR LIST: build the programs LIST names in DIR (and in the
+# directories it names) with one make on both cores.  runtests builds each
+# program alone before running it, one compile at a time; with MPITEST_CLEANUP=0
+# (exported below) it keeps them, so a later run makes nothing.  A program
+# that does not build is left to runtests, which reports it as the test's
+# failure.
+prebuild() {
+    local d=$1 lname=$2 p progs=()
+    [ -f "$src/$d/$lname" ] || return 0
+    for p in $(sed -n 's/^[[:space:]]*\([^#[:space:]][^[:space:]]*\).*/\1/p' "$src/$d/$lname" | sort -u); do
+        if [ -d "$src/$d/$p" ]; then
+            prebuild "$d/$p" testlist
+        else
+            progs+=("$p")
+        fi
+    done
+    [ ${#progs[@]} = 0 ] && return 0
+    (cd "$src/$d" && nice -n 10 make -k -j2 "${progs[@]}") >>"$builddir/build-tests.log" 2>&1 || true
+}
+
 # run_one BASE RUN DIR LIST: one runtests in test directory DIR with list
 # file LIST (relative to DIR), results under BASE/dirs/RUN/.
 run_one() {
@@ -424,6 +445,7 @@ run_one() {
     jobs_snapshot "before $run"
     msg "running $run ($(grep -cv '^[[:space:]]*\(#\|$\)' "$src/$d/$lname") list entries) ..."
     t0=$(date +%s)
+    prebuild "$d" "$lname"
     (cd "$src" && MPITEST_PROGRAM_WRAPPER=$wrapper nice -n 10 ./runtests -srcdir=. \
         -tests="$lname" -testdirs="$d" -mpiexec="$builddir/mpiexec-bounded" \
         -xmlfile="$base/dirs/$run/summary.xml" -tapfile="$base/dirs/$run/summary.tap" \
