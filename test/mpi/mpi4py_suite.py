@@ -52,6 +52,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
@@ -174,6 +175,29 @@ def dump_and_backtraces(out):
     return f"dumps of {len(pids)} process(es) in the log, backtraces in {out}"
 
 
+SLOWEST = 6
+RESULT_LINE = re.compile(r"^\w+ \([\w.]+\) \.\.\. ")
+
+
+def test_name(line):
+    """ "testX (test_rma.TestRMAWorld.testX) ... ok" -> "test_rma.TestRMAWorld.testX" """
+    m = re.match(r"^\w+ \(([\w.]+)\)", line)
+    return m.group(1) if m else line
+
+
+def copy_timed(stream, f, done):
+    """Copy the job's output to f; for each result line of the verbose runner
+    ("name (module.Class.name) ... ok") note the time since the one before,
+    which is about that test's time, to name the slowest tests."""
+    last = time.time()
+    for line in stream:
+        f.write(line)
+        if RESULT_LINE.match(line):
+            now = time.time()
+            done.append((now - last, line.strip()))
+            last = now
+
+
 def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
     log = os.path.join(work, f"{label}.log")
     argv = ["mpiexec", "-n", "4", "-ppn", "1", py, "-u", os.path.join(testdir, "main.py"), "-v",
@@ -184,9 +208,12 @@ def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
         argv += ["-i", include]
     env = dict(env, PYTHONUNBUFFERED="1")
     t0 = time.time()
+    done = []   # (seconds since the last result line, result line)
     with open(log, "w") as f:
-        p = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=work,
-                             start_new_session=True)
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             cwd=work, start_new_session=True, text=True, errors="replace")
+        reader = threading.Thread(target=copy_timed, args=(p.stdout, f, done), daemon=True)
+        reader.start()
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -194,7 +221,12 @@ def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
             bts = dump_and_backtraces(log + ".bt")
             os.killpg(p.pid, 9)
             p.wait()
+        reader.join(timeout=10)
     secs = time.time() - t0
+    slow = sorted(done, reverse=True)[:SLOWEST]
+    if slow:
+        print(f"  {label}: slowest tests (s since the result before): "
+              + "; ".join(f"{test_name(line)} {dt:.1f}" for dt, line in slow), flush=True)
     text = open(log).read()
     ran = re.findall(r"^Ran (\d+) tests?", text, re.M)
     skipped = re.findall(r"^OK \(skipped=(\d+)\)", text, re.M)
