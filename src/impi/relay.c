@@ -431,20 +431,10 @@ void impi_relay_destroy(impi_relay_t *r)
 {
     if (r == NULL)
         return;
-    if (r->outs && r->out)
-        for (int h = 0; h < r->out->nhosts_total; h++)
-            relay_conn_free(&r->outs[h]);
-    if (r->ins)
-        for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-            relay_conn_free(&r->ins[i]);
-    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++) {
-        relay_conn_free(&r->links[j]);
+    relay_data_free(r);
+    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++)
         if (r->peer[j].ctl_fd >= 0)
             close(r->peer[j].ctl_fd);
-    }
-    free(r->outs);
-    free(r->ins);
-    free(r->dirty);
     if (r->cfg.given_startup_fd)
         r->startup_lfd = -1; /* the caller's */
     int fds[] = { r->startup_lfd, r->startup_fd, r->server_fd, r->out_lfd, r->link_lfd };
@@ -454,8 +444,6 @@ void impi_relay_destroy(impi_relay_t *r)
     for (int c = 0; c < IMPI_MAX_CLIENTS; c++)
         if (r->persona_lfd[c] >= 0)
             close(r->persona_lfd[c]);
-    if (r->poller)
-        bt_poller_destroy(r->poller);
     impi_rly_destroy(r->rly);
     if (r->rank > 0 && r->in) {
         impi_layout_free(&r->own_in);
@@ -944,22 +932,10 @@ static icbc_status_t run_connect(impi_relay_t *r, char *err, size_t errlen)
     int expect = 0, got = 0, K = r->client;
     icbc_status_t st;
 
-    r->self_out = r->rank < (int) r->out->nhosts[K] ? r->out->first_host[K] + r->rank : -1;
     log_layout("inside", r->in);
     log_layout("outside", r->out);
-    r->nin = (int) r->in->nhosts[K];
-    r->outs = calloc((size_t) r->out->nhosts_total, sizeof(relay_conn_t));
-    r->ins = calloc((size_t) IMPI_MAX_CLIENTS * (size_t) r->nin, sizeof(relay_conn_t));
-    r->dirty = calloc((size_t) r->out->nhosts_total + (size_t) IMPI_MAX_CLIENTS * (size_t) r->nin +
-                          IMPI_RELAY_TRUNKS_MAX,
-                      sizeof(relay_conn_t *));
-    if (!r->outs || !r->ins || !r->dirty || bt_poller_create(&r->poller) != ICBC_OK)
-        return ICBC_ERR_NO_MEMORY;
-    for (int h = 0; h < r->out->nhosts_total; h++)
-        r->outs[h].fd = -1;
-    for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
-        r->ins[i].fd = -1;
-    relay_fini_init(r);
+    if ((st = relay_data_init(r)) != ICBC_OK)
+        return st;
     /* the relays below */
     for (int j = 0; j < r->rank; j++) {
         uint8_t first[IMPI_LINK_HDR_SIZE];

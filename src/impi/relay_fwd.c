@@ -245,7 +245,8 @@ static void link_broadcast(impi_relay_t *r, uint32_t kind, uint32_t a, uint32_t 
 
 /* ---- FINI ------------------------------------------------------------------ */
 
-void relay_fini_init(impi_relay_t *r)
+/* The FINI counts this relay waits for, from the layouts. */
+static void fini_init(impi_relay_t *r)
 {
     /* every inside host has a connection with every persona of every relay;
      * every outside host of client C with every relay's outside host */
@@ -256,6 +257,49 @@ void relay_fini_init(impi_relay_t *r)
         r->fini_in_want += (long) r->in->nhosts[c] * r->nin;
         r->fini_out_want[c] = (long) r->out->nhosts[c] * r->out->nhosts[r->client];
     }
+}
+
+/* ---- the data phase's tables --------------------------------------------- */
+
+icbc_status_t relay_data_init(impi_relay_t *r)
+{
+    int K = r->client;
+
+    r->self_out = r->rank < (int) r->out->nhosts[K] ? r->out->first_host[K] + r->rank : -1;
+    r->nin = (int) r->in->nhosts[K];
+    r->outs = calloc((size_t) r->out->nhosts_total, sizeof(relay_conn_t));
+    r->ins = calloc((size_t) IMPI_MAX_CLIENTS * (size_t) r->nin, sizeof(relay_conn_t));
+    r->dirty = calloc((size_t) r->out->nhosts_total + (size_t) IMPI_MAX_CLIENTS * (size_t) r->nin +
+                          IMPI_RELAY_TRUNKS_MAX,
+                      sizeof(relay_conn_t *));
+    if (!r->outs || !r->ins || !r->dirty || bt_poller_create(&r->poller) != ICBC_OK)
+        return ICBC_ERR_NO_MEMORY;
+    for (int h = 0; h < r->out->nhosts_total; h++)
+        r->outs[h].fd = -1;
+    for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
+        r->ins[i].fd = -1;
+    fini_init(r);
+    return ICBC_OK;
+}
+
+void relay_data_free(impi_relay_t *r)
+{
+    if (r->outs && r->out)
+        for (int h = 0; h < r->out->nhosts_total; h++)
+            relay_conn_free(&r->outs[h]);
+    if (r->ins)
+        for (int i = 0; i < IMPI_MAX_CLIENTS * r->nin; i++)
+            relay_conn_free(&r->ins[i]);
+    for (int j = 0; j < IMPI_RELAY_TRUNKS_MAX; j++)
+        relay_conn_free(&r->links[j]);
+    free(r->outs);
+    free(r->ins);
+    free(r->dirty);
+    r->outs = r->ins = NULL;
+    r->dirty = NULL;
+    if (r->poller)
+        bt_poller_destroy(r->poller);
+    r->poller = NULL;
 }
 
 static void send_fini(relay_conn_t *c)

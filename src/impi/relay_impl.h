@@ -14,6 +14,10 @@
 #include "impi_relay_link.h"
 #include "impi_rx.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { RELAY_INSIDE = 0, RELAY_OUTSIDE = 1, RELAY_LINK = 2 };
 
 /* One connection of the data phase: to a host of either side, or to
@@ -95,13 +99,20 @@ struct impi_relay {
 void relay_failf(impi_relay_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* relay_fwd.c */
+/* The data phase's tables (connections per outside host and per persona
+ * and inside host, none open yet), its poller and the FINI counts, from the
+ * layouts, the client and the rank; relay_data_free closes and frees them. */
+icbc_status_t relay_data_init(impi_relay_t *r);
+void relay_data_free(impi_relay_t *r);
 icbc_status_t relay_conn_open(impi_relay_t *r, relay_conn_t *c, int side, int client, int self,
                               int peer, int fd);
 void relay_conn_free(relay_conn_t *c);
 relay_conn_t *relay_inside_conn(impi_relay_t *r, int client, int host);
 /* Whether every connection has ended (after FINI). */
 int relay_all_closed(const impi_relay_t *r);
-/* The FINI counts this relay waits for, from the layouts. */
-void relay_fini_init(impi_relay_t *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ICBC_RELAY_IMPL_H */

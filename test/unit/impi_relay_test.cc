@@ -5,17 +5,28 @@
  * answers it gets into a layout, as a client would, and the test checks
  * what each sees of the other. Hostile or out-of-order input from either
  * side is refused with its reason.
+ *
+ * Then its data phase (relay_fwd.c) on the layouts that start-up made: the
+ * relay's host connections are socket pairs whose other ends the test
+ * writes and reads byte by byte, so that a packet can be held half sent
+ * for as long as a case needs.
  */
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "icbc_bytes.h"
 #include "impi_proto.h"
 #include "impi_relay.h"
+#include "impi_rx.h"
 #include "impi_server.h"
+#include "relay_impl.h"
 #include "impi_test_layout.h"
 
 namespace
@@ -473,6 +484,176 @@ TEST_F(RelayStartup, AServerThatWantsAKeyTheRelayHasNotIsNamed)
     make_relay();
     from_inside(hello(1));
     EXPECT_NE(std::string::npos, srv_err.find("not the key")) << srv_err;
+}
+
+/* ---- the data phase -------------------------------------------------------- */
+
+/* RelayStartup's job (client 0 outside, client 1 behind the relay) through
+ * start-up, then the relay's data phase on its layouts with socket pairs for
+ * host connections. */
+struct RelayData : RelayStartup {
+    impi_relay_t *r = nullptr;
+    std::vector<int> ends; /* the test's ends of the socket pairs */
+
+    void start(Client out, Client in)
+    {
+        make_relay();
+        start_job(out, in);
+        ASSERT_TRUE(impi_rly_started(rly));
+        r = (impi_relay_t *) calloc(1, sizeof(*r));
+        ASSERT_NE(nullptr, r);
+        r->in = impi_rly_inside(rly);
+        r->out = impi_rly_outside(rly);
+        r->client = impi_rly_client(rly);
+        r->ntrunks = 1;
+        ASSERT_EQ(ICBC_OK, relay_data_init(r));
+    }
+    void TearDown() override
+    {
+        if (r) {
+            relay_data_free(r);
+            free(r);
+        }
+        for (int fd : ends)
+            close(fd);
+        RelayStartup::TearDown();
+    }
+    /* Opens C as the relay's connection SELF -> PEER; the test's end. */
+    int open(relay_conn_t *c, int side, int client, int self, int peer)
+    {
+        int sv[2];
+        EXPECT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv));
+        EXPECT_EQ(ICBC_OK, relay_conn_open(r, c, side, client, self, peer, sv[0]));
+        ends.push_back(sv[1]);
+        return sv[1];
+    }
+    /* The persona of outside client C toward the inside host H (inside
+     * layout), and the relay toward outside host H (outside layout). */
+    int open_inside(int c, int h)
+    {
+        return open(relay_inside_conn(r, c, h), RELAY_INSIDE, c, r->in->first_host[c], h);
+    }
+    int open_outside(int h)
+    {
+        return open(&r->outs[h], RELAY_OUTSIDE, r->out->hosts[h].client, r->self_out, h);
+    }
+    /* The relay's rounds until none has anything left to do. */
+    void run()
+    {
+        for (int idle = 0; idle < 3 && !r->failed;)
+            idle = bt_poller_wait(r->poller, 20) > 0 ? 0 : idle + 1;
+        ASSERT_FALSE(r->failed) << r->why;
+    }
+    static void send_bytes(int fd, const Bytes &b, size_t from, size_t to)
+    {
+        while (from < to) {
+            ssize_t n = send(fd, b.data() + from, to - from, MSG_NOSIGNAL);
+            ASSERT_GT(n, 0) << strerror(errno);
+            from += (size_t) n;
+        }
+    }
+    static Bytes take(int fd)
+    {
+        Bytes got;
+        uint8_t buf[65536];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+            got.insert(got.end(), buf, buf + n);
+        return got;
+    }
+};
+
+/* A DATA packet of LEN bytes from world rank SRC to DEST as LAYOUT names
+ * them, the payload a pattern of SEED. */
+Bytes data_packet(const impi_layout_t *layout, int src, int dest, uint32_t len, uint8_t seed)
+{
+    impi_pkt_hdr_t h{};
+    h.type = IMPI_PK_DATA;
+    h.len = len;
+    h.src = layout->procs[src];
+    h.dest = layout->procs[dest];
+    h.srqid = 100u + (uint64_t) src;
+    h.msglen = len;
+    h.lsrank = src;
+    h.tag = 7;
+    Bytes b(IMPI_PKT_HDR_SIZE);
+    impi_pkt_hdr_pack(&h, b.data());
+    for (uint32_t i = 0; i < len; i++)
+        b.push_back((uint8_t) (seed + i * 7));
+    return b;
+}
+
+struct Received {
+    int src;
+    int64_t pid;
+    Bytes payload;
+};
+
+void collect(void *arg, const impi_rx_pkt_t *pkt)
+{
+    ((std::vector<Received> *) arg)
+        ->push_back({ pkt->src, pkt->hdr->src.pid, Bytes(pkt->payload, pkt->payload + pkt->len) });
+}
+
+/* Two inside hosts send to the one outside host. The first packet is held
+ * half sent: its header and half go on at once (cut through) and the relay's
+ * connection to the outside host belongs to it until its last byte. The
+ * second host's packet, read meanwhile in two pieces, waits behind it whole;
+ * the outside host reads the first packet whole, then the second, never the
+ * two mixed. */
+TEST_F(RelayData, APacketForAConnectionInUseWaitsBehindThePacketStreamingIntoIt)
+{
+    const uint32_t big = 60000, small = 9000;
+    start(Client(0, { 1 }, 65536), Client(1, { 1, 1 }, 65536));
+    ASSERT_GE(r->in->datalen, big);
+    /* inside layout: host 0 the persona of client 0 (rank 0), hosts 1 and 2
+     * the inside client's (ranks 1 and 2); outside: host 0 client 0's,
+     * host 1 the relay's */
+    int in1 = open_inside(0, 1), in2 = open_inside(0, 2), out0 = open_outside(0);
+    Bytes a = data_packet(r->in, 1, 0, big, 1), b = data_packet(r->in, 2, 0, small, 2);
+    impi_rx_t rx;
+    std::vector<Received> got;
+    char err[256] = "";
+    ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, r->out, 0, r->self_out));
+
+    send_bytes(in1, a, 0, IMPI_PKT_HDR_SIZE + big / 2);
+    run();
+    Bytes first = take(out0);
+    EXPECT_EQ(IMPI_PKT_HDR_SIZE + big / 2, first.size()) << "the header and the half that came";
+    EXPECT_EQ(1u, r->pkts_cut);
+
+    send_bytes(in2, b, 0, IMPI_PKT_HDR_SIZE + small / 2);
+    run();
+    send_bytes(in2, b, IMPI_PKT_HDR_SIZE + small / 2, b.size());
+    run();
+    EXPECT_EQ(0u, take(out0).size()) << "nothing of the second packet before the first's end";
+    EXPECT_EQ(1u, r->pkts_cut) << "a packet for a connection in use is not cut through";
+    EXPECT_EQ(1u, r->pkts_whole);
+    EXPECT_EQ(1u, r->pkts_behind);
+
+    send_bytes(in1, a, IMPI_PKT_HDR_SIZE + big / 2, a.size());
+    run();
+    Bytes rest = take(out0);
+    EXPECT_EQ(big / 2 + IMPI_PKT_HDR_SIZE + small, rest.size());
+    ASSERT_EQ(ICBC_OK,
+              impi_rx_feed(&rx, first.data(), first.size(), collect, &got, err, sizeof(err)))
+        << err;
+    ASSERT_EQ(ICBC_OK, impi_rx_feed(&rx, rest.data(), rest.size(), collect, &got, err, sizeof(err)))
+        << err;
+    impi_rx_free(&rx);
+    ASSERT_EQ(2u, got.size());
+    EXPECT_EQ(1, got[0].src);
+    EXPECT_EQ(r->out->procs[1].pid, got[0].pid) << "the source as the outside knows it";
+    EXPECT_TRUE(got[0].payload == Bytes(a.begin() + IMPI_PKT_HDR_SIZE, a.end()));
+    EXPECT_EQ(2, got[1].src);
+    EXPECT_TRUE(got[1].payload == Bytes(b.begin() + IMPI_PKT_HDR_SIZE, b.end()));
+
+    /* the connection is free again: the next packet is cut through */
+    Bytes c = data_packet(r->in, 2, 0, big, 3);
+    send_bytes(in2, c, 0, IMPI_PKT_HDR_SIZE + big / 2);
+    run();
+    EXPECT_EQ(2u, r->pkts_cut);
+    EXPECT_EQ(IMPI_PKT_HDR_SIZE + big / 2, take(out0).size());
 }
 
 } // namespace
