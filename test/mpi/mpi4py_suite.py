@@ -33,13 +33,19 @@ Excluded by name, with the reason:
 
   test/mpi/mpi4py_suite.py [--prefix DIR] [--layout clusters|one|both]
                            [--policies "aggregate ..."] [--runs N] [--runs-one N]
-                           [--timeout S] [--include REGEX] [--delay TIME] [--csv FILE]
+                           [--timeout S] [--include REGEX] [--exclude REGEX]
+                           [--delay TIME] [--csv FILE]
                            [--keep] [--name T]          ends with "N passed, N failed"
 
 --name gives the testbed another name (default tm4py; its logs then go to
 _build/mpi4py/T/), so that a second run can go at the same time.
 
-The run in ./quickstart.sh test: --layout both --policies aggregate. The
+--include and --exclude choose test modules by a regular expression of
+their file names (mpi4py's main.py -i and -e).
+
+The run in ./quickstart.sh test: --layout clusters --policies aggregate
+--delay 100us --exclude test_rma (the one-sided modules run in the full
+tier's mpi4py slices). The
 longer conformance run (docs/testsuite.md):
   --layout both --policies "aggregate static alltoall tcp" --runs N
 """
@@ -198,10 +204,10 @@ def copy_timed(stream, f, done):
             last = now
 
 
-def run_suite(rep, tb, env, py, testdir, label, work, timeout, include):
+def run_suite(rep, tb, env, py, testdir, label, work, timeout, include, exclude):
     log = os.path.join(work, f"{label}.log")
     argv = ["mpiexec", "-n", "4", "-ppn", "1", py, "-u", os.path.join(testdir, "main.py"), "-v",
-            "-e", EXCLUDE_MODULES]
+            "-e", EXCLUDE_MODULES + (f"|{exclude}" if exclude else "")]
     for x in EXCLUDE_NAMES:
         argv += ["-x", x]
     if include:
@@ -294,6 +300,8 @@ def main():
     ap.add_argument("--runs-one", type=int, default=1, help="runs on one cluster")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--include", default="")
+    ap.add_argument("--exclude", default="",
+                    help="leave out the test modules this regular expression finds too")
     ap.add_argument("--delay", default="1ms", help="one-way WAN delay of --layout clusters")
     ap.add_argument("--csv", default="", help="write every run's time to this CSV file")
     ap.add_argument("--keep", action="store_true")
@@ -327,7 +335,7 @@ def main():
                 for i in range(runs):
                     label = f"mpi4py:{layout}:{pol}:{i + 1}"
                     r = run_suite(rep, tb, env, py, testdir, label, tb.work, args.timeout,
-                                  args.include)
+                                  args.include, args.exclude)
                     r.update(layout=layout, policy=pol, run=i + 1)
                     results.append(r)
     report_times(rep, results, args.csv)
