@@ -552,6 +552,8 @@ struct RelayData : RelayStartup {
             from += (size_t) n;
         }
     }
+    void behind(int sa, int sb, int d, const impi_layout_t *from, int a_src, int b_src, int dest,
+                const impi_layout_t *to, impi_rx_t *rx);
     static Bytes take(int fd)
     {
         Bytes got;
@@ -595,65 +597,88 @@ void collect(void *arg, const impi_rx_pkt_t *pkt)
         ->push_back({ pkt->src, pkt->hdr->src.pid, Bytes(pkt->payload, pkt->payload + pkt->len) });
 }
 
-/* Two inside hosts send to the one outside host. The first packet is held
- * half sent: its header and half go on at once (cut through) and the relay's
- * connection to the outside host belongs to it until its last byte. The
- * second host's packet, read meanwhile in two pieces, waits behind it whole;
- * the outside host reads the first packet whole, then the second, never the
- * two mixed. */
-TEST_F(RelayData, APacketForAConnectionInUseWaitsBehindThePacketStreamingIntoIt)
+/* The case of both tests below: packet A (world rank A_SRC to DEST, in the
+ * ids of layout FROM, big) from the host at end SA, and B (B_SRC to DEST,
+ * smaller) from the host at end SB, whose packets the relay hands on into
+ * one connection, read by the host at end D as RX reads it (layout TO).
+ * A is held half sent: its header and half go on at once (cut through),
+ * and the connection belongs to it until its last byte. B, read meanwhile
+ * in two pieces, waits behind it whole; D reads A whole, then B, never the
+ * two mixed. Then a third packet finds the connection free again and is cut
+ * through. */
+void RelayData::behind(int sa, int sb, int d, const impi_layout_t *from, int a_src, int b_src,
+                       int dest, const impi_layout_t *to, impi_rx_t *rx)
 {
     const uint32_t big = 60000, small = 9000;
-    start(Client(0, { 1 }, 65536), Client(1, { 1, 1 }, 65536));
-    ASSERT_GE(r->in->datalen, big);
-    /* inside layout: host 0 the persona of client 0 (rank 0), hosts 1 and 2
-     * the inside client's (ranks 1 and 2); outside: host 0 client 0's,
-     * host 1 the relay's */
-    int in1 = open_inside(0, 1), in2 = open_inside(0, 2), out0 = open_outside(0);
-    Bytes a = data_packet(r->in, 1, 0, big, 1), b = data_packet(r->in, 2, 0, small, 2);
-    impi_rx_t rx;
+    ASSERT_GE(from->datalen, big);
+    Bytes a = data_packet(from, a_src, dest, big, 1), b = data_packet(from, b_src, dest, small, 2);
     std::vector<Received> got;
     char err[256] = "";
-    ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, r->out, 0, r->self_out));
 
-    send_bytes(in1, a, 0, IMPI_PKT_HDR_SIZE + big / 2);
+    send_bytes(sa, a, 0, IMPI_PKT_HDR_SIZE + big / 2);
     run();
-    Bytes first = take(out0);
+    Bytes first = take(d);
     EXPECT_EQ(IMPI_PKT_HDR_SIZE + big / 2, first.size()) << "the header and the half that came";
     EXPECT_EQ(1u, r->pkts_cut);
 
-    send_bytes(in2, b, 0, IMPI_PKT_HDR_SIZE + small / 2);
+    send_bytes(sb, b, 0, IMPI_PKT_HDR_SIZE + small / 2);
     run();
-    send_bytes(in2, b, IMPI_PKT_HDR_SIZE + small / 2, b.size());
+    send_bytes(sb, b, IMPI_PKT_HDR_SIZE + small / 2, b.size());
     run();
-    EXPECT_EQ(0u, take(out0).size()) << "nothing of the second packet before the first's end";
+    EXPECT_EQ(0u, take(d).size()) << "nothing of the second packet before the first's end";
     EXPECT_EQ(1u, r->pkts_cut) << "a packet for a connection in use is not cut through";
     EXPECT_EQ(1u, r->pkts_whole);
     EXPECT_EQ(1u, r->pkts_behind);
 
-    send_bytes(in1, a, IMPI_PKT_HDR_SIZE + big / 2, a.size());
+    send_bytes(sa, a, IMPI_PKT_HDR_SIZE + big / 2, a.size());
     run();
-    Bytes rest = take(out0);
+    Bytes rest = take(d);
     EXPECT_EQ(big / 2 + IMPI_PKT_HDR_SIZE + small, rest.size());
     ASSERT_EQ(ICBC_OK,
-              impi_rx_feed(&rx, first.data(), first.size(), collect, &got, err, sizeof(err)))
+              impi_rx_feed(rx, first.data(), first.size(), collect, &got, err, sizeof(err)))
         << err;
-    ASSERT_EQ(ICBC_OK, impi_rx_feed(&rx, rest.data(), rest.size(), collect, &got, err, sizeof(err)))
+    ASSERT_EQ(ICBC_OK, impi_rx_feed(rx, rest.data(), rest.size(), collect, &got, err, sizeof(err)))
         << err;
-    impi_rx_free(&rx);
     ASSERT_EQ(2u, got.size());
-    EXPECT_EQ(1, got[0].src);
-    EXPECT_EQ(r->out->procs[1].pid, got[0].pid) << "the source as the outside knows it";
+    EXPECT_EQ(a_src, got[0].src);
+    EXPECT_EQ(to->procs[a_src].pid, got[0].pid) << "the source as the next side knows it";
     EXPECT_TRUE(got[0].payload == Bytes(a.begin() + IMPI_PKT_HDR_SIZE, a.end()));
-    EXPECT_EQ(2, got[1].src);
+    EXPECT_EQ(b_src, got[1].src);
     EXPECT_TRUE(got[1].payload == Bytes(b.begin() + IMPI_PKT_HDR_SIZE, b.end()));
 
-    /* the connection is free again: the next packet is cut through */
-    Bytes c = data_packet(r->in, 2, 0, big, 3);
-    send_bytes(in2, c, 0, IMPI_PKT_HDR_SIZE + big / 2);
+    Bytes c = data_packet(from, b_src, dest, big, 3);
+    send_bytes(sb, c, 0, IMPI_PKT_HDR_SIZE + big / 2);
     run();
     EXPECT_EQ(2u, r->pkts_cut);
-    EXPECT_EQ(IMPI_PKT_HDR_SIZE + big / 2, take(out0).size());
+    EXPECT_EQ(IMPI_PKT_HDR_SIZE + big / 2, take(d).size());
+}
+
+/* Two inside hosts to the one outside host: the relay's connection to it. */
+TEST_F(RelayData, APacketForAConnectionInUseWaitsBehindThePacketStreamingIntoIt)
+{
+    start(Client(0, { 1 }, 65536), Client(1, { 1, 1 }, 65536));
+    /* inside layout: host 0 the persona of client 0 (rank 0), hosts 1 and 2
+     * the inside client's (ranks 1 and 2); outside: host 0 client 0's,
+     * host 1 the relay's */
+    int in1 = open_inside(0, 1), in2 = open_inside(0, 2), out0 = open_outside(0);
+    impi_rx_t rx;
+    ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, r->out, 0, r->self_out));
+    behind(in1, in2, out0, r->in, 1, 2, 0, r->out, &rx);
+    impi_rx_free(&rx);
+}
+
+/* Two hosts of one outside client to the one inside host: the connection
+ * of that client's persona to it. */
+TEST_F(RelayData, APacketFromOutsideWaitsBehindOneStreamingIntoThePersonasConnection)
+{
+    start(Client(0, { 1, 1 }, 65536), Client(1, { 1 }, 65536));
+    /* outside layout: hosts 0 and 1 client 0's (ranks 0 and 1), host 2 the
+     * relay's (rank 2); inside: host 0 the persona, host 1 the inside host */
+    int out0 = open_outside(0), out1 = open_outside(1), in1 = open_inside(0, 1);
+    impi_rx_t rx;
+    ASSERT_EQ(ICBC_OK, impi_rx_init(&rx, r->in, 1, r->in->first_host[0]));
+    behind(out0, out1, in1, r->out, 0, 1, 2, r->in, &rx);
+    impi_rx_free(&rx);
 }
 
 } // namespace
