@@ -44,8 +44,9 @@ _build/mpi4py/T/), so that a second run can go at the same time.
 their file names (mpi4py's main.py -i and -e).
 
 The run in ./quickstart.sh test: --layout clusters --policies aggregate
---delay 100us --exclude test_rma (the one-sided modules run in the full
-tier's mpi4py slices). The
+--delay 100us --exclude "test_rma|test_datatype" (the one-sided modules,
+and test_datatype, which sends nothing, run in the full tier's mpi4py
+slices). The
 longer conformance run (docs/testsuite.md):
   --layout both --policies "aggregate static alltoall tcp" --runs N
 """
