@@ -199,6 +199,7 @@ def copy_timed(stream, f, done):
     last = time.time()
     for line in stream:
         f.write(line)
+        f.flush()  # the log stays whole if this harness is stopped
         if RESULT_LINE.match(line):
             now = time.time()
             done.append((now - last, line.strip()))
