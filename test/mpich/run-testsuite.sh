@@ -58,7 +58,8 @@ usage: run-testsuite.sh --mpi PREFIX --label NAME [options]
 Per-device defaults, so that inter-node traffic leaves shared memory:
   ch4:ucx   UCX_NET_DEVICES=fab0 UCX_TLS=tcp,sm,self (see docs/testsuite.md
             for why not tcp,self)
-  ch4:icbc  MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0
+  ch4:icbc  none: the job starts as a user starts it (the testbed's env file and
+            router file, whose fabric line names the fabric network)
 The last line printed is "N passed, N failed, N skipped" (time-outs count as failed;
 skipped: the lines MPICH marks xfail=, each named on a "SKIP:" line).
 EOF
@@ -341,9 +342,9 @@ env_set=()
 if [ $net_defaults = 1 ]; then
     case $device in
         ch4:ucx*) env_set+=(UCX_NET_DEVICES=fab0 UCX_TLS=tcp,sm,self) ;;
-        # --fabric-api: the job as a user starts it, the router file alone
-        # (its fabric line names the fabric network); no device variable
-        ch4:icbc*) [ -n "$fabric_api" ] || env_set+=(MPIR_CVAR_CH4_ICBC_UCX_NET_DEVICES=fab0) ;;
+        # the job as a user starts it: the router file's fabric line names the
+        # fabric network, on either fabric API; no device variable
+        ch4:icbc*) ;;
         *) msg "warning: no network defaults for device '$device'" ;;
     esac
 fi
