@@ -9,6 +9,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "icbc_clock.h"
 #include "icbc_hmap.h"
 #include "icbc_list.h"
 #include "icbc_log.h"
@@ -276,6 +277,8 @@ static ucs_status_t am_recv_cb(void *arg, const void *header, size_t header_leng
     return UCS_OK;
 }
 
+#define UCX_CLOSE_WAIT_S 5.0
+
 static void ucx_destroy(mx_fabric_t *base)
 {
     ucx_fabric_t *f = (ucx_fabric_t *) base;
@@ -289,8 +292,13 @@ static void ucx_destroy(mx_fabric_t *base)
         e->flush = 0; /* nothing waits for queued sends any more */
     if (f->worker) {
         close_pending(f);
-        /* Forced closes complete within a few progress calls; bound the wait. */
-        for (int i = 0; f->closing > 0 && i < 100000; i++)
+        /* Forced closes complete within a few progress calls; the wait is
+         * bounded in time, not in calls: a close still pending when the
+         * worker is destroyed fails UCX's assertion on unreleased requests,
+         * and under a sanitizer on a loaded host 100,000 calls were not
+         * always enough. */
+        double end = icbc_clock_now() + UCX_CLOSE_WAIT_S;
+        while (f->closing > 0 && icbc_clock_now() < end)
             ucp_worker_progress(f->worker);
     }
     while (!icbc_list_empty(&f->eps))
