@@ -12,7 +12,8 @@
  * endpoint.
  *
  * Headers and eager payloads travel in one message, copied into a
- * registered send buffer; receive buffers are posted in a ring of
+ * registered send buffer (a payload of 4 to 16 KiB is sent from where it
+ * is, behind them: OFI_SEND_ZCOPY_MIN); receive buffers are posted in a ring of
  * registered buffers, kept by the owner as long as it wants (then
  * reposted). Messages are tagged sends with one tag (OFI_TAG_MSG) rather
  * than untagged ones: rxm over tcp hands tagged operations to tcp's own
@@ -71,6 +72,16 @@
 #define OFI_MAX_HDR (4096 + 128)
 #define OFI_NAME_MAX 64
 #define OFI_CQ_BATCH 16
+
+/* An eager payload of 4 to 16 KiB whose owner waits for the send's
+ * completion goes from the owner's buffer (a second element of the send)
+ * instead of being copied behind the headers. On two nodes of the testbed
+ * (tcp;ofi_rxm, 10,000 round trips, medians of four runs each way) that
+ * took 0.5, 1.2 and 1.6 us off 4, 8 and 16 KiB one way, and added 6 us to
+ * 32 KiB (59.5 -> 65.9 us), which is copied. A smaller payload is copied
+ * too: its owner is done at once. */
+#define OFI_SEND_ZCOPY_MIN 4096
+#define OFI_SEND_ZCOPY_MAX 16384
 #define OFI_TAG_MSG (1ULL << 63) /* every message; a rendezvous payload's tag is its cookie */
 
 enum { K_HELLO = 1, K_HELLO_ACK, K_AM, K_RTS, K_CTS, K_FIN, K_BYE, K_PING };
@@ -151,14 +162,14 @@ typedef struct ofi_op {
     char *buf;             /* OP_RECV, OP_SEND, OP_RTS: the buffer */
     struct fid_mr *buf_mr; /* its registration (FI_MR_LOCAL) */
     struct fid_mr *mr;     /* OP_RTS: payload; OP_READ, OP_TRECV: target */
-    const void *payload;   /* OP_RTS */
+    const void *payload;   /* OP_RTS; OP_SEND: the owner's payload, sent in place */
     char *target;          /* OP_READ, OP_TRECV */
     struct ofi_desc *desc; /* OP_READ, OP_TRECV: the descriptor pulled */
     size_t len, msg_len;   /* payload; OP_SEND, OP_RTS: bytes of the message */
     uint64_t cookie;       /* OP_RTS, OP_TSEND */
     int kept;              /* OP_RECV: the owner holds the buffer, or it waits its turn */
     int pending;           /* OP_RTS: its message's completion and the FIN (or payload) */
-    int aborted;           /* OP_READ, OP_TRECV: failed with its endpoint, still libfabric's */
+    int aborted; /* OP_READ, OP_TRECV, OP_SEND in place: failed with its endpoint, still libfabric's */
     icbc_list_t link; /* ep->waiting, ep->rts, ep->early, fabric->recv_retry or the free list */
 } ofi_op_t;
 
@@ -186,6 +197,7 @@ struct ofi_ep {
     icbc_list_t waiting; /* operations not posted yet, in order */
     icbc_list_t rts;     /* rendezvous sends waiting for FIN or CTS */
     icbc_list_t pulls;   /* rendezvous pulls libfabric holds */
+    icbc_list_t zsends;  /* eager sends libfabric holds that read the owner's payload */
     int close_flush;     /* closed by the owner before HELLO_ACK: BYE after the sends */
     double heard_ms;     /* when the peer's last message came */
     int check_fd;        /* the connect checking the peer's address (OFI_CHECK_MS), or -1 */
@@ -301,7 +313,10 @@ static ofi_op_t *send_op_get(ofi_fabric_t *f)
     op = ICBC_CONTAINER(f->free_ops.next, ofi_op_t, link);
     icbc_list_del(&op->link);
     op->hello = 0;
+    op->aborted = 0;
     op->mr = NULL;
+    op->payload = NULL;
+    op->len = 0;
     op->on_done = NULL;
     op->arg = NULL;
     return op;
@@ -369,8 +384,14 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
             h->token = e->peer_token;
         }
         h->seq = e->tx_seq;
-        rc = fi_tsend(f->ep, op->buf, op->msg_len, mr_desc(op->buf_mr), e->addr, OFI_TAG_MSG,
-                      &op->ctx);
+        if (op->kind == OP_SEND && op->payload != NULL) {
+            struct iovec iov[2] = { { op->buf, op->msg_len }, { (void *) op->payload, op->len } };
+            void *desc[2] = { mr_desc(op->buf_mr), NULL };
+            rc = fi_tsendv(f->ep, iov, desc, 2, e->addr, OFI_TAG_MSG, &op->ctx);
+        } else {
+            rc = fi_tsend(f->ep, op->buf, op->msg_len, mr_desc(op->buf_mr), e->addr, OFI_TAG_MSG,
+                          &op->ctx);
+        }
         if (rc == 0)
             e->tx_seq++;
         break;
@@ -402,6 +423,8 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
         e->sends_posted++;
     if (op->kind == OP_RTS)
         icbc_list_push(&e->rts, &op->link);
+    else if (op->kind == OP_SEND && op->payload != NULL)
+        icbc_list_push(&e->zsends, &op->link);
     else if (op->kind == OP_READ || op->kind == OP_TRECV)
         icbc_list_push(&e->pulls, &op->link);
     return ICBC_OK;
@@ -515,6 +538,7 @@ static ofi_ep_t *ep_new(ofi_fabric_t *f, fi_addr_t addr)
     icbc_list_init(&e->waiting);
     icbc_list_init(&e->rts);
     icbc_list_init(&e->pulls);
+    icbc_list_init(&e->zsends);
     icbc_list_init(&e->backlog);
     icbc_list_init(&e->early);
     icbc_list_push(&f->eps, &e->link);
@@ -602,6 +626,16 @@ static void ep_fail_sends(ofi_ep_t *e, icbc_status_t st)
     icbc_list_del(&e->backlog);
     while (!icbc_list_empty(&e->rts))
         rts_finish(f, ICBC_CONTAINER(e->rts.next, ofi_op_t, link), st);
+    /* Sends in place end for their owner now, for the same reason. */
+    while (!icbc_list_empty(&e->zsends)) {
+        ofi_op_t *op = ICBC_CONTAINER(e->zsends.next, ofi_op_t, link);
+        mx_fabric_done_cb_t on_done = op->on_done;
+        icbc_list_del(&op->link);
+        op->aborted = 1;
+        op->on_done = NULL;
+        if (on_done)
+            on_done(op->arg, st);
+    }
     /* Pulls fail now; libfabric returns their operations later, or never
      * (a dead peer's connection), and keeps their buffers registered. */
     while (!icbc_list_empty(&e->pulls)) {
@@ -886,9 +920,9 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
         e->sends_posted--;
     switch (op->kind) {
     case OP_SEND: {
-        mx_fabric_done_cb_t on_done = op->on_done;
+        mx_fabric_done_cb_t on_done = op->on_done; /* NULL once aborted */
         void *arg = op->arg;
-        send_op_put(f, op);
+        send_op_put(f, op); /* out of e->zsends too */
         if (st != ICBC_OK)
             ep_fail(e, why);
         if (on_done)
@@ -1035,8 +1069,9 @@ static void probe(ofi_fabric_t *f)
     for (icbc_list_t *l = f->eps.next, *next; l != &f->eps; l = next) {
         ofi_ep_t *e = ICBC_CONTAINER(l, ofi_ep_t, link);
         next = l->next;
-        if (e->state == EP_OPEN && (!icbc_list_empty(&e->pulls) || !icbc_list_empty(&e->rts) ||
-                                    !icbc_list_empty(&e->waiting))) {
+        if (e->state == EP_OPEN &&
+            (!icbc_list_empty(&e->pulls) || !icbc_list_empty(&e->rts) ||
+             !icbc_list_empty(&e->zsends) || !icbc_list_empty(&e->waiting))) {
             ofi_hdr_t h;
             hdr_to(&h, e, K_PING);
             send_ctrl(e, &h);
@@ -1106,7 +1141,7 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
 {
     ofi_ep_t *e = (ofi_ep_t *) base;
     ofi_fabric_t *f = fab_of(e);
-    int rndv = (flags & MX_FABRIC_SEND_RNDV) != 0;
+    int rndv = (flags & MX_FABRIC_SEND_RNDV) != 0, in_place = 0;
     ofi_hdr_t h;
     ofi_op_t *op;
 
@@ -1121,10 +1156,17 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
     h.hdr_len = (uint16_t) hdr_len;
     h.len = len;
     if (!rndv) {
+        in_place = on_done != NULL && len >= OFI_SEND_ZCOPY_MIN && len <= OFI_SEND_ZCOPY_MAX &&
+                   !f->mr_local && f->info->tx_attr->iov_limit >= 2;
         h.kind = K_AM;
-        op = msg_build(e, OP_SEND, &h, NULL, 0, hdr, hdr_len, payload, len);
+        op = msg_build(e, OP_SEND, &h, NULL, 0, hdr, hdr_len, in_place ? NULL : payload,
+                       in_place ? 0 : len);
         if (op == NULL)
             return ICBC_ERR_NO_MEMORY;
+        if (in_place) {
+            op->payload = payload;
+            op->len = len;
+        }
     } else {
         ofi_rts_t rts = { 0 };
         struct fid_mr *mr = NULL;
@@ -1149,8 +1191,8 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
         op->cookie = rts.cookie;
         op->pending = 2;
     }
-    /* An eager message is a copy: the sender's buffers are free at once. */
-    op->on_done = rndv ? on_done : NULL;
+    /* An eager message copied is done for the sender at once. */
+    op->on_done = rndv || in_place ? on_done : NULL;
     op->arg = arg;
     if (ep_submit(e, op) != ICBC_OK) {
         op->on_done = NULL; /* an error return: no completion */
@@ -1158,7 +1200,7 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
         ep_fail(e, "send failed");
         return ICBC_ERR_PEER_FAILED;
     }
-    if (!rndv && on_done)
+    if (!rndv && !in_place && on_done)
         on_done(arg, ICBC_OK);
     return ICBC_OK;
 }
