@@ -13,12 +13,14 @@
  *
  * Headers and eager payloads travel in one message, copied into a
  * registered send buffer (a payload of 4 to 16 KiB is sent from where it
- * is, behind them: OFI_SEND_ZCOPY_MIN); receive buffers are posted in a ring of
- * registered buffers, kept by the owner as long as it wants (then
+ * is, behind them: OFI_SEND_ZCOPY_MIN); receive buffers are posted in a
+ * ring of registered buffers, kept by the owner as long as it wants (then
  * reposted). Messages are tagged sends with one tag (OFI_TAG_MSG) rather
  * than untagged ones: rxm over tcp hands tagged operations to tcp's own
  * tagged path, without rxm's protocol header and bounce buffers (136
- * instead of 192 bytes on the wire for a message of 8 bytes). Rendezvous: RTS carries the payload's registered address and
+ * instead of 192 bytes on the wire for a message of 8 bytes).
+ *
+ * Rendezvous: RTS carries the payload's registered address and
  * key and the receiver reads it (FI_RMA read) and answers FIN; without
  * FI_RMA the receiver posts a tagged receive and answers CTS, and the
  * sender sends the payload with the RTS's cookie as tag.
@@ -169,7 +171,7 @@ typedef struct ofi_op {
     uint64_t cookie;       /* OP_RTS, OP_TSEND */
     int kept;              /* OP_RECV: the owner holds the buffer, or it waits its turn */
     int pending;           /* OP_RTS: its message's completion and the FIN (or payload) */
-    int aborted; /* OP_READ, OP_TRECV, OP_SEND in place: failed with its endpoint, still libfabric's */
+    int aborted;           /* OP_READ, OP_TRECV: failed with its endpoint, still libfabric's */
     icbc_list_t link; /* ep->waiting, ep->rts, ep->early, fabric->recv_retry or the free list */
 } ofi_op_t;
 
@@ -216,13 +218,14 @@ struct ofi_fabric {
     struct fid_cq *cq;
     struct fid_ep *ep;
     int efd;
-    int listen;       /* accepted endpoints are announced to the owner */
-    int rma;          /* rendezvous by RMA read, else by tagged messages */
-    int mr_local;     /* local buffers must be registered */
-    int virt_addr;    /* RMA addresses are virtual, not offsets */
-    int prov_key;     /* the provider chooses keys */
-    int names_listen; /* a peer's name is the TCP address its provider listens on */
-    unsigned checks;  /* endpoints with a check_fd */
+    int listen;        /* accepted endpoints are announced to the owner */
+    int rma;           /* rendezvous by RMA read, else by tagged messages */
+    int mr_local;      /* local buffers must be registered */
+    int send_in_place; /* eager payloads may go from the owner's buffer (OFI_SEND_ZCOPY_MIN) */
+    int virt_addr;     /* RMA addresses are virtual, not offsets */
+    int prov_key;      /* the provider chooses keys */
+    int names_listen;  /* a peer's name is the TCP address its provider listens on */
+    unsigned checks;   /* endpoints with a check_fd */
     uint64_t next_key, next_cookie;
     char name[OFI_NAME_MAX];
     size_t namelen;
@@ -313,7 +316,6 @@ static ofi_op_t *send_op_get(ofi_fabric_t *f)
     op = ICBC_CONTAINER(f->free_ops.next, ofi_op_t, link);
     icbc_list_del(&op->link);
     op->hello = 0;
-    op->aborted = 0;
     op->mr = NULL;
     op->payload = NULL;
     op->len = 0;
@@ -631,8 +633,7 @@ static void ep_fail_sends(ofi_ep_t *e, icbc_status_t st)
         ofi_op_t *op = ICBC_CONTAINER(e->zsends.next, ofi_op_t, link);
         mx_fabric_done_cb_t on_done = op->on_done;
         icbc_list_del(&op->link);
-        op->aborted = 1;
-        op->on_done = NULL;
+        op->on_done = NULL; /* its completion, if libfabric returns it, recycles it */
         if (on_done)
             on_done(op->arg, st);
     }
@@ -920,7 +921,7 @@ static void op_completed(ofi_fabric_t *f, ofi_op_t *op, size_t n, icbc_status_t 
         e->sends_posted--;
     switch (op->kind) {
     case OP_SEND: {
-        mx_fabric_done_cb_t on_done = op->on_done; /* NULL once aborted */
+        mx_fabric_done_cb_t on_done = op->on_done; /* NULL once failed with E */
         void *arg = op->arg;
         send_op_put(f, op); /* out of e->zsends too */
         if (st != ICBC_OK)
@@ -1156,8 +1157,8 @@ static icbc_status_t ofi_am_send(mx_fabric_ep_t *base, unsigned id, const void *
     h.hdr_len = (uint16_t) hdr_len;
     h.len = len;
     if (!rndv) {
-        in_place = on_done != NULL && len >= OFI_SEND_ZCOPY_MIN && len <= OFI_SEND_ZCOPY_MAX &&
-                   !f->mr_local && f->info->tx_attr->iov_limit >= 2;
+        in_place = f->send_in_place && on_done != NULL && len >= OFI_SEND_ZCOPY_MIN &&
+                   len <= OFI_SEND_ZCOPY_MAX;
         h.kind = K_AM;
         op = msg_build(e, OP_SEND, &h, NULL, 0, hdr, hdr_len, in_place ? NULL : payload,
                        in_place ? 0 : len);
@@ -1452,8 +1453,6 @@ static struct fi_info *find_info(const char *prov, const char *node, const char 
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
-    hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     hints->tx_attr->msg_order = FI_ORDER_SAS;
     hints->rx_attr->msg_order = FI_ORDER_SAS;
     if (family == AF_INET)
@@ -1509,7 +1508,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     f->efd = -1;
     f->listen = params->listen;
     f->next_key = 1;
-    f->next_cookie = (((uint64_t) random_u32() << 32) | random_u32()) & ~OFI_TAG_MSG;
+    f->next_cookie = ((uint64_t) random_u32() << 32) | random_u32();
     if (prov == NULL || *prov == '\0')
         prov = params->ofi_provider ? params->ofi_provider : "tcp;ofi_rxm";
     setenv("FI_OFI_RXM_MSG_RX_SIZE", OFI_RXM_MSG_RX_SIZE, 0); /* read at libfabric's start */
@@ -1544,6 +1543,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     if (f->info == NULL)
         goto fail;
     f->mr_local = (f->info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+    f->send_in_place = !f->mr_local && f->info->tx_attr->iov_limit >= 2;
     f->virt_addr = (f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
     f->prov_key = (f->info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
     f->names_listen = (strcmp(f->info->fabric_attr->prov_name, "tcp;ofi_rxm") == 0 ||
