@@ -11,9 +11,9 @@ libicbc_la_SOURCES += \
     src/mx_router/mx_server.c \
     src/mx_router/mx_client.c
 if HAVE_OFI
-libicbc_la_SOURCES += src/mx_router/mx_fabric_ofi.c
+libicbc_la_SOURCES += src/mx_router/mx_fabric_ofi.c src/mx_router/ofi_lib.c
 endif
-noinst_HEADERS += src/mx_router/mx_fabric_impl.h
+noinst_HEADERS += src/mx_router/mx_fabric_impl.h src/mx_router/ofi_lib.h
 include_icbc_HEADERS += \
     src/mx_router/mx_fabric.h \
     src/mx_router/mx_router.h \

@@ -58,6 +58,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "icbc_bytes.h"
+#include "ofi_lib.h"
 #include "icbc_clock.h"
 #include "icbc_hmap.h"
 #include "icbc_list.h"
@@ -277,7 +278,7 @@ static icbc_status_t mr_reg(ofi_fabric_t *f, const void *buf, size_t len, uint64
         fi_mr_reg(f->domain, buf, len, access, 0, f->prov_key ? 0 : f->next_key++, 0, mr, NULL);
 
     if (rc != 0) {
-        icbc_debug("fabric: fi_mr_reg of %zu bytes: %s", len, fi_strerror(-rc));
+        icbc_debug("fabric: fi_mr_reg of %zu bytes: %s", len, ofi_lib.strerror(-rc));
         return ICBC_ERR_IO;
     }
     return ICBC_OK;
@@ -417,7 +418,7 @@ static icbc_status_t op_post(ofi_ep_t *e, ofi_op_t *op)
     if (rc == -FI_EAGAIN)
         return ICBC_ERR_BUSY;
     if (rc != 0) {
-        icbc_debug("fabric peer %s: posting failed: %s", e->base.peer, fi_strerror((int) -rc));
+        icbc_debug("fabric peer %s: posting failed: %s", e->base.peer, ofi_lib.strerror((int) -rc));
         return ICBC_ERR_PEER_FAILED;
     }
     e->inflight++;
@@ -499,7 +500,7 @@ static void post_recv(ofi_fabric_t *f, ofi_op_t *op)
     if (rc == 0)
         return;
     if (rc != -FI_EAGAIN)
-        icbc_error("fabric: fi_recv: %s", fi_strerror((int) -rc));
+        icbc_error("fabric: fi_recv: %s", ofi_lib.strerror((int) -rc));
     icbc_list_push(&f->recv_retry, &op->link);
 }
 
@@ -1106,7 +1107,7 @@ static unsigned ofi_progress(mx_fabric_t *base)
             continue;
         }
         if (k < 0) {
-            icbc_error("fabric: fi_cq_read: %s", fi_strerror((int) -k));
+            icbc_error("fabric: fi_cq_read: %s", ofi_lib.strerror((int) -k));
             break;
         }
         for (ssize_t i = 0; i < k; i++)
@@ -1433,7 +1434,7 @@ static void ofi_destroy(mx_fabric_t *base)
     if (f->fabric)
         fi_close(&f->fabric->fid);
     if (f->info)
-        fi_freeinfo(f->info);
+        ofi_lib.freeinfo(f->info);
     icbc_hmap_free(&f->rts_by_cookie);
     free(f->recv_bufs);
     free(f->slots);
@@ -1443,7 +1444,7 @@ static void ofi_destroy(mx_fabric_t *base)
 static struct fi_info *find_info(const char *prov, const char *node, const char *service,
                                  int family, uint64_t caps, char *why, size_t whylen)
 {
-    struct fi_info *hints = fi_allocinfo(), *info = NULL;
+    struct fi_info *hints = ofi_lib.dupinfo(NULL), *info = NULL;
     int rc;
 
     if (hints == NULL)
@@ -1460,10 +1461,10 @@ static struct fi_info *find_info(const char *prov, const char *node, const char 
     else if (family == AF_INET6)
         hints->addr_format = FI_SOCKADDR_IN6;
     hints->fabric_attr->prov_name = strdup(prov);
-    rc = fi_getinfo(FI_VERSION(1, 17), node, service, node ? FI_SOURCE : 0, hints, &info);
-    fi_freeinfo(hints);
+    rc = ofi_lib.getinfo(FI_VERSION(1, 17), node, service, node ? FI_SOURCE : 0, hints, &info);
+    ofi_lib.freeinfo(hints);
     if (rc != 0) {
-        snprintf(why, whylen, "%s", fi_strerror(-rc));
+        snprintf(why, whylen, "%s", ofi_lib.strerror(-rc));
         return NULL;
     }
     return info;
@@ -1496,7 +1497,12 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
                                   .wait_obj = params->wakeup ? FI_WAIT_FD : FI_WAIT_NONE };
     struct fi_av_attr av_attr = { .type = FI_AV_UNSPEC };
     int family = 0, rc = 0;
+    icbc_status_t st;
 
+    if ((st = ofi_lib_open(err, errlen)) != ICBC_OK) {
+        free(f);
+        return st;
+    }
     if (f == NULL)
         return icbc_err(ICBC_ERR_NO_MEMORY, err, errlen, "fabric: out of memory");
     icbc_list_init(&f->free_ops);
@@ -1550,7 +1556,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
                        strcmp(f->info->fabric_attr->prov_name, "net;ofi_rxm") == 0);
 
     what = "fi_fabric";
-    if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0)
+    if ((rc = ofi_lib.fabric(f->info->fabric_attr, &f->fabric, NULL)) != 0)
         goto fail_rc;
     what = "fi_domain";
     if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)) != 0)
@@ -1607,7 +1613,7 @@ static icbc_status_t ofi_create(const mx_fabric_params_t *params, mx_fabric_t **
     return ICBC_OK;
 
 fail_rc:
-    snprintf(why, sizeof(why), "%s", fi_strerror(-rc));
+    snprintf(why, sizeof(why), "%s", ofi_lib.strerror(-rc));
 fail:
     ofi_destroy(&f->base);
     return icbc_err(ICBC_ERR_UNREACHABLE, err, errlen,
@@ -1634,7 +1640,7 @@ static icbc_status_t ofi_arm(mx_fabric_t *base)
         return ICBC_OK;
     if (rc == -FI_EAGAIN)
         return ICBC_ERR_BUSY;
-    icbc_error("fabric: fi_trywait: %s", fi_strerror(-rc));
+    icbc_error("fabric: fi_trywait: %s", ofi_lib.strerror(-rc));
     return ICBC_ERR_IO;
 }
 

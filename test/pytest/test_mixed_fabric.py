@@ -89,3 +89,20 @@ def test_attribute_paces_the_routed_path_on_both_apis(mixed_clusters, mixed_daem
     unpaced = seconds("mixed-unpaced", [])
     assert paced >= bound, f"paced run took {paced:.2f} s, less than {bound:.2f} s"
     assert unpaced < bound / 2, f"unpaced run took {unpaced:.2f} s (bound {bound:.2f} s)"
+
+
+def test_libfabric_is_loaded_by_the_ranks_of_its_cluster_only(mixed_clusters, mixed_daemons,
+                                                               programs, work):
+    """libfabric is opened at run time by the first fabric of that API: the
+    ranks of cluster a (UCX) never load it, even after messages to every
+    rank of cluster b; the ranks of cluster b (libfabric) have it."""
+    r = run_mpi(mixed_clusters.tb.prefix, mixed_clusters.env, programs["fabric_lib"], 4, work,
+                name="mixed-fabric-lib", hosts=mixed_clusters.hosts,
+                extra_env={"MPIR_CVAR_CH4_ICBC_EMBEDDED_ROUTER": "0"}, timeout=120)
+    assert r.ok, r.describe()
+    lines = re.findall(r"^rank (\d+) on (\S+): libfabric (loaded|not loaded)$", r.output, re.M)
+    assert len(lines) == 4, r.describe()
+    for rank, node, lib in lines:
+        want = "loaded" if node.startswith("b") else "not loaded"
+        assert lib == want, f"rank {rank} on {node}: libfabric {lib}\n{r.output}"
+    assert {n[0] for _, n, _ in lines} == {"a", "b"}, lines

@@ -57,6 +57,7 @@ mpi_core_sources += src/mpid/ch4/netmod/icbc/func_table.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_fabric.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_fabric_ucx.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_fabric_ofi.c \
+                    src/mpid/ch4/netmod/icbc/mx_router/ofi_lib.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_server.c \
                     src/mpid/ch4/netmod/icbc/core/hmap.c \
                     src/mpid/ch4/netmod/icbc/mx_router/mx_guard.c \

@@ -27,10 +27,11 @@ AM_COND_IF([BUILD_CH4_NETMOD_ICBC],[
                  [-lucs])
     AC_CHECK_LIB([crypto],[HMAC],[],[AC_MSG_ERROR([ch4:icbc needs libcrypto (libssl-dev)])])
     PAC_LIBS_ADD([-lucp -lucs -lcrypto])
-    dnl libfabric, the second fabric API, when installed (libfabric-dev).
+    dnl libfabric, the second fabric API, when installed (libfabric-dev):
+    dnl opened at run time, not linked (mx_router/ofi_lib.h says why).
     AC_CHECK_HEADER([rdma/fabric.h],
         [AC_CHECK_LIB([fabric],[fi_getinfo],[
-            PAC_LIBS_ADD([-lfabric])
+            AC_CHECK_LIB([dl],[dlopen],[PAC_LIBS_ADD([-ldl])])
             PAC_APPEND_FLAG([-DICBC_HAVE_OFI],[CPPFLAGS])
         ])])
 ])dnl end AM_COND_IF(BUILD_CH4_NETMOD_ICBC,...)
