@@ -1,7 +1,7 @@
 #!/bin/bash
 # Self-test of the benchmark runners' pieces that need no testbed: stripe.py (ceilings,
-# ratios, verdicts, bad input), run.sh's and builds.py's option checks, and the comparison
-# tables of benchmarks/common (test_compare.py). Prints PASS/FAIL per check and
+# ratios, verdicts, bad input), run.sh's, builds.py's and startup.py's option checks, and
+# the comparison tables of benchmarks/common (test_compare.py). Prints PASS/FAIL per check and
 # "N passed, N failed"; exit status 1 if any failed. Run: benchmarks/routed/selftest.sh
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -81,6 +81,20 @@ done <<EOF
 --build a=$B --build a=$B|build labels must differ
 --build a=$B --build b=$B --prefix /x|--prefix is set per build here
 --build a=$B --build b=$B --reps 0|--reps: a positive integer
+EOF
+
+# startup.py: bad usage is refused before anything runs (exit 2, the reason named)
+while IFS='|' read -r args want; do
+    out=$(/usr/bin/python3 "$HERE/../startup/startup.py" $args 2>&1); rc=$?
+    check "startup.py $args: exit $rc, '$want'" "$([ $rc = 2 ] && grep -qF -- "$want" <<< "$out"; echo $?)"
+done <<EOF
+|--build NAME=PREFIX at least once
+--build a=/nonexistent|no mpicc/mpiexec in /nonexistent/bin
+--build a|want NAME=PREFIX
+--build a=$B:FI_PROVIDER|'FI_PROVIDER' is not K=V
+--build a=$B --build a=$B|build names must differ
+--build a=$B --layouts 8|'8' is not NxK
+--build a=$B --reps 0|--reps wants at least 1
 EOF
 
 # The comparison tables, ratios and verdicts (benchmarks/common/test_compare.py)
