@@ -34,8 +34,10 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "test", "harness"))
+sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 
 from mpirun import run_mpi  # noqa: E402
+from plots import grouped_bars, pyplot  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 SIZES = ((64, 2000, 200), (65536, 500, 50), (8 << 20, 20, 5))  # size, iters, warm-up
@@ -151,21 +153,12 @@ def report(o, rows):
     with open(os.path.join(o.out, "allocs_summary.txt"), "w") as f:
         f.write(text)
     print(text, end="")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no allocs.png", file=sys.stderr)
+    plt = pyplot("allocs.png")
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
-    width = 0.8 / len(builds)
-    for i, b in enumerate(builds):
-        ax.bar([k + i * width for k in range(len(keys))],
-               [val.get((b, p, s), 0) for p, s in keys], width, label=b)
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))])
-    ax.set_xticklabels([f"{p}\n{s if s < 1024 else str(s >> 10) + ' KiB'}" for p, s in keys],
-                       fontsize=8)
+    grouped_bars(ax, [f"{p}\n{s if s < 1024 else str(s >> 10) + ' KiB'}" for p, s in keys],
+                 {b: [val.get((b, p, s), 0) for p, s in keys] for b in builds})
     ax.set_ylabel("heap allocations per message")
     ax.set_title("Allocations per message across two clusters, steady state")
     ax.legend()

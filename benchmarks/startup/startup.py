@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.join(REPO, "test", "harness"))
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 
 from engine import Install, UsageError  # noqa: E402
+from plots import grouped_bars, pyplot  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 FIELDS = ["build", "layout", "rep", "seconds", "cpu_seconds", "host_cpu_pct"]
@@ -158,24 +159,15 @@ def report(o, rows):
     with open(os.path.join(o.out, "startup_summary.txt"), "w") as f:
         f.write(text)
     print(text, end="")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no startup.png", file=sys.stderr)
+    plt = pyplot("startup.png")
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(8, 4))
-    width = 0.8 / len(builds)
-    for i, b in enumerate(builds):
-        med = [statistics.median(secs[b, l]) for l in layouts]
-        lo = [m - min(secs[b, l]) for m, l in zip(med, layouts)]
-        hi = [max(secs[b, l]) - m for m, l in zip(med, layouts)]
-        ax.bar([x + i * width for x in range(len(layouts))], med, width, yerr=[lo, hi],
-               capsize=3, label=b)
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(layouts))])
-    ax.set_xticklabels([f"{l.split('x')[0]} processes, {l.split('x')[1]} per node"
-                        for l in layouts])
+    med = {b: [statistics.median(secs[b, l]) for l in layouts] for b in builds}
+    grouped_bars(ax, [f"{l.split('x')[0]} processes, {l.split('x')[1]} per node" for l in layouts],
+                 med, {b: [[m - min(secs[b, l]) for m, l in zip(med[b], layouts)],
+                           [max(secs[b, l]) - m for m, l in zip(med[b], layouts)]]
+                       for b in builds})
     ax.set_ylabel("seconds, mpiexec to exit (median, min-max)")
     ax.set_title("The shortest MPI job (Init, Barrier, Finalize) on two nodes")
     ax.legend(fontsize=8)
