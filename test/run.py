@@ -5,7 +5,7 @@
                         [--only NAME,...] [--list] [--prefix DIR] [--build DIR]
                         [--npb DIR] [--logs DIR]
 
-default   what protects a user, in about 28 minutes on 2 cores: format, unit
+default   what protects a user, in about 23 minutes on 2 cores: format, unit
           tests (normal and ASan+UBSan), fuzz smoke, benchmark tools,
           testbed, one cluster,
           first contact, trust boundary, the two-cluster quick set under
