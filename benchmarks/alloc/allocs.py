@@ -36,6 +36,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "test", "harness"))
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 
+from benchcsv import write_rows  # noqa: E402
+from engine import CpuMeter  # noqa: E402
 from mpirun import run_mpi  # noqa: E402
 from plots import grouped_bars, pyplot  # noqa: E402
 from testbed import Testbed  # noqa: E402
@@ -46,12 +48,6 @@ TESTBED = ["--clusters", "2", "--nodes", "3", "--routers", "2", "--nic-rate", "1
            "--wan-rate", "2gbit", "--delay", "0ms"]
 FIELDS = ["build", "policy", "size", "iters", "allocs_rank0", "allocs_rank1",
           "allocs_per_message", "allocs_per_chunk", "cpu_pct"]
-
-
-def cpu_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v), v[3] + v[4]
 
 
 def chunks(policy, size):
@@ -101,7 +97,7 @@ def measure(o, builds):
                         tb.start_router(node, exe=os.path.join(prefix, "bin", "icbc-router"))
                     time.sleep(1)
                 for size, iters, warm in SIZES:
-                    t0, i0 = cpu_ticks()
+                    meter = CpuMeter()
                     args = ["--size", str(size), "--iters", str(iters), "--warmup", str(warm)]
                     if policy == "impi":
                         rc, output, log = run_impi(prefix, env, exes[name], shim, work,
@@ -111,8 +107,7 @@ def measure(o, builds):
                                     name=f"{name}-{policy}-{size}",
                                     extra_env={"LD_PRELOAD": shim}, args=args, timeout=300)
                         rc, output, log = r.rc, r.output, r.log
-                    t1, i1 = cpu_ticks()
-                    cpu = 100.0 * ((t1 - t0) - (i1 - i0)) / max(1, t1 - t0)
+                    cpu = meter.stop()[0]
                     line = [l for l in output.splitlines() if l.startswith(f"{size},")]
                     if rc != 0 or not line:
                         raise SystemExit(f"{name} {policy} {size}: failed (see {log})\n"
@@ -128,10 +123,7 @@ def measure(o, builds):
                     tb.stop_daemons()
     finally:
         tb.down()
-    with open(os.path.join(o.out, "allocs.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(os.path.join(o.out, "allocs.csv"), FIELDS, rows)
     return rows
 
 

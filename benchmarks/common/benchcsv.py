@@ -91,3 +91,11 @@ def write_comparison(path, meta, labels, table, ratio_names):
         w.writerow(["size"] + list(labels) + list(ratio_names))
         for size, vals, ratios in table:
             w.writerow([size] + [fmt_num(v) for v in vals] + [fmt_num(r, 4) for r in ratios])
+
+
+def write_rows(path, fields, rows):
+    """A runner's CSV: the header FIELDS, then ROWS (dicts by field)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import os
 import re
+import resource
 import shlex
 import signal
 import subprocess
@@ -401,18 +402,40 @@ class Bed:
                         pass
 
 
+def host_ticks():
+    """(all, idle) clock ticks of the host's cores since boot (/proc/stat;
+    idle with iowait): the namespaces share the kernel, so this is every
+    rank, router and the WAN emulator together."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v), v[3] + v[4]
+
+
+class CpuMeter:
+    """What a run cost the machine, from its creation to stop(): the host's
+    CPU use in percent of all cores, and the CPU seconds of this process's
+    children that ended meanwhile (mpiexec and all it started)."""
+
+    def __init__(self):
+        self.ticks = host_ticks()
+        self.children = self._children()
+
+    @staticmethod
+    def _children():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def stop(self):
+        (t0, i0), (t1, i1) = self.ticks, host_ticks()
+        pct = 100.0 * ((t1 - t0) - (i1 - i0)) / max(1, t1 - t0)
+        return pct, self._children() - self.children
+
+
 def cpu_busy():
     """Percent of the host's CPU time used in the next second."""
-    def sample():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-        return sum(v), v[3] + v[4]
-    t0, i0 = sample()
+    meter = CpuMeter()
     time.sleep(1)
-    t1, i1 = sample()
-    if t1 <= t0:
-        return 0
-    return (100 * ((t1 - t0) - (i1 - i0))) // (t1 - t0)
+    return int(meter.stop()[0])
 
 
 def genv(items):

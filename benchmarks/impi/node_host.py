@@ -34,13 +34,16 @@ import argparse
 import csv
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
+
+from engine import CpuMeter  # noqa: E402
+
 PAIRS = (("first", "0,2"), ("other", "1,3"))
 WHAT = {  # program, its options, default --max, unit, what the value is, higher is better
     "latency": ("icbc_latency", ["--min", "1", "--iters", "2000", "--warmup", "200"], "64K",
@@ -48,12 +51,6 @@ WHAT = {  # program, its options, default --max, unit, what the value is, higher
     "bw": ("icbc_bw", ["--min", "64K", "--window", "8", "--iters", "20", "--warmup", "2",
                        "--min-iters", "5"], "8M", "MB/s", "bandwidth (MB/s, median)", True),
 }
-
-
-def cpu_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v), v[3] + v[4]
 
 
 def build(prefix, work, prog):
@@ -65,20 +62,16 @@ def build(prefix, work, prog):
 
 def run(prefix, exe, pair, o):
     prog, args = WHAT[o.what][0], WHAT[o.what][1]
-    t0, i0 = cpu_ticks()
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meter = CpuMeter()
     r = subprocess.run([sys.executable, os.path.join(REPO, "test", "mpich", "mpiexec_impi.py"),
                         "--prefix", prefix, "-n", "4", exe, "--stat", "median"] + args +
                        ["--max", o.max, "--pair", pair],
                        capture_output=True, text=True, timeout=600)
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t1, i1 = cpu_ticks()
-    cpu = 100.0 * ((t1 - t0) - (i1 - i0)) / max(1, t1 - t0)
+    cpu, cpu_s = meter.stop()
     if r.returncode != 0:
         raise SystemExit(f"{prog} --pair {pair} with {prefix} failed:\n{r.stdout}{r.stderr}")
     rows = [l.split(",") for l in r.stdout.splitlines() if l and l[0].isdigit() and "," in l]
     m = re.search(r"payload bytes sent by all ranks: ([0-9]+)", r.stdout + r.stderr)
-    cpu_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     per_gb = cpu_s / (int(m.group(1)) / 1e9) if m and int(m.group(1)) else float("nan")
     return [(int(s), float(v)) for s, v in rows], cpu, per_gb
 

@@ -29,7 +29,6 @@ summary and figure again from OUT's startup.csv, nothing run.
 import argparse
 import csv
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,22 +38,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "test", "harness"))
 sys.path.insert(0, os.path.join(REPO, "benchmarks", "common"))
 
-from engine import Install, UsageError  # noqa: E402
+from benchcsv import write_rows  # noqa: E402
+from engine import CpuMeter, Install, UsageError  # noqa: E402
 from plots import grouped_bars, pyplot  # noqa: E402
 from testbed import Testbed  # noqa: E402
 
 FIELDS = ["build", "layout", "rep", "seconds", "cpu_seconds", "host_cpu_pct"]
-
-
-def cpu_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v), v[3] + v[4]
-
-
-def children_cpu():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def parse_build(text):
@@ -108,7 +97,7 @@ def measure(o):
             for rep in range(o.reps + 1):  # rep 0: a warm-up, not recorded
                 for name, inst, exe, env in builds:
                     argv = [inst.mpiexec, "-n", str(n), "-ppn", str(k), exe]
-                    c0, (t0, i0), w0 = children_cpu(), cpu_ticks(), time.monotonic()
+                    meter, w0 = CpuMeter(), time.monotonic()
                     try:
                         r = subprocess.run(argv, env={**user, **env}, capture_output=True,
                                            text=True, timeout=60)
@@ -116,23 +105,19 @@ def measure(o):
                         raise SystemExit(f"{name} {layout}: {' '.join(argv)} did not end "
                                          "within 60 s")
                     secs = time.monotonic() - w0
-                    c1, (t1, i1) = children_cpu(), cpu_ticks()
+                    host, cpu = meter.stop()
                     if r.returncode != 0 or f"started {n} processes" not in r.stdout:
                         raise SystemExit(f"{name} {layout}: {' '.join(argv)} failed "
                                          f"(exit {r.returncode})\n{r.stdout}{r.stderr}")
                     if rep == 0:
                         continue
-                    host = 100.0 * ((t1 - t0) - (i1 - i0)) / max(1, t1 - t0)
                     rows.append(dict(zip(FIELDS, [name, layout, rep, f"{secs:.4f}",
-                                                  f"{c1 - c0:.4f}", f"{host:.0f}"])))
+                                                  f"{cpu:.4f}", f"{host:.0f}"])))
                     print(f"{name:12} {layout:5} rep {rep:2}: {secs:.3f} s "
-                          f"(cpu {c1 - c0:.3f} s, host {host:.0f} %)", flush=True)
+                          f"(cpu {cpu:.3f} s, host {host:.0f} %)", flush=True)
     finally:
         tb.down()
-    with open(os.path.join(o.out, "startup.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(os.path.join(o.out, "startup.csv"), FIELDS, rows)
     return rows
 
 
